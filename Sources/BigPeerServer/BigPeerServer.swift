@@ -1,0 +1,1 @@
+// BigPeerServer: wiring — configuration, REST handlers, WebSocket endpoint, lifecycle, metrics, logging.

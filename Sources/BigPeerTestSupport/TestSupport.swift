@@ -1,0 +1,1 @@
+// BigPeerTestSupport: shared test helpers (PostgreSQL harness, free ports, manual clocks).

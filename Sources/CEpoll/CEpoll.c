@@ -1,0 +1,1 @@
+// Header-only target; this file exists so SwiftPM builds the module.

@@ -1,0 +1,36 @@
+#ifndef BIGPEER_CEPOLL_H
+#define BIGPEER_CEPOLL_H
+// Glibc's Swift overlay does not expose these headers; this target does.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <unistd.h>
+#include <signal.h>
+
+// epoll_event is packed on x86_64; Swift mis-sizes packed structs, so access it through C.
+static inline int bp_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event ev;
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+
+// Waits and copies results into two plain arrays (events, data) so Swift never touches the packed struct.
+static inline int bp_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms) {
+    struct epoll_event evs[256];
+    if (max > 256) max = 256;
+    int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) { events[i] = evs[i].events; data[i] = evs[i].data.u64; }
+    return n;
+}
+
+static inline int bp_errno(void) { return errno; }
+#endif

@@ -1,0 +1,6 @@
+import Testing
+@testable import CRDT
+
+@Suite struct CRDTModuleTests {
+    @Test func moduleIsNamed() { #expect(CRDTModule.name == "CRDT") }
+}

@@ -1,0 +1,6 @@
+import Testing
+@testable import DQL
+
+@Suite struct DQLModuleTests {
+    @Test func moduleIsNamed() { #expect(DQLModule.name == "DQL") }
+}

@@ -1,0 +1,63 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import Sockets
+
+@Suite struct EventLoopTests {
+    @Test func executeRunsOnTheLoopThread() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let onLoop = try await loop.submit { loop.inEventLoop }
+        #expect(onLoop)
+        #expect(!loop.inEventLoop)
+    }
+
+    @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let fired = Mutex<[Int]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                loop.scheduleTimer(after: .milliseconds(30)) { fired.withLock { $0.append(3) } }
+                loop.scheduleTimer(after: .milliseconds(10)) { fired.withLock { $0.append(1) } }
+                let cancelled = loop.scheduleTimer(after: .milliseconds(20)) { fired.withLock { $0.append(2) } }
+                loop.cancelTimer(cancelled)
+                loop.scheduleTimer(after: .milliseconds(40)) { done.resume() }
+            }
+        }
+        #expect(fired.withLock { $0 } == [1, 3])
+    }
+
+    @Test func readinessIsDeliveredForAPipe() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        let (r, w) = (fds[0], fds[1])
+        _ = fcntl(r, F_SETFL, fcntl(r, F_GETFL) | O_NONBLOCK)
+        let got: UInt8 = try await withCheckedThrowingContinuation { cont in
+            loop.execute {
+                do {
+                    var reg: Registration?
+                    reg = try loop.register(fd: r, interest: .readable) { ready in
+                        var b: UInt8 = 0
+                        _ = read(r, &b, 1)
+                        loop.deregister(reg!)
+                        cont.resume(returning: b)
+                    }
+                    var byte: UInt8 = 42
+                    _ = write(w, &byte, 1)
+                } catch { cont.resume(throwing: error) }
+            }
+        }
+        #expect(got == 42)
+        close(r); close(w)
+    }
+
+    @Test func taskExecutorPreferenceRunsOnTheLoop() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let onLoop = await Task(executorPreference: loop) { loop.inEventLoop }.value
+        #expect(onLoop)
+    }
+}
