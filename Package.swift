@@ -62,6 +62,7 @@ let package = Package(
         .testTarget(name: "ValuesTests", dependencies: ["Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "WebSocketTests", dependencies: ["WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["CRDT", "Values"], swiftSettings: strict),
         .testTarget(name: "DQLTests", dependencies: ["DQL", "Values"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "BigPeerTestSupport"], swiftSettings: strict),

@@ -1,0 +1,6 @@
+import Testing
+@testable import WebSocket
+
+@Suite struct WebSocketModuleTests {
+    @Test func moduleIsNamed() { #expect(WebSocketModule.name == "WebSocket") }
+}
