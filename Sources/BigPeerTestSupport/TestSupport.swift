@@ -1,1 +1,107 @@
-// BigPeerTestSupport: shared test helpers (PostgreSQL harness, free ports, manual clocks).
+// BigPeerTestSupport: shared test helpers — the PostgreSQL harness (one throwaway cluster per test
+// process, a fresh database per test case), a shared event-loop group, free ports.
+
+import Foundation
+import Postgres
+import Sockets
+
+/// The event loops tests run their connections on (one group per test process).
+public enum TestLoops {
+    public static let group: EventLoopGroup = {
+        do { return try EventLoopGroup(threads: 2) } catch { preconditionFailure("cannot start event loops: \(error)") }
+    }()
+}
+
+/// PostgreSQL for tests.
+///
+/// One cluster per test process, started on first use by the same `LocalPostgres` code that
+/// `bigpeer serve` uses, under a temporary directory, with a watchdog that stops and deletes it
+/// when the process exits. Set `BIGPEER_TEST_DATABASE_URL` to use an existing server instead.
+/// Every test case gets its own database, so tests run in parallel without seeing each other.
+public enum TestPostgres {
+    private actor Holder {
+        var task: Task<Server, any Error>?
+        func server() async throws -> Server {
+            if let task { return try await task.value }
+            let t = Task { try await TestPostgres.startServer() }
+            task = t
+            return try await t.value
+        }
+    }
+
+    struct Server: Sendable {
+        var admin: PostgresConfiguration
+        var cluster: LocalPostgres?
+    }
+
+    private static let holder = Holder()
+
+    static func startServer() async throws -> Server {
+        if let url = ProcessInfo.processInfo.environment["BIGPEER_TEST_DATABASE_URL"], !url.isEmpty {
+            return Server(admin: try PostgresConfiguration(url: url), cluster: nil)
+        }
+        let dir = NSTemporaryDirectory() + "bigpeer-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var options = LocalPostgres.Options()
+        options.ephemeral = true
+        options.maxConnections = 400
+        options.databaseName = "postgres"
+        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        try cluster.removeWhenProcessExits(alsoRemove: [dir])
+        return Server(admin: cluster.configuration(database: "postgres"), cluster: cluster)
+    }
+
+    /// The shared test cluster (started on first call).
+    public static func cluster() async throws -> LocalPostgres? { try await holder.server().cluster }
+
+    /// Creates a fresh database, runs `body` with it, and drops it afterwards.
+    public static func withDatabase<R>(_ body: (TestDatabase) async throws -> R) async throws -> R {
+        let server = try await holder.server()
+        let name = "t_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let admin = try await PostgresConnection.connect(server.admin, on: TestLoops.group.next())
+        _ = try await admin.query("CREATE DATABASE \(identifier: name)")
+        var config = server.admin
+        config["dbname"] = name
+        let db = TestDatabase(name: name, configuration: config)
+        do {
+            let r = try await body(db)
+            await db.closePools()
+            _ = try? await admin.query("DROP DATABASE \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            return r
+        } catch {
+            await db.closePools()
+            _ = try? await admin.query("DROP DATABASE \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            throw error
+        }
+    }
+}
+
+/// A database of its own for one test case.
+public final class TestDatabase: Sendable {
+    public let name: String
+    public let configuration: PostgresConfiguration
+    private let pools = MutexBox<[PostgresPool]>([])
+
+    init(name: String, configuration: PostgresConfiguration) {
+        self.name = name
+        self.configuration = configuration
+    }
+
+    /// A pool on this database; closed when the test's `withDatabase` ends.
+    public func makePool(_ configure: (inout PostgresPool.Configuration) -> Void = { _ in }) -> PostgresPool {
+        var c = PostgresPool.Configuration()
+        configure(&c)
+        let pool = PostgresPool(configuration, configuration: c, group: TestLoops.group)
+        pools.withLock { $0.append(pool) }
+        return pool
+    }
+
+    public func connect() async throws -> PostgresConnection {
+        try await PostgresConnection.connect(configuration, on: TestLoops.group.next())
+    }
+
+    func closePools() async {
+        for p in pools.withLock({ $0 }) { await p.shutdown() }
+    }
+}

@@ -1,0 +1,210 @@
+import Sockets
+import Synchronization
+
+/// A bounded pool of sessions spread over an `EventLoopGroup`.
+///
+/// - At most `maxConnections` sessions exist (open, leased or connecting).
+/// - A caller that finds none free waits up to `acquireTimeout`, then gets `.poolTimeout`.
+/// - Broken sessions (server restart, network) are dropped when noticed — idle sessions watch their
+///   socket, so a restart is seen before the next lease — and replaced on demand, so the pool
+///   recovers by itself once the database is back. A session returned inside a transaction block
+///   is closed rather than reused.
+/// - Sessions idle longer than `idleTimeout` are closed (down to `minIdleConnections`).
+///
+/// All state lives in one `Mutex`; no lock is held across an `await`.
+public final class PostgresPool: Sendable {
+    public struct Configuration: Sendable {
+        public var maxConnections = 16
+        public var minIdleConnections = 0
+        public var acquireTimeout: Duration = .seconds(5)
+        public var idleTimeout: Duration = .seconds(60)
+        public init() {}
+    }
+
+    private struct Idle {
+        var connection: PostgresConnection
+        var since: NanoTime
+    }
+
+    private struct Waiter {
+        var id: UInt64
+        var continuation: CheckedContinuation<PostgresConnection, any Error>
+    }
+
+    private struct State {
+        var idle: [Idle] = []
+        var open = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var isShutDown = false
+    }
+
+    public let configuration: Configuration
+    public let connectionConfiguration: PostgresConfiguration
+    private let group: EventLoopGroup
+    private let state = Mutex(State())
+
+    public init(_ connection: PostgresConfiguration, configuration: Configuration = .init(), group: EventLoopGroup) {
+        self.connectionConfiguration = connection
+        self.configuration = configuration
+        self.group = group
+        scheduleSweep()
+    }
+
+    /// Sessions currently open (idle + leased + connecting).
+    public var openConnections: Int { state.withLock { $0.open } }
+    public var idleConnections: Int { state.withLock { $0.idle.count } }
+
+    // MARK: - Use
+
+    /// Leases a session for the duration of `body`.
+    public func withConnection<R>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
+        let conn = try await acquire()
+        do {
+            let r = try await body(conn)
+            release(conn)
+            return r
+        } catch {
+            release(conn)
+            throw error
+        }
+    }
+
+    /// Runs one statement on any free session.
+    public func query(_ q: PostgresQuery) async throws -> PostgresResult {
+        try await withConnection { try await $0.query(q) }
+    }
+
+    public func acquire() async throws -> PostgresConnection {
+        enum Step { case got(PostgresConnection), connect, wait }
+        let step: Step = try state.withLock { s throws(PostgresError) -> Step in
+            if s.isShutDown { throw .shutDown }
+            while let item = s.idle.popLast() {
+                if !item.connection.isBroken { return .got(item.connection) }
+                s.open -= 1
+            }
+            if s.open < configuration.maxConnections {
+                s.open += 1
+                return .connect
+            }
+            return .wait
+        }
+        switch step {
+        case .got(let c): return c
+        case .connect: return try await openConnection()
+        case .wait: return try await waitForConnection()
+        }
+    }
+
+    public func release(_ conn: PostgresConnection) {
+        let reusable = !conn.isBroken && conn.isIdleOutsideTransaction
+        if !reusable && !conn.isBroken { Task { await conn.close() } }
+        enum Next { case none, hand(Waiter), replace(Waiter), close }
+        let next: Next = state.withLock { s in
+            if s.isShutDown {
+                s.open -= 1
+                return reusable ? .close : .none
+            }
+            if !reusable {
+                s.open -= 1
+                guard !s.waiters.isEmpty, s.open < configuration.maxConnections else { return .none }
+                s.open += 1
+                return .replace(s.waiters.removeFirst())
+            }
+            if !s.waiters.isEmpty { return .hand(s.waiters.removeFirst()) }
+            s.idle.append(Idle(connection: conn, since: .now()))
+            return .none
+        }
+        switch next {
+        case .none: break
+        case .close: Task { await conn.close() }
+        case .hand(let w): w.continuation.resume(returning: conn)
+        case .replace(let w):
+            Task {
+                do { w.continuation.resume(returning: try await self.openConnection()) } catch { w.continuation.resume(throwing: error) }
+            }
+        }
+    }
+
+    /// Closes idle sessions and fails waiters; leased sessions close when released.
+    public func shutdown() async {
+        let (idle, waiters) = state.withLock { s in
+            s.isShutDown = true
+            let r = (s.idle, s.waiters)
+            s.open -= s.idle.count
+            s.idle = []
+            s.waiters = []
+            return r
+        }
+        for w in waiters { w.continuation.resume(throwing: PostgresError.shutDown) }
+        for i in idle { await i.connection.close() }
+    }
+
+    // MARK: - Internals
+
+    /// Opens a session for a slot already counted in `open`; gives the slot back on failure.
+    private func openConnection() async throws -> PostgresConnection {
+        do {
+            return try await PostgresConnection.connect(connectionConfiguration, on: group.next())
+        } catch {
+            state.withLock { $0.open -= 1 }
+            throw error
+        }
+    }
+
+    private func waitForConnection() async throws -> PostgresConnection {
+        let timeout = configuration.acquireTimeout
+        let max = configuration.maxConnections
+        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresConnection, any Error>) in
+            let id = state.withLock { s -> UInt64 in
+                s.nextWaiterID += 1
+                s.waiters.append(Waiter(id: s.nextWaiterID, continuation: cont))
+                return s.nextWaiterID
+            }
+            let loop = group.next()
+            loop.execute { [weak self] in
+                loop.scheduleTimer(after: timeout) {
+                    guard let self else { return }
+                    let expired = self.state.withLock { s -> Waiter? in
+                        guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                        return s.waiters.remove(at: i)
+                    }
+                    expired?.continuation.resume(throwing: PostgresError.poolTimeout(waited: timeout, maxConnections: max))
+                }
+            }
+        }
+    }
+
+    /// Every half idle-timeout, closes sessions idle longer than the timeout.
+    private func scheduleSweep() {
+        let loop = group.loops[0]
+        let period = configuration.idleTimeout / 2
+        loop.execute { [weak self] in
+            loop.scheduleTimer(after: period) { [weak self] in
+                guard let self else { return }
+                self.sweepIdle()
+                self.scheduleSweep()
+            }
+        }
+    }
+
+    private func sweepIdle() {
+        let cutoff = NanoTime.now().adding(.zero - configuration.idleTimeout)
+        let expired: [PostgresConnection] = state.withLock { s in
+            guard !s.isShutDown else { return [] }
+            var keep: [Idle] = [], drop: [PostgresConnection] = []
+            for (i, item) in s.idle.enumerated().reversed() {
+                let mustKeep = keep.count < configuration.minIdleConnections
+                if item.connection.isBroken || (!mustKeep && item.since < cutoff) {
+                    drop.append(item.connection)
+                } else {
+                    keep.append(s.idle[i])
+                }
+            }
+            s.idle = keep.reversed()
+            s.open -= drop.count
+            return drop
+        }
+        if !expired.isEmpty { Task { for c in expired { await c.close() } } }
+    }
+}

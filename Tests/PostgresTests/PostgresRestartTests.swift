@@ -1,0 +1,47 @@
+import BigPeerTestSupport
+import Foundation
+import Testing
+@testable import Postgres
+
+/// Uses a cluster of its own: restarting the shared one would break tests running beside it.
+@Suite struct PostgresRestartTests {
+    @Test func poolAndListenerSurviveAServerRestart() async throws {
+        let dir = NSTemporaryDirectory() + "bigpeer-restart-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var options = LocalPostgres.Options()
+        options.ephemeral = true
+        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        try cluster.removeWhenProcessExits(alsoRemove: [dir])
+        defer { try? cluster.stop() }
+
+        let pool = PostgresPool(cluster.configuration(), group: TestLoops.group)
+        let listener = try await PostgresListener(cluster.configuration(), channels: ["ch"], loop: TestLoops.group.next())
+        _ = try await pool.query("CREATE TABLE t (v int)")
+
+        // A statement in flight while the server restarts fails cleanly.
+        let inFlight = Task { try await pool.query("SELECT pg_sleep(5)") }
+        try await Task.sleep(for: .milliseconds(200))
+        try cluster.restart()
+        await #expect {
+            _ = try await inFlight.value
+        } throws: { e in (e as? PostgresError)?.isUnavailable == true }
+
+        // Later statements succeed on fresh sessions.
+        var succeeded = false
+        for _ in 0..<50 where !succeeded {
+            if (try? await pool.query("INSERT INTO t VALUES (\(1))")) != nil { succeeded = true } else {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(succeeded)
+        #expect(try await pool.query("SELECT count(*) FROM t")[0].decode(0, as: Int.self) == 1)
+
+        // The listener reconnected and says so, then receives new notifications.
+        var it = listener.events.makeAsyncIterator()
+        #expect(await it.next() == .reconnected)
+        _ = try await pool.query("SELECT pg_notify('ch', 'after')")
+        guard case .notification(let n) = await it.next() else { Issue.record("no notification"); return }
+        #expect(n.payload == "after")
+        await listener.stop()
+        await pool.shutdown()
+    }
+}
