@@ -80,6 +80,8 @@ public final class PostgresConnection: @unchecked Sendable {
             return
         }
         pg = handle
+        // Server NOTICEs (e.g. "relation already exists, skipping") would go to stderr by default.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         if PQstatus(handle) == CONNECTION_BAD {
             failConnect(PostgresError.connectionFailed(errorMessage()), cont)
             return

@@ -4,11 +4,27 @@ import ArgumentParser
 struct BigPeerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bigpeer",
-        abstract: "BigPeer: the big peer of an offline-first document database.",
-        subcommands: [VersionCommand.self])
+        abstract: "BigPeer: the big peer of an offline-first, peer-to-peer document database.",
+        subcommands: [MigrateCommand.self, BenchCommand.self, VersionCommand.self])
 }
 
 struct VersionCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "version", abstract: "Print the version.")
-    func run() { print("bigpeer 0.1.0") }
+    func run() { print("bigpeer \(BigPeerVersion.string)") }
+}
+
+enum BigPeerVersion {
+    static let string = "0.1.0"
+}
+
+/// Options every command that touches the database shares.
+struct DatabaseOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"), help: "PostgreSQL URL (default: $DATABASE_URL, else a private cluster under --data-dir).")
+    var databaseURL: String?
+
+    @Option(name: .customLong("data-dir"), help: "Directory for BigPeer's local state and private PostgreSQL cluster.")
+    var dataDirectory = "./.bigpeer"
+
+    @Option(name: .customLong("migrations-dir"), help: "Directory of NNNN_name.sql migrations (default: found automatically).")
+    var migrationsDirectory: String?
 }

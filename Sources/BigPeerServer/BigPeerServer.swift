@@ -1,1 +1,0 @@
-// BigPeerServer: wiring — configuration, REST handlers, WebSocket endpoint, lifecycle, metrics, logging.

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs missing Debian packages, checks the dependency graph has no
+# SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
+# themselves, conformance). Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+
+echo "==> dependency check (no SwiftNIO)"
+scripts/check-no-nio.sh
+
+echo "==> building"
+swift build --build-tests
+
+echo "==> swift test"
+swift test --skip-build 2>&1 | tee /tmp/bigpeer-swift-test.log
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || { echo "swift test failed (exit $status)"; exit "$status"; }
