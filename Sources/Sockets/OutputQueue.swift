@@ -56,7 +56,7 @@ struct OutputQueue {
         count += chunks[last].count - before
     }
 
-    /// Writes as much as the socket takes with one `write` or `writev`. Returns bytes written, or
+    /// Writes as much as the socket takes with one `send` or `sendmsg` (gathering, like `writev`). Returns bytes written, or
     /// `.wouldBlock`.
     mutating func writePlain(fd: Int32) throws(IOError) -> IOResult<Int> {
         guard !isEmpty else { return .processed(0) }
@@ -65,7 +65,7 @@ struct OutputQueue {
             let off = headOffset
             n = try chunks[0].withUnsafeBytes { raw in
                 Result { () throws(IOError) -> IOResult<Int> in
-                    try Syscall.nonBlocking("write") { Glibc.write(fd, raw.baseAddress! + off, raw.count - off) }
+                    try Syscall.nonBlocking("send") { Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL)) }
                 }
             }.get()
         } else {
@@ -79,7 +79,11 @@ struct OutputQueue {
         let n = min(chunks.count, 64)
         return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { (iov) throws(IOError) -> IOResult<Int> in
             try Self.pin(chunks, index: 0, count: n, headOffset: headOffset, iov: iov) { () throws(IOError) -> IOResult<Int> in
-                try Syscall.nonBlocking("writev") { Glibc.writev(fd, iov.baseAddress, Int32(n)) }
+                var msg = msghdr()
+                msg.msg_iov = iov.baseAddress
+                msg.msg_iovlen = n
+                // sendmsg rather than writev: MSG_NOSIGNAL turns a vanished peer into EPIPE, not SIGPIPE.
+                return try Syscall.nonBlocking("sendmsg") { Glibc.sendmsg(fd, &msg, Int32(MSG_NOSIGNAL)) }
             }
         }
     }

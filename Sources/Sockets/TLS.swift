@@ -63,6 +63,10 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     private static func common(_ ctx: OpaquePointer) throws(TLSError) {
+        // OpenSSL writes to the socket with write(2), which raises SIGPIPE when the peer is gone;
+        // plain connections use MSG_NOSIGNAL, but TLS ones cannot, so the signal is ignored
+        // process-wide once TLS is in use (EPIPE is handled as an error instead).
+        signal(SIGPIPE, SIG_IGN)
         guard bp_SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 else { throw TLSError.fromQueue("min version") }
         // Partial writes + moving buffer: our output queue may hand SSL_write a different base
         // address when it retries after WANT_WRITE.
