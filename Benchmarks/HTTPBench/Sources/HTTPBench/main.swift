@@ -23,6 +23,6 @@ logger.logLevel = .notice
 signal(SIGPIPE, SIG_IGN)
 let server = try HTTPServer(configuration: config, router: router, logger: logger)
 try await server.start()
-print("listening on \(server.localPort ?? 0)")
-fflush(stdout)
+let line = "listening on \(server.localPort ?? 0)\n"
+_ = line.withCString { write(1, $0, strlen($0)) }
 while true { try await Task.sleep(for: .seconds(3600)) }
