@@ -9,13 +9,13 @@ struct TestCertificate {
     var certPath: String { directory + "/cert.pem" }
     var keyPath: String { directory + "/key.pem" }
 
-    static func make() throws -> TestCertificate {
+    static func make(names: String = "DNS:localhost,IP:127.0.0.1") throws -> TestCertificate {
         let dir = NSTemporaryDirectory() + "bigpeer-tls-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let r = try runProcess("/usr/bin/openssl", [
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext", "subjectAltName=" + names,
         ])
         guard r.status == 0 else { throw HTTPError(.internalServerError, "openssl req failed: \(r.err)") }
         return TestCertificate(directory: dir)
