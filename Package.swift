@@ -13,6 +13,9 @@ let package = Package(
     products: [
         .executable(name: "bigpeer", targets: ["bigpeer"]),
         .library(name: "SmallPeer", targets: ["SmallPeer"]),
+        // For Benchmarks/HTTPBench (a separate package that depends on this one by path).
+        .library(name: "HTTP", targets: ["HTTP"]),
+        .library(name: "Sockets", targets: ["Sockets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

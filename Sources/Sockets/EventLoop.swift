@@ -62,6 +62,9 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
     private var timers = TimerHeap()
     private var nextTimerID: UInt64 = 1
     private var running = true
+    /// One read buffer per loop, shared by all its connections: a read is handed to the
+    /// connection's delegate and consumed before the next read, so idle connections hold no buffer.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
     private static let wakeToken: UInt64 = UInt64.max
 
@@ -95,6 +98,7 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
     }
 
     deinit {
+        readBuffer.deallocate()
         Syscall.close(wakefd)
         Syscall.close(epfd)
     }

@@ -1,5 +1,8 @@
 #ifndef BIGPEER_CEPOLL_H
 #define BIGPEER_CEPOLL_H
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 // Glibc's Swift overlay does not expose these headers; this target does.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -33,4 +36,7 @@ static inline int bp_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int 
 }
 
 static inline int bp_errno(void) { return errno; }
+
+// accept4 is a GNU extension the Swift overlay does not show.
+static inline int bp_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) { return accept4(fd, addr, len, flags); }
 #endif

@@ -1,0 +1,182 @@
+import Foundation
+import Glibc
+import HTTP
+import Logging
+import Sockets
+
+/// Starts a server on 127.0.0.1 with an OS-assigned port, runs `body`, then shuts it down.
+func withServer(
+    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    router: HTTPRouter = testRouter(),
+    _ body: (HTTPServer, Int) async throws -> Void
+) async throws {
+    var config = HTTPServerConfiguration()
+    config.host = "127.0.0.1"
+    config.port = 0
+    config.threads = 2
+    configure(&config)
+    var logger = Logger(label: "test.http")
+    logger.logLevel = .critical
+    let server = try HTTPServer(configuration: config, router: router, logger: logger)
+    try await server.start()
+    do {
+        try await body(server, server.localPort ?? 0)
+    } catch {
+        await server.shutdown(deadline: .milliseconds(100))
+        throw error
+    }
+    await server.shutdown(deadline: .seconds(2))
+}
+
+/// The routes the integration tests use.
+func testRouter() -> HTTPRouter {
+    var r = HTTPRouter()
+    r.get("/healthz", .immediate { _ in .text("ok") })
+    r.get("/items/:id", .immediate { req in .text("item \(req.pathParameters["id"] ?? "?")") })
+    r.post("/echo", .immediate { req in HTTPResponse(status: .ok, contentType: "application/octet-stream", body: req.body) })
+    r.put("/echo", .immediate { req in HTTPResponse(status: .ok, contentType: "application/octet-stream", body: req.body) })
+    r.get("/slow", .respond { _ in
+        try await Task.sleep(for: .milliseconds(80))
+        return .text("slow")
+    })
+    r.get("/redirect", .immediate { _ in HTTPResponse(status: .found, headers: ["Location": "/healthz"]) })
+    r.get("/throws", .respond { _ in throw HTTPError(.forbidden, "nope") })
+    r.get("/stream", .immediate { req in
+        let count = Int(req.query?.split(separator: "=").last ?? "3") ?? 3
+        return HTTPResponse(status: .ok, headers: ["Content-Type": "text/event-stream"], body: .stream { writer in
+            for i in 0..<count { try await writer.write("data: \(i)\n\n") }
+        })
+    })
+    r.get("/big", .immediate { _ in
+        // 64 MiB streamed in 64 KiB pieces: only the high-water mark is ever buffered.
+        HTTPResponse(status: .ok, body: .stream { writer in
+            let piece = [UInt8](repeating: 0x61, count: 64 * 1024)
+            for _ in 0..<1024 { try await writer.write(piece) }
+        })
+    })
+    r.get("/bigbytes", .immediate { _ in HTTPResponse(status: .ok, contentType: "application/octet-stream", body: [UInt8](repeating: 0x62, count: 8 << 20)) })
+    r.get("/upgrade", .sync { _ in
+        .upgrade(HTTPResponse(status: .switchingProtocols, headers: ["Upgrade": "echo", "Connection": "Upgrade"]),
+                 HTTPUpgrade { connection, buffered in
+                     let echo = EchoDelegate()
+                     connection.delegate = echo
+                     if !buffered.isEmpty { connection.write(buffered) }
+                 })
+    })
+    return r
+}
+
+/// After an upgrade: echoes every byte back (stands in for the WebSocket layer's delegate).
+final class EchoDelegate: ConnectionDelegate {
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { connection.write(copying: bytes) }
+    func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {}
+}
+
+/// A blocking test client over a plain socket with a receive timeout; it reads responses with the
+/// module's own (separately tested) response parser.
+final class RawClient {
+    let fd: Int32
+    private var parser = HTTPParser(kind: .response)
+
+    init(port: Int, timeoutSeconds: Int = 5) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(port).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        if rc != 0 { close(fd); throw IOError(call: "connect", errno: errno) }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ s: String) { send(Array(s.utf8)) }
+
+    func send(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            off += n
+        }
+    }
+
+    /// Reads whatever arrives next (nil on EOF, error or timeout).
+    func readSome() -> [UInt8]? {
+        var buf = [UInt8](repeating: 0, count: 65536)
+        let n = recv(fd, &buf, buf.count, 0)
+        return n > 0 ? Array(buf[0..<n]) : nil
+    }
+
+    struct Response {
+        var head: HTTPResponseHead
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    /// Reads one complete response; nil if the connection ended first.
+    func readResponse(requestMethod: HTTPMethod = .GET) -> Response? {
+        parser.requestMethod = requestMethod
+        var head: HTTPResponseHead?
+        while true {
+            do {
+                switch try parser.next() {
+                case .responseHead(let h): head = h
+                case .end:
+                    if let h = head { return Response(head: h, body: parser.takeBody()) }
+                case .body: break
+                case .needMoreData, .requestHead:
+                    guard let more = readSome() else {
+                        if case .end? = try? parser.feedEOF(), let h = head { return Response(head: h, body: parser.takeBody()) }
+                        return nil
+                    }
+                    parser.feed(more)
+                }
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// True if the server closed the connection (EOF) within the timeout.
+    func isClosedByPeer() -> Bool {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n == 0 { return true }
+            if n < 0 { return errno == ECONNRESET }
+        }
+    }
+}
+
+/// Runs a program to completion; returns exit status and output.
+func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let out = Pipe(), err = Pipe(), inp = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = inp
+    try p.run()
+    if let stdin { inp.fileHandleForWriting.write(Data(stdin)) }
+    try? inp.fileHandleForWriting.close()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+/// Polls `condition` for up to `seconds`.
+func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}

@@ -1,0 +1,210 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import Sockets
+
+/// A delegate that forwards events to closures (tests only).
+final class ClosureDelegate: ConnectionDelegate {
+    var onReady: (TCPConnection) -> Void = { _ in }
+    var onRead: (TCPConnection, [UInt8]) -> Void = { _, _ in }
+    var onDrain: (TCPConnection) -> Void = { _ in }
+    var onClose: (TCPConnection, (any Error)?) -> Void = { _, _ in }
+    func connectionIsReady(_ c: TCPConnection) { onReady(c) }
+    func connection(_ c: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { onRead(c, Array(bytes)) }
+    func connectionDidDrain(_ c: TCPConnection) { onDrain(c) }
+    func connectionDidClose(_ c: TCPConnection, error: (any Error)?) { onClose(c, error) }
+}
+
+/// Holds loop-owned objects alive for the duration of a test.
+final class Keeper: @unchecked Sendable {  // touched only on the test's loop (via submit/execute)
+    var objects: [AnyObject] = []
+}
+
+@Suite struct TCPTests {
+    /// An echo server on `address` (loop A) and a client (loop B) that sends `payload` as several
+    /// writes of different sizes (copied, queued whole, gathered by sendmsg) and reads it back.
+    private func echoRoundTrip(ip: String, payload: [UInt8]) async throws -> [UInt8] {
+        let group = try EventLoopGroup(threads: 2)
+        defer { group.shutdown() }
+        let (server, client) = (group.loops[0], group.loops[1])
+        let keep = Keeper()
+        let port = try await server.submit { () throws -> Int in
+            let l = try TCPListener(address: try SocketAddress(ip: ip, port: 0), loop: server) { fd, remote in
+                do {
+                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
+                    let d = ClosureDelegate()
+                    d.onRead = { c, bytes in c.write(bytes) }
+                    c.delegate = d
+                    keep.objects.append(c)
+                    try c.start()
+                } catch { Issue.record("accept setup: \(error)") }
+            }
+            keep.objects.append(l)
+            return l.localAddress.port
+        }
+        let received = Mutex<[UInt8]>([])
+        let target = try SocketAddress(ip: ip, port: port)
+        let expected = payload.count
+        return try await withCheckedThrowingContinuation { (done: CheckedContinuation<[UInt8], any Error>) in
+            client.execute {
+                let d = ClosureDelegate()
+                var finished = false
+                d.onReady = { c in
+                    // Small, large and small again: exercises staging copy and gathered writes.
+                    c.write(Array(payload[0..<10]))
+                    c.write(Array(payload[10..<(expected - 10)]))
+                    c.write(copying: UnsafeRawBufferPointer(rebasing: payload.withUnsafeBytes { $0 }[(expected - 10)...]))
+                }
+                d.onRead = { c, bytes in
+                    let total = received.withLock { $0.append(contentsOf: bytes); return $0.count }
+                    if total >= expected && !finished { finished = true; c.close(); done.resume(returning: received.withLock { $0 }) }
+                }
+                d.onClose = { _, error in
+                    if !finished { finished = true; done.resume(throwing: error ?? IOError(call: "closed early", errno: 0)) }
+                }
+                do {
+                    let c = try TCPConnection.connect(to: target, loop: client, delegate: d)
+                    keep.objects.append(c)
+                } catch { done.resume(throwing: error) }
+            }
+        }
+    }
+
+    @Test func echoOverIPv4() async throws {
+        var rng = SystemRandomNumberGenerator()
+        let payload = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        #expect(try await echoRoundTrip(ip: "127.0.0.1", payload: payload) == payload)
+    }
+
+    @Test func echoOverIPv6() async throws {
+        let payload = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        #expect(try await echoRoundTrip(ip: "::1", payload: payload) == payload)
+    }
+
+    @Test func invalidAddressesAreTypedErrors() {
+        #expect(throws: IOError.self) { try SocketAddress(ip: "300.1.1.1", port: 1) }
+        #expect(throws: IOError.self) { try SocketAddress(ip: "::g", port: 1) }
+        #expect(throws: IOError.self) { try SocketAddress(ip: "127.0.0.1", port: 70000) }
+    }
+
+    /// A peer that never reads: the writer sees backpressure, then past the drop limit the
+    /// connection closes with ENOBUFS and its queue is freed.
+    @Test func peerThatNeverReadsIsDroppedPastTheLimit() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let keep = Keeper()
+        let port = try await loop.submit { () throws -> Int in
+            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: loop) { _, _ in }
+            keep.objects.append(l)
+            return l.localAddress.port
+        }
+        // A plain blocking client socket that never reads (accepted by the kernel backlog).
+        let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(peer) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(port).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+
+        let outcome: (sawBackpressure: Bool, errno: Int32?) = try await withCheckedThrowingContinuation { done in
+            loop.execute {
+                do {
+                    var limits = WriteLimits()
+                    limits.highWaterMark = 64 * 1024
+                    limits.dropLimit = 2 * 1024 * 1024
+                    let d = ClosureDelegate()
+                    var sawBackpressure = false
+                    d.onClose = { _, error in done.resume(returning: (sawBackpressure, (error as? IOError)?.errno)) }
+                    let c = try TCPConnection.connect(to: try SocketAddress(ip: "127.0.0.1", port: port), loop: loop, delegate: d)
+                    c.limits = limits
+                    keep.objects.append(c)
+                    d.onReady = { c in
+                        let piece = [UInt8](repeating: 1, count: 256 * 1024)
+                        for _ in 0..<200 where !c.isClosed {
+                            c.write(piece)
+                            if c.isBackpressured { sawBackpressure = true }
+                        }
+                    }
+                } catch { done.resume(throwing: error) }
+            }
+        }
+        #expect(outcome.sawBackpressure)
+        #expect(outcome.errno == ENOBUFS)
+    }
+
+    /// Runs `EMFILEChild` in a child process whose descriptor limit is 64, so exhausting
+    /// descriptors cannot disturb the other tests of this process.
+    @Test func acceptPausesOnDescriptorExhaustionWithoutSpinning() throws {
+        var exe = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+        try #require(n > 0)
+        let path = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", "ulimit -n 64 && exec \"$0\" --testing-library swift-testing --filter EMFILEChild", path]
+        var env = ProcessInfo.processInfo.environment
+        env["BIGPEER_EMFILE_CHILD"] = "1"
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(text.suffix(2000))")
+        #expect(text.contains("exhaustion scenario passed"))
+    }
+}
+
+/// The child half of `acceptPausesOnDescriptorExhaustionWithoutSpinning`: does nothing unless
+/// started by it (with a 64-descriptor limit).
+@Suite struct EMFILEChild {
+    @Test func scenario() async throws {
+        guard ProcessInfo.processInfo.environment["BIGPEER_EMFILE_CHILD"] == "1" else { return }
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let keep = Keeper()
+        let accepted = Atomic<Int>(0)
+        let port = try await loop.submit { () throws -> Int in
+            var options = ListenOptions()
+            options.descriptorExhaustionPause = .milliseconds(50)
+            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), options: options, loop: loop) { fd, _ in
+                accepted.add(1, ordering: .relaxed)
+                close(fd)
+            }
+            keep.objects.append(l)
+            return l.localAddress.port
+        }
+        // Use every descriptor but one, then let a client take that one: the accept has none.
+        var fillers: [Int32] = []
+        while true {
+            let fd = dup(0)
+            if fd < 0 { break }
+            fillers.append(fd)
+        }
+        try #require(errno == EMFILE && fillers.count > 4)
+        close(fillers.removeLast())
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(client >= 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(port).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(rc == 0)
+        // Blocking sleeps: with no descriptors left, the runtime's own timers could not start.
+        usleep(300_000)
+        let pauses = try await loop.submit { (keep.objects[0] as! TCPListener).exhaustionPauses }
+        #expect(accepted.load(ordering: .relaxed) == 0)
+        // Paused and re-armed every 50 ms: a handful of attempts, not a busy loop.
+        #expect(pauses >= 2 && pauses <= 10, "pauses: \(pauses)")
+        for fd in fillers.suffix(4) { close(fd) }
+        let end = Date().addingTimeInterval(2)
+        while accepted.load(ordering: .relaxed) == 0 && Date() < end { usleep(10_000) }
+        #expect(accepted.load(ordering: .relaxed) == 1)
+        close(client)
+        print("exhaustion scenario passed")
+    }
+}
