@@ -166,7 +166,7 @@ import Testing
             let r = try #require(c.readResponse())
             #expect(r.head.status.code == 408)
             #expect(c.isClosedByPeer())
-            #expect(Date().timeIntervalSince(start) < 2)
+            #expect(Date().timeIntervalSince(start) < 10)  // bounded by the header timeout, not by the client (generous for loaded CI machines)
         }
     }
 
