@@ -9,6 +9,7 @@ import Sockets
 /// Where the database comes from: an operator's URL, or a private cluster we run ourselves.
 public enum DatabaseSource: Sendable {
     case url(String)
+    case configuration(PostgresConfiguration)
     case local(dataDirectory: String)
 
     /// `--database-url`, else `DATABASE_URL`, else a local cluster under `dataDirectory`.
@@ -33,6 +34,8 @@ public struct Database: Sendable {
         case .url(let url):
             configuration = try PostgresConfiguration(url: url)
             logger.info("using database", metadata: ["database": "\(configuration)"])
+        case .configuration(let c):
+            configuration = c
         case .local(let dir):
             logger.info("no DATABASE_URL given: starting a private PostgreSQL", metadata: ["data-dir": "\(dir)"])
             let local = try await LocalPostgres.start(dataDirectory: dir, loop: loop)

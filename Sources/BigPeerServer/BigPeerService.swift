@@ -1,0 +1,83 @@
+import HTTP
+import Logging
+import Postgres
+import Sockets
+
+/// One running BigPeer instance: event loops, the database pool, and the HTTP server.
+///
+/// Lifecycle: `start` opens the database (starting a private cluster if configured), applies
+/// migrations, then binds the listener; `stop` stops accepting, lets in-flight requests finish
+/// within `shutdownGrace`, closes database sessions, and stops a private cluster it started.
+/// Instances keep no state that matters beyond their open connections, so any number may run
+/// against one database.
+public final class BigPeerService: Sendable {
+    public let configuration: ServerConfiguration
+    public let group: EventLoopGroup
+    public let database: Database
+    public let pool: PostgresPool
+    public let http: HTTPServer
+    private let logger: Logger
+
+    private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
+                 http: HTTPServer, logger: Logger) {
+        self.configuration = configuration
+        self.group = group
+        self.database = database
+        self.pool = pool
+        self.http = http
+        self.logger = logger
+    }
+
+    public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
+        let group = try EventLoopGroup(threads: configuration.threads)
+        let database: Database
+        do {
+            database = try await Database.open(configuration.database, migrationsDirectory: configuration.migrationsDirectory,
+                                               loop: group.next(), logger: logger)
+        } catch {
+            group.shutdown()
+            throw error
+        }
+        var poolConfig = PostgresPool.Configuration()
+        poolConfig.maxConnections = configuration.databaseConnections
+        let pool = PostgresPool(database.configuration, configuration: poolConfig, group: group)
+
+        var router = HTTPRouter()
+        HealthRoutes(pool: pool).register(on: &router)
+
+        var httpConfig = HTTPServerConfiguration()
+        httpConfig.host = configuration.host
+        httpConfig.port = configuration.port
+        httpConfig.threads = configuration.threads
+        httpConfig.tls = configuration.tls
+        let http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)
+        do {
+            try await http.start()
+        } catch {
+            await pool.shutdown()
+            try? database.localCluster?.stop()
+            group.shutdown()
+            throw error
+        }
+        let scheme = configuration.tls == nil ? "http" : "https"
+        logger.notice("BigPeer is listening", metadata: [
+            "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
+            "threads": "\(configuration.threads)",
+        ])
+        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, http: http, logger: logger)
+    }
+
+    /// The port actually bound (differs from the configuration when it asked for port 0).
+    public var port: Int { http.localPort ?? configuration.port }
+
+    public func stop() async {
+        logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
+        await http.shutdown(deadline: configuration.shutdownGrace)
+        await pool.shutdown()
+        if let cluster = database.localCluster {
+            do { try cluster.stop() } catch { logger.error("could not stop the local PostgreSQL", metadata: ["error": "\(error)"]) }
+        }
+        group.shutdown()
+        logger.notice("stopped")
+    }
+}

@@ -1,0 +1,19 @@
+import HTTP
+import Sockets
+
+/// Everything `bigpeer serve` can be told, with production defaults.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// Event-loop threads shared by HTTP, WebSocket and PostgreSQL sessions (default: one per core).
+    public var threads = EventLoopGroup.defaultThreadCount
+    public var database: DatabaseSource = .local(dataDirectory: "./.bigpeer")
+    public var migrationsDirectory: String?
+    public var tls: HTTPServerConfiguration.TLS?
+    /// PostgreSQL sessions this instance may hold.
+    public var databaseConnections = 32
+    /// How long in-flight requests may run on shutdown before connections are closed.
+    public var shutdownGrace: Duration = .seconds(10)
+
+    public init() {}
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import BigPeerServer
+import Dispatch
+import Glibc
+import HTTP
+import Logging
+import Postgres
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the server (starts a private PostgreSQL when no database URL is given).")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
+    @Option(help: "Event-loop threads (default: one per core).") var threads: Int?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
+    @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        let logger = Logger(label: "bigpeer")
+        var config = ServerConfiguration()
+        config.host = host
+        config.port = port
+        if let threads { config.threads = max(1, threads) }
+        config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory)
+        config.migrationsDirectory = database.migrationsDirectory
+        config.databaseConnections = databaseConnections
+        if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
+
+        let signals = SignalWaiter([SIGINT, SIGTERM])
+        let service: BigPeerService
+        do {
+            service = try await BigPeerService.start(config, logger: logger)
+        } catch let e as PostgresError {
+            throw CleanExit.message("error: \(e.debugDescription)")
+        }
+        let signal = await signals.next()
+        logger.notice("received signal \(signal)")
+        await service.stop()
+    }
+}
+
+/// Turns SIGINT/SIGTERM into an awaitable event (the default action would kill the process
+/// without stopping the private PostgreSQL or draining requests).
+final class SignalWaiter: Sendable {
+    private let stream: AsyncStream<Int32>
+    // Written once in init and never touched again: the sources only need to stay alive.
+    nonisolated(unsafe) private let sources: [any DispatchSourceSignal]
+
+    init(_ signals: [Int32]) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        self.stream = stream
+        var sources: [any DispatchSourceSignal] = []
+        for s in signals {
+            Glibc.signal(s, SIG_IGN)
+            let src = DispatchSource.makeSignalSource(signal: s, queue: .global())
+            src.setEventHandler { continuation.yield(s) }
+            src.resume()
+            sources.append(src)
+        }
+        self.sources = sources
+    }
+
+    func next() async -> Int32 {
+        var it = stream.makeAsyncIterator()
+        return await it.next() ?? SIGTERM
+    }
+}

@@ -1,0 +1,54 @@
+import BigPeerServer
+import BigPeerTestSupport
+import HTTP
+import Postgres
+import Testing
+
+@Suite struct ServiceLifecycleTests {
+    @Test func serviceMigratesServesHealthAndStops() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            let service = try await BigPeerService.start(config)
+            #expect(service.database.migrationReport.applied.contains("0001_settings.sql"))
+
+            let client = try HTTPClient()
+            let health = try await client.get("http://127.0.0.1:\(service.port)/healthz")
+            #expect(health.status.code == 200)
+            #expect(String(decoding: health.body, as: UTF8.self) == #"{"status":"ok"}"#)
+            let ready = try await client.get("http://127.0.0.1:\(service.port)/readyz")
+            #expect(ready.status.code == 200)
+            let missing = try await client.get("http://127.0.0.1:\(service.port)/nope")
+            #expect(missing.status.code == 404)
+            await client.shutdown()
+
+            // The settings table exists for ALTER SYSTEM.
+            let pool = db.makePool()
+            #expect(try await pool.query("SELECT count(*) FROM bigpeer_settings")[0].decode(0, as: Int.self) == 0)
+
+            await service.stop()
+            let after = try HTTPClient()
+            await #expect(throws: HTTPClientError.self) { _ = try await after.get("http://127.0.0.1:\(service.port)/healthz") }
+            await after.shutdown()
+        }
+    }
+
+    @Test func secondInstanceOnTheSameDatabaseFindsMigrationsApplied() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            async let a = BigPeerService.start(config)
+            async let b = BigPeerService.start(config)
+            let (first, second) = try await (a, b)
+            let applied = first.database.migrationReport.applied.count + second.database.migrationReport.applied.count
+            #expect(applied == 1)  // exactly one of them applied 0001
+            #expect(first.port != second.port)
+            await first.stop()
+            await second.stop()
+        }
+    }
+}
