@@ -1,8 +1,7 @@
 #ifndef BIGPEER_CEPOLL_H
 #define BIGPEER_CEPOLL_H
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+// No _GNU_SOURCE here: it changes how glibc headers declare shared types (fd_set's fields), and
+// this module must agree with Swift's Glibc module, which includes the same headers without it.
 // Glibc's Swift overlay does not expose these headers; this target does.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -37,6 +36,7 @@ static inline int bp_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int 
 
 static inline int bp_errno(void) { return errno; }
 
-// accept4 is a GNU extension the Swift overlay does not show.
+// accept4 is a GNU extension: declared by hand instead of defining _GNU_SOURCE (see above).
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 static inline int bp_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) { return accept4(fd, addr, len, flags); }
 #endif
