@@ -108,10 +108,8 @@ extension Document {
         if !remote.children.isEmpty {
             let childBarrier = local.childBarrier(inherited: barrier)
             for (key, rchild) in remote.children {
-                var child = local.children[key] ?? Slot()
-                local.children[key] = nil
-                mergeSlot(&child, rchild, barrier: childBarrier, vv: vv, maxStamp: &maxStamp)
-                if !child.isEmpty { local.children[key] = child }
+                mergeSlot(&local.children[key, default: Slot()], rchild, barrier: childBarrier, vv: vv, maxStamp: &maxStamp)
+                if local.children[key]?.isEmpty ?? false { local.children[key] = nil }
             }
         }
         if touched { normalize(&local, barrier: barrier) }

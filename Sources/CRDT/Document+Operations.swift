@@ -37,6 +37,7 @@ extension Document {
     public mutating func set(_ path: FieldPath, to value: Value, types: TypeDeclarations = .strict,
                              replica: inout Replica) throws(CRDTError) -> Bool {
         var plan = Plan()
+        try checkWritable(path, value: value)
         try planParents(of: path, types: types, into: &plan)
         try planValue(value, at: path, diffOnly: false, types: types, into: &plan)
         return commit(plan, replica: &replica, initial: false)
@@ -87,6 +88,7 @@ extension Document {
     public mutating func setAttachment(_ path: FieldPath, _ token: AttachmentToken, types: TypeDeclarations = .strict,
                                        replica: inout Replica) throws(CRDTError) -> Bool {
         var plan = Plan()
+        try checkWritable(path, value: .object(token.metadata))
         try planParents(of: path, types: types, into: &plan)
         plan.add(path, .register(.attachment(token)))
         return commit(plan, replica: &replica, initial: false)
@@ -113,7 +115,22 @@ struct Plan {
 }
 
 extension Document {
-    func checkWritable(_ path: FieldPath) throws(CRDTError) {
+    /// Deepest nesting (MAP levels of the path plus array/object levels of the value) a write may
+    /// create. The decoder accepts 160 (`CBORLimits.crdt`), so every state written can be read back.
+    public static let maxNestingDepth = 128
+
+    static func nestingDepth(_ v: Value) -> Int {
+        switch v {
+        case .array(let a): 1 + (a.map(nestingDepth).max() ?? 0)
+        case .object(let o): 1 + (o.values.map(nestingDepth).max() ?? 0)
+        default: 0
+        }
+    }
+
+    func checkWritable(_ path: FieldPath, value: Value? = nil) throws(CRDTError) {
+        if path.keys.count + (value.map(Self.nestingDepth) ?? 0) > Self.maxNestingDepth {
+            throw .tooDeep(path)
+        }
         guard let first = path.keys.first else { throw .emptyPath }
         guard first != "_id" else { throw .invalidDocumentID("_id is immutable") }
         guard exists else { throw .documentDoesNotExist }
@@ -126,6 +143,7 @@ extension Document {
     func planDocumentWrite(_ fields: [String: Value], diffOnly: Bool, types: TypeDeclarations,
                            into plan: inout Plan) throws(CRDTError) {
         if let given = fields["_id"], given != id { throw .idMismatch }
+        if Self.nestingDepth(.object(fields)) > Self.maxNestingDepth { throw .tooDeep(FieldPath([])) }
         if !exists { plan.add(FieldPath([]), .marker) }
         for key in CBORKeyOrder.sorted(fields.keys) where key != "_id" {
             guard let v = fields[key] else { continue }

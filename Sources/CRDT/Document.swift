@@ -90,10 +90,8 @@ extension Document {
             return
         }
         let childBarrier = slot.childBarrier(inherited: barrier)
-        var child = slot.children[key] ?? Slot()
-        slot.children[key] = nil  // keep the child uniquely referenced while it is mutated
-        apply(event, at: path.dropFirst(), meta: meta, in: &child, barrier: childBarrier)
-        if !child.isEmpty { slot.children[key] = child }
+        apply(event, at: path.dropFirst(), meta: meta, in: &slot.children[key, default: Slot()], barrier: childBarrier)
+        if slot.children[key]?.isEmpty ?? false { slot.children[key] = nil }
     }
 
     /// Drops everything the stored events make irrelevant forever (docs/CRDT.md "Pruning").
@@ -124,14 +122,12 @@ extension Document {
         }
         if slot.children.isEmpty { return }
         let childBarrier = maxMeta(local, slot.register?.meta)
-        let old = slot.children
-        slot.children = [:]
-        var kept = [String: Slot](minimumCapacity: old.count)
-        for (key, var child) in old {
-            normalize(&child, barrier: childBarrier)
-            if !child.isEmpty { kept[key] = child }
+        var sawEmpty = false
+        for i in slot.children.values.indices {
+            normalize(&slot.children.values[i], barrier: childBarrier)
+            if slot.children.values[i].isEmpty { sawEmpty = true }
         }
-        slot.children = kept
+        if sawEmpty { slot.children = slot.children.filter { !$0.value.isEmpty } }
     }
 }
 

@@ -69,7 +69,8 @@ public struct AttachmentToken: Hashable, Sendable {
 
 enum Payload: Hashable, Sendable {
     case value(Value)
-    case attachment(AttachmentToken)
+    /// Boxed: tokens are rare and would otherwise double the size of every REGISTER.
+    indirect case attachment(AttachmentToken)
 
     var materialized: Value {
         switch self {

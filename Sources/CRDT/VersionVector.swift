@@ -96,6 +96,7 @@ public enum CRDTError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidDocumentID(String)
     case idMismatch
     case emptyPath
+    case tooDeep(FieldPath)
     case notAMap(FieldPath)
     case typeMismatch(FieldPath, expected: FieldType)
     case invalidNumber(FieldPath)
@@ -111,6 +112,7 @@ public enum CRDTError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidDocumentID(let why): "invalid document _id: \(why)"
         case .idMismatch: "the value's _id differs from the document's _id"
         case .emptyPath: "a field path must name at least one key"
+        case .tooDeep(let p): "writing at \(p) would nest deeper than \(Document.maxNestingDepth) levels"
         case .notAMap(let p): "\(p) is not a MAP (declare it MAP or use non-strict mode)"
         case .typeMismatch(let p, let t): "the value written at \(p) does not fit its declared type \(t.rawValue)"
         case .invalidNumber(let p): "counter amount at \(p) must be a finite number"

@@ -42,6 +42,14 @@ public enum CBORKeyOrder {
     public static func less(_ a: String, _ b: String) -> Bool {
         let ac = a.utf8.count, bc = b.utf8.count
         if ac != bc { return ac < bc }
+        // Native strings are contiguous UTF-8: compare the bytes directly (the generic path is slow).
+        let fast = a.utf8.withContiguousStorageIfAvailable { ab in
+            b.utf8.withContiguousStorageIfAvailable { bb in
+                for i in 0..<ab.count where ab[i] != bb[i] { return ab[i] < bb[i] }
+                return false
+            }
+        }
+        if let r = fast ?? nil { return r }
         return a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 

@@ -135,3 +135,23 @@ import Values
         #expect(a.value(at: "x") == "now")
     }
 }
+
+@Suite struct LimitTests {
+    @Test func writesThatWouldNestTooDeepAreRejectedSoEveryStateDecodes() throws {
+        var r = makeReplica(1)
+        var d = try Document(id: "deep")
+        _ = try d.upsert(["a": 1], types: .nonStrict, replica: &r)
+        let deepPath = FieldPath((0..<200).map { "k\($0)" })
+        #expect(throws: CRDTError.tooDeep(deepPath)) { try d.set(deepPath, to: 1, types: .nonStrict, replica: &r) }
+        var deepValue: Value = 1
+        for _ in 0..<200 { deepValue = [deepValue] }
+        #expect(throws: CRDTError.self) { try d.set("a", to: deepValue, replica: &r) }
+        #expect(throws: CRDTError.self) { try d.upsert(["b": deepValue], replica: &r) }
+        // The deepest allowed write still round-trips.
+        let okPath = FieldPath((0..<64).map { "k\($0)" })
+        var okValue: Value = 1
+        for _ in 0..<(Document.maxNestingDepth - 64) { okValue = [okValue] }
+        _ = try d.set(okPath, to: okValue, types: .nonStrict, replica: &r)
+        #expect(try Document.decode(d.encode()) == d)
+    }
+}
