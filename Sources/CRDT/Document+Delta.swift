@@ -99,24 +99,16 @@ extension Document {
             dropHiddenCounters(&slot, barrier: x.barrier)
         }
         guard !slot.children.isEmpty else { return }
-        let old = slot.children
-        slot.children = [:]
-        for (key, var child) in old {
-            reap(&child, cutoff: cutoff, count: &count, reaped: &reaped)
-            if !child.isEmpty { slot.children[key] = child }
-        }
+        slot.children.updateEach { reap(&$0, cutoff: cutoff, count: &count, reaped: &reaped) }
+        slot.children.removeAll { $0.isEmpty }
     }
 
     /// Drops counters all of whose events are at or below `barrier` (they were invisible).
     private static func dropHiddenCounters(_ slot: inout Slot, barrier: Meta) {
         if let c = slot.counter, let n = c.newest, n <= barrier { slot.counter = nil }
         guard !slot.children.isEmpty else { return }
-        let old = slot.children
-        slot.children = [:]
-        for (key, var child) in old {
-            dropHiddenCounters(&child, barrier: barrier)
-            if !child.isEmpty { slot.children[key] = child }
-        }
+        slot.children.updateEach { dropHiddenCounters(&$0, barrier: barrier) }
+        slot.children.removeAll { $0.isEmpty }
     }
 }
 

@@ -123,11 +123,11 @@ extension Document {
         if slot.children.isEmpty { return }
         let childBarrier = maxMeta(local, slot.register?.meta)
         var sawEmpty = false
-        for i in slot.children.values.indices {
-            normalize(&slot.children.values[i], barrier: childBarrier)
-            if slot.children.values[i].isEmpty { sawEmpty = true }
+        slot.children.updateEach { child in
+            normalize(&child, barrier: childBarrier)
+            if child.isEmpty { sawEmpty = true }
         }
-        if sawEmpty { slot.children = slot.children.filter { !$0.value.isEmpty } }
+        if sawEmpty { slot.children.removeAll { $0.isEmpty } }
     }
 }
 

@@ -158,7 +158,7 @@ struct SlotExtras: Hashable, Sendable {
 
 struct Slot: Hashable, Sendable {
     var register: Register?
-    var children: [String: Slot] = [:]
+    var children = SlotChildren()
     private var extrasBox: [SlotExtras] = []
 
     init() {}

@@ -119,8 +119,7 @@ enum SlotCodec {
         if !slot.children.isEmpty {
             w.unsigned(4)
             w.mapHeader(slot.children.count)
-            for key in CBORKeyOrder.sorted(slot.children.keys) {
-                guard let child = slot.children[key] else { continue }
+            for (key, child) in slot.children {
                 w.text(key)
                 write(child, t, &w)
             }
@@ -189,6 +188,7 @@ enum SlotCodec {
                 slot.removal = Removal(meta: meta, barrier: Meta(stamp: bstamp, site: bs, dot: HLCTimestamp(rawValue: bdot)))
             default:
                 let count = try r.mapHeader()
+                slot.children.reserveCapacity(count)  // bounded: mapHeader checked count against the input
                 var previous: Range<Int>? = nil
                 for _ in 0..<count {
                     let keyOffset = r.position

@@ -205,3 +205,37 @@ struct Pair {
         }
     }
 }
+
+@Suite struct SlotChildrenTests {
+    @Test func keysStayInCanonicalOrderWhateverTheInsertionOrder() {
+        var c = SlotChildren()
+        var s = Slot()
+        s.marker = Meta(stamp: 1, site: SiteID(1), dot: HLCTimestamp(rawValue: 1))
+        for k in ["bb", "a", "ccc", "b", "é", "aa"] { c[k] = s }
+        #expect(Array(c.keys) == ["a", "b", "aa", "bb", "é", "ccc"])
+        c["b"] = nil
+        #expect(Array(c.keys) == ["a", "aa", "bb", "é", "ccc"] && c["b"] == nil && c["aa"] == s)
+        c["zz", default: Slot()].register = Register(meta: s.marker!, payload: .value(1))
+        #expect(c["zz"]?.register?.payload == .value(1))
+        c.removeAll { $0.register != nil }
+        #expect(c.count == 5)
+    }
+}
+
+@Suite struct TypeConflictPruningTests {
+    @Test func olderMapContentUnderANewerRegisterIsPrunedAndANewerMapWriteStartsEmpty() throws {
+        var p = try Pair()
+        _ = try p.b.set("tags.color", to: "blue", types: .nonStrict, replica: &p.rb)
+        p.clock.advance(1)
+        _ = try p.a.set("tags", to: ["red"], replica: &p.ra)
+        try p.sync()
+        #expect(p.a.slot(at: "tags")?.children.isEmpty == true)  // b's tags.color is gone for good
+        p.clock.advance(1)
+        _ = try p.b.set("tags.size", to: 2, types: .nonStrict, replica: &p.rb)
+        try p.sync()
+        #expect(p.a.value(at: "tags") == ["size": 2])
+        // The array register can never win again: only its Meta is kept, as a barrier.
+        #expect(p.a.slot(at: "tags")?.register?.payload == nil)
+        #expect(p.a.encode() == p.b.encode())
+    }
+}
