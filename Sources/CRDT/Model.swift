@@ -119,7 +119,7 @@ struct CounterState: Hashable, Sendable {
         var best: Meta? = nil
         func consider(_ m: Meta) {
             if let b = barrier, m <= b { return }
-            if best == nil || m > best! { best = m }
+            best = maxMeta(best, m)
         }
         if let r = restart { consider(r.meta) }
         for c in contributions.values { consider(c.meta) }
@@ -130,7 +130,7 @@ struct CounterState: Hashable, Sendable {
 
     mutating func merge(_ other: CounterState) -> Bool {
         var changed = false
-        if let r = other.restart, restart == nil || r.meta > restart!.meta {
+        if let r = other.restart, restart.map({ r.meta > $0.meta }) ?? true {
             restart = r
             changed = true
         }
