@@ -1,8 +1,8 @@
 // libFuzzer entry point for the CRDT decoders (document state, delta) and the CBOR Value decoder.
 // Build and run with `scripts/fuzz.sh CRDTDecode <seconds>`.
 //
-// Oracles beyond "does not crash": anything that decodes must re-encode to bytes that decode to an
-// equal value, and merging a decoded delta into a valid document must keep it encodable and decodable.
+// Oracles beyond "does not crash": anything that decodes must re-encode to bytes that decode and
+// re-encode to the same bytes, and merging a decoded delta into a valid document must keep it encodable and decodable.
 
 import CRDT
 import Values
@@ -59,16 +59,16 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMut
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if let doc = try? Document.decode(bytes) {
+        // Compare encodings, not values: a `Value` holding NaN is never `==` to itself.
         let again = doc.encode()
         let back = try? Document.decode(again)
-        check(back == doc, "state re-encoding does not decode to the same document")
-        check(back?.encode() == again, "state encoding is not deterministic")
+        check(back?.encode() == again, "state re-encoding does not decode to the same bytes")
         _ = doc.materialize()
         _ = doc.delta(since: VersionVector())
     }
     if let delta = try? Delta.decode(bytes) {
         let again = delta.encode()
-        check((try? Delta.decode(again)) == delta, "delta re-encoding does not decode to the same delta")
+        check((try? Delta.decode(again))?.encode() == again, "delta re-encoding does not decode to the same bytes")
         if var t = target {
             if (try? t.merge(delta)) != nil {
                 let s = t.encode()

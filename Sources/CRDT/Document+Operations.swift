@@ -119,6 +119,16 @@ extension Document {
     /// create. The decoder accepts 160 (`CBORLimits.crdt`), so every state written can be read back.
     public static let maxNestingDepth = 128
 
+    /// JSON has no NaN or infinities, and PostgreSQL's JSONB cannot hold them: documents never do.
+    static func isFinite(_ v: Value) -> Bool {
+        switch v {
+        case .double(let d): d.isFinite
+        case .array(let a): a.allSatisfy(isFinite)
+        case .object(let o): o.values.allSatisfy(isFinite)
+        default: true
+        }
+    }
+
     static func nestingDepth(_ v: Value) -> Int {
         switch v {
         case .array(let a): 1 + (a.map(nestingDepth).max() ?? 0)
@@ -131,6 +141,7 @@ extension Document {
         if path.keys.count + (value.map(Self.nestingDepth) ?? 0) > Self.maxNestingDepth {
             throw .tooDeep(path)
         }
+        if let v = value, !Self.isFinite(v) { throw .invalidNumber(path) }
         guard let first = path.keys.first else { throw .emptyPath }
         guard first != "_id" else { throw .invalidDocumentID("_id is immutable") }
         guard exists else { throw .documentDoesNotExist }
@@ -144,6 +155,7 @@ extension Document {
                            into plan: inout Plan) throws(CRDTError) {
         if let given = fields["_id"], given != id { throw .idMismatch }
         if Self.nestingDepth(.object(fields)) > Self.maxNestingDepth { throw .tooDeep(FieldPath([])) }
+        if !Self.isFinite(.object(fields)) { throw .invalidNumber(FieldPath([])) }
         if !exists { plan.add(FieldPath([]), .marker) }
         for key in CBORKeyOrder.sorted(fields.keys) where key != "_id" {
             guard let v = fields[key] else { continue }

@@ -214,13 +214,16 @@ enum SlotCodec {
             return Register(meta: meta, payload: nil)
         case 5:
             guard try r.unsigned() == 0 else { throw .invalidValue(offset: offset, reason: "unknown register kind") }
-            return Register(meta: meta, payload: .value(try r.value()))
+            let valueOffset = r.position
+            let v = try r.value()
+            guard Document.isFinite(v) else { throw .invalidValue(offset: valueOffset, reason: "NaN or infinity in a value") }
+            return Register(meta: meta, payload: .value(v))
         case 7:
             guard try r.unsigned() == 1 else { throw .invalidValue(offset: offset, reason: "unknown register kind") }
             let id = try r.text()
             let len = try r.unsigned(max: UInt64(Int64.max))
-            guard case .object(let metadata) = try r.value() else {
-                throw .invalidValue(offset: offset, reason: "attachment metadata must be a map")
+            guard case .object(let metadata) = try r.value(), Document.isFinite(.object(metadata)) else {
+                throw .invalidValue(offset: offset, reason: "attachment metadata must be a map of finite values")
             }
             return Register(meta: meta, payload: .attachment(AttachmentToken(id: id, length: len, metadata: metadata)))
         default:

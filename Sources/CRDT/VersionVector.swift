@@ -115,7 +115,7 @@ public enum CRDTError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooDeep(let p): "writing at \(p) would nest deeper than \(Document.maxNestingDepth) levels"
         case .notAMap(let p): "\(p) is not a MAP (declare it MAP or use non-strict mode)"
         case .typeMismatch(let p, let t): "the value written at \(p) does not fit its declared type \(t.rawValue)"
-        case .invalidNumber(let p): "counter amount at \(p) must be a finite number"
+        case .invalidNumber(let p): "numbers at \(p) must be finite (JSON has no NaN or infinity)"
         case .deltaGap(let s): "the delta starts after this replica's version for \(s): request a delta since the current version vector"
         case .malformed(let why): "malformed CRDT encoding: \(why)"
         case .decoding(let e): "CRDT decoding failed: \(e)"
