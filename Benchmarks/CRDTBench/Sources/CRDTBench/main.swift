@@ -36,7 +36,8 @@ func heapBytes() -> Int {
         withUnsafeMutablePointer(to: &resident) { rp in
             var buf = [CChar](repeating: 0, count: 128)
             guard fgets(&buf, 128, f) != nil else { return }
-            let parts = String(cString: buf).split(separator: " ")
+            let text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let parts = text.split(separator: " ")
             if parts.count > 1 { sp.pointee = Int(parts[0]) ?? 0; rp.pointee = Int(parts[1]) ?? 0 }
         }
     }
@@ -77,7 +78,6 @@ func fields(targetBytes: Int) -> [String: Value] {
 
 func line(_ s: String) { print(s) }
 
-let clock: @Sendable () -> UInt64 = { 1_700_000_000_000 }
 var writer = Replica(site: SiteID(0x5EED_0000_0000_0001), wallClock: Replica.systemMillis)
 
 // Memory per document (measured first, in a fresh heap, so RSS growth is real): 20 000 documents of ~1 KB (20 fields) vs. the same values as plain `Value`s.
