@@ -13,9 +13,11 @@ let package = Package(
     products: [
         .executable(name: "bigpeer", targets: ["bigpeer"]),
         .library(name: "SmallPeer", targets: ["SmallPeer"]),
-        // For Benchmarks/HTTPBench (a separate package that depends on this one by path).
+        // Library products for the benchmark packages under Benchmarks/ (they depend on this one by path).
         .library(name: "HTTP", targets: ["HTTP"]),
         .library(name: "Sockets", targets: ["Sockets"]),
+        .library(name: "CRDT", targets: ["CRDT"]),
+        .library(name: "Values", targets: ["Values"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
