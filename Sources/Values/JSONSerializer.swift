@@ -1,0 +1,100 @@
+// Value -> JSON text (RFC 8259), deterministic: the same Value always yields the same bytes.
+//
+// - Object members are sorted by the UTF-8 bytes of their keys (code point order), so output is
+//   canonical and can be hashed or compared byte for byte.
+// - Integers print exactly; doubles print as the shortest decimal that reads back to the same Double
+//   (the standard library's `description`, e.g. `0.1`, `1e+16`, `5e-324`, `2.0`), so a double stays
+//   a double across a round trip. JSON has no NaN or infinity (§6): they print as `null`.
+// - Strings escape `"`, `\` and control characters (§7); `\b \f \n \r \t` use their short forms,
+//   other controls `\u00XX`. Everything else, including non-ASCII, is written as raw UTF-8.
+// - No insignificant whitespace.
+
+extension JSON {
+    /// Serializes `value` to UTF-8 JSON bytes.
+    public static func serialize(_ value: Value) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        JSONWriter.write(value, into: &out)
+        return out
+    }
+
+    /// Serializes `value` to a JSON string.
+    public static func string(_ value: Value) -> String {
+        String(decoding: serialize(value), as: UTF8.self)
+    }
+}
+
+extension Value {
+    /// The canonical JSON text of this value (sorted keys, shortest doubles).
+    public var jsonText: String { JSON.string(self) }
+}
+
+public enum JSONWriter {
+    public static func write(_ value: Value, into out: inout [UInt8]) {
+        switch value {
+        case .null: appendASCII("null", to: &out)
+        case .bool(let b): appendASCII(b ? "true" : "false", to: &out)
+        case .int(let i): appendASCII(String(i), to: &out)
+        case .double(let d): writeDouble(d, into: &out)
+        case .string(let s): writeString(s, into: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            var first = true
+            for element in a {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                write(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for key in sortedKeys(o) {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                // The key came from the dictionary itself, so the lookup always succeeds.
+                if let v = o[key] { write(v, into: &out) }
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Keys in code point order (byte order of their UTF-8), independent of String's own ordering.
+    public static func sortedKeys(_ o: [String: Value]) -> [String] {
+        o.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    public static func writeDouble(_ d: Double, into out: inout [UInt8]) {
+        guard d.isFinite else { appendASCII("null", to: &out); return }
+        appendASCII(d.description, to: &out)
+    }
+
+    @inline(__always) static func appendASCII(_ s: String, to out: inout [UInt8]) {
+        out.append(contentsOf: s.utf8)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): out.append(0x5C); out.append(0x22)
+            case UInt8(ascii: "\\"): out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
+            case 0..<0x20:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                out.append(hexDigits[Int(b >> 4)])
+                out.append(hexDigits[Int(b & 0xF)])
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
