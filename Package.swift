@@ -13,6 +13,8 @@ let package = Package(
     products: [
         .executable(name: "bigpeer", targets: ["bigpeer"]),
         .library(name: "SmallPeer", targets: ["SmallPeer"]),
+        .library(name: "DQL", targets: ["DQL"]),
+        .library(name: "Values", targets: ["Values"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -128,9 +128,12 @@ struct Lexer {
             return try readNumber(start: start)
         default:
             if isIdentifierStart(b) {
-                let word = readWord()
-                if let k = Keyword.lookup(word) { return Token(kind: .keyword(k), text: String(word), location: start) }
-                return Token(kind: .identifier, text: String(word), location: start)
+                let s = index
+                while let c = peek(), isIdentifierPart(c) { advance() }
+                let bytesOfWord = bytes[s..<index]
+                let text = String(decoding: bytesOfWord, as: UTF8.self)
+                if let k = Keyword.lookup(bytesOfWord) { return Token(kind: .keyword(k), text: text, location: start) }
+                return Token(kind: .identifier, text: text, location: start)
             }
         }
         throw error(start, found: describeCharacter(at: index), expected: "a token")

@@ -58,11 +58,7 @@ extension Parser {
 
     mutating func parsePredicate() throws(DQLSyntaxError) -> Expression {
         let left = try parseBinary(minimum: 5)
-        let compare: [TokenKind: BinaryOperator] = [
-            .equal: .equal, .notEqual: .notEqual, .less: .less, .lessEqual: .lessEqual,
-            .greater: .greater, .greaterEqual: .greaterEqual,
-        ]
-        if let op = compare[current.kind] {
+        if let op = Self.comparison(current.kind) {
             advance()
             return .binary(op, left, try parseBinary(minimum: 5))
         }
@@ -107,15 +103,35 @@ extension Parser {
         return left
     }
 
-    static let arithmetic: [TokenKind: BinaryOperator] = [
-        .concat: .concat, .plus: .add, .minus: .subtract, .star: .multiply, .slash: .divide, .percent: .modulo,
-    ]
+    static func comparison(_ kind: TokenKind) -> BinaryOperator? {
+        switch kind {
+        case .equal: .equal
+        case .notEqual: .notEqual
+        case .less: .less
+        case .lessEqual: .lessEqual
+        case .greater: .greater
+        case .greaterEqual: .greaterEqual
+        default: nil
+        }
+    }
+
+    static func arithmetic(_ kind: TokenKind) -> BinaryOperator? {
+        switch kind {
+        case .concat: .concat
+        case .plus: .add
+        case .minus: .subtract
+        case .star: .multiply
+        case .slash: .divide
+        case .percent: .modulo
+        default: nil
+        }
+    }
 
     /// Precedence climbing over the left-associative operators with precedence >= `minimum`.
     mutating func parseBinary(minimum: Int) throws(DQLSyntaxError) -> Expression {
         let base = depth
         var left = try parseUnary()
-        while let op = Self.arithmetic[current.kind], op.precedence >= minimum {
+        while let op = Self.arithmetic(current.kind), op.precedence >= minimum {
             advance()
             try enter()
             left = .binary(op, left, try parseBinary(minimum: op.precedence + 1))

@@ -30,15 +30,28 @@ public enum Keyword: String, Sendable, Hashable, CaseIterable {
     case insert = "INSERT", into = "INTO", update = "UPDATE", set = "SET", unset = "UNSET", delete = "DELETE"
     case evict = "EVICT", apply = "APPLY", on = "ON", escape = "ESCAPE"
 
-    /// Looks a word up case-insensitively without allocating for words that cannot be keywords.
-    static func lookup(_ word: Substring) -> Keyword? {
-        guard word.utf8.count >= 2, word.utf8.count <= 8 else { return nil }
-        return table[word.uppercased()]
+    /// Looks a word up case-insensitively. Every keyword has at most 8 ASCII letters, so the
+    /// upper-cased word packs into a UInt64 and the lookup allocates nothing.
+    static func lookup<C: Collection>(_ word: C) -> Keyword? where C.Element == UInt8 {
+        guard let key = packed(word) else { return nil }
+        return table[key]
     }
 
-    private static let table: [String: Keyword] = {
-        var t: [String: Keyword] = [:]
-        for k in Keyword.allCases { t[k.rawValue] = k }
+    static func lookup(_ word: Substring) -> Keyword? { lookup(word.utf8) }
+
+    @inline(__always) static func packed<C: Collection>(_ word: C) -> UInt64? where C.Element == UInt8 {
+        guard word.count >= 2, word.count <= 8 else { return nil }
+        var key: UInt64 = 0
+        for b in word {
+            let upper = (b >= 0x61 && b <= 0x7A) ? b - 0x20 : b
+            key = key << 8 | UInt64(upper)
+        }
+        return key
+    }
+
+    private static let table: [UInt64: Keyword] = {
+        var t: [UInt64: Keyword] = [:]
+        for k in Keyword.allCases { if let key = packed(k.rawValue.utf8) { t[key] = k } }
         return t
     }()
 }

@@ -9,6 +9,12 @@
 //   other controls `\u00XX`. Everything else, including non-ASCII, is written as raw UTF-8.
 // - No insignificant whitespace.
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 extension JSON {
     /// Serializes `value` to UTF-8 JSON bytes.
     public static func serialize(_ value: Value) -> [UInt8] {
@@ -63,7 +69,24 @@ public enum JSONWriter {
 
     /// Keys in code point order (byte order of their UTF-8), independent of String's own ordering.
     public static func sortedKeys(_ o: [String: Value]) -> [String] {
-        o.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        o.keys.sorted(by: utf8Precedes)
+    }
+
+    /// Code point order: byte order of the UTF-8 (memcmp on native strings).
+    @inline(__always) public static func utf8Precedes(_ a: String, _ b: String) -> Bool {
+        if let r = a.utf8.withContiguousStorageIfAvailable({ pa in
+            b.utf8.withContiguousStorageIfAvailable { pb -> Bool in
+                let n = min(pa.count, pb.count)
+                if n > 0, let x = pa.baseAddress, let y = pb.baseAddress {
+                    let c = memcmp(x, y, n)
+                    if c != 0 { return c < 0 }
+                }
+                return pa.count < pb.count
+            }
+        }), let result = r {
+            return result
+        }
+        return a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     public static func writeDouble(_ d: Double, into out: inout [UInt8]) {
@@ -79,6 +102,12 @@ public enum JSONWriter {
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Fast path: nothing to escape, copy the bytes in one go.
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C }) {
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out.append(0x5C); out.append(0x22)
