@@ -78,7 +78,13 @@ struct LikePattern {
     enum Element: Equatable { case literal(Unicode.Scalar), one, any }
     let elements: [Element]
 
+    /// Longest pattern accepted: matching is O(text x pattern) in the worst case.
+    static let maxPatternScalars = 4096
+
     init(_ pattern: String, escape: String) throws(DQLEvaluationError) {
+        guard pattern.unicodeScalars.count <= Self.maxPatternScalars else {
+            throw .invalidArgument(function: "LIKE", reason: "pattern longer than \(Self.maxPatternScalars) characters")
+        }
         let esc = escape.unicodeScalars.first
         guard escape.unicodeScalars.count == 1 else {
             throw .invalidArgument(function: "LIKE ... ESCAPE", reason: "the escape must be exactly one character")

@@ -80,16 +80,17 @@ public struct Token: Sendable, Hashable {
     public var text: String
     public var location: SourceLocation
 
-    /// How the token is quoted in an error message.
+    /// How the token is quoted in an error message (long text is shortened: errors go back to clients).
     public var errorDescription: String {
+        let shown = text.unicodeScalars.count > 40 ? String(String.UnicodeScalarView(text.unicodeScalars.prefix(40))) + "..." : text
         switch kind {
-        case .endOfInput: "end of input"
-        case .string: "string '\(text)'"
-        case .parameter: "parameter :\(text)"
-        case .quotedIdentifier: "identifier `\(text)`"
-        case .identifier: "'\(text)'"
-        case .keyword(let k): "keyword \(k.rawValue)"
-        default: "'\(text)'"
+        case .endOfInput: return "end of input"
+        case .string: return "string '\(shown)'"
+        case .parameter: return "parameter :\(shown)"
+        case .quotedIdentifier: return "identifier `\(shown)`"
+        case .identifier: return "'\(shown)'"
+        case .keyword(let k): return "keyword \(k.rawValue)"
+        default: return "'\(shown)'"
         }
     }
 

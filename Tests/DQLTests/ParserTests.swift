@@ -139,6 +139,12 @@ import Values
         }
     }
 
+    @Test func errors_shortenLongTokens() {
+        do { _ = try DQL.parse("SELECT * FROM c WHERE a = 1 '" + String(repeating: "é", count: 500) + "'"); Issue.record("accepted") } catch {
+            #expect(error.found == "string '" + String(repeating: "é", count: 40) + "...'")
+        }
+    }
+
     @Test func limits_depthAndSize() {
         let deep = "SELECT * FROM c WHERE " + String(repeating: "(", count: 500) + "1" + String(repeating: ")", count: 500)
         #expect(throws: DQLSyntaxError.self) { try DQL.parse(deep) }
