@@ -129,9 +129,23 @@ public struct PushdownPlanner: Sendable {
         }
         let total = full.limit.map { Int64(clamping: $0) &+ Int64(full.offset) }.map { $0 < 0 ? Int64.max : $0 }
         if !full.orderBy.isEmpty, paths.count == full.orderBy.count, canLimit, let total {
-            let keys = (paths + [(Path("_id"), false)]).flatMap { sortKeys(compiler.jsonPath($0.0), descending: $0.1) }
+            // SQL keys are exact for scalars and leave arrays/objects tied. A later key (and the final
+            // `_id` tie-break) is only exact within an exact group, so it is blanked (NULL, so those
+            // rows stay tied and WITH TIES returns them all) wherever an earlier sort value is a
+            // container: the SQL order then stays a coarsening of the DQL order.
+            var keys: [String] = []
+            let terms = paths + [(Path("_id"), false)]
+            for (i, term) in terms.enumerated() {
+                let earlier = terms.prefix(i).map { "jsonb_typeof(\(compiler.jsonPath($0.0))) IN ('array', 'object')" }
+                for key in sortKeys(compiler.jsonPath(term.0), descending: term.1) {
+                    if earlier.isEmpty { keys.append(key); continue }
+                    let dir = term.1 ? " DESC" : " ASC"
+                    let expr = String(key.dropLast(dir.count))
+                    keys.append("(CASE WHEN " + earlier.joined(separator: " OR ") + " THEN NULL ELSE " + expr + " END)" + dir)
+                }
+            }
             sql += " ORDER BY " + keys.joined(separator: ", ")
-            sql += " FETCH FIRST " + compiler.sql.bind(.bigint(total)) + " ROWS WITH TIES"
+            sql += " FETCH FIRST (" + compiler.sql.bind(.bigint(total)) + ") ROWS WITH TIES"  // a cast needs the parentheses here
             orderPushed = true
             limitPushed = true
         } else if full.orderBy.isEmpty, canLimit, let total {
@@ -167,7 +181,7 @@ public struct PushdownPlanner: Sendable {
                 + "(CASE WHEN \(j) = 'true'::jsonb THEN 3 ELSE 2 END) WHEN 'number' THEN 4 WHEN 'string' THEN 5 "
                 + "WHEN 'array' THEN 6 ELSE 7 END END)" + dir,
             "(CASE WHEN jsonb_typeof(\(j)) = 'number' THEN (\(j))::numeric END)" + dir,
-            "(CASE WHEN jsonb_typeof(\(j)) = 'string' THEN (\(j) #>> '{}') END) COLLATE \"C\"" + dir,
+            "((CASE WHEN jsonb_typeof(\(j)) = 'string' THEN (\(j) #>> '{}') END) COLLATE \"C\")" + dir,
         ]
     }
 
