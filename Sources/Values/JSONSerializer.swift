@@ -40,7 +40,7 @@ public enum JSONWriter {
         switch value {
         case .null: appendASCII("null", to: &out)
         case .bool(let b): appendASCII(b ? "true" : "false", to: &out)
-        case .int(let i): appendASCII(String(i), to: &out)
+        case .int(let i): writeInt(i, into: &out)
         case .double(let d): writeDouble(d, into: &out)
         case .string(let s): writeString(s, into: &out)
         case .array(let a):
@@ -102,28 +102,60 @@ public enum JSONWriter {
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        // Fast path: nothing to escape, copy the bytes in one go.
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C }) {
-            out.append(contentsOf: s.utf8)
-            out.append(UInt8(ascii: "\""))
-            return
+        // Native strings expose their UTF-8 directly; others (bridged) are copied once.
+        let done: Bool? = s.utf8.withContiguousStorageIfAvailable { bytes in
+            writeEscaped(bytes, into: &out)
+            return true
         }
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): out.append(0x5C); out.append(0x22)
-            case UInt8(ascii: "\\"): out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
-            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
-            case 0..<0x20:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                out.append(hexDigits[Int(b >> 4)])
-                out.append(hexDigits[Int(b & 0xF)])
-            default: out.append(b)
-            }
+        if done == nil {
+            var copy = s
+            copy.withUTF8 { writeEscaped($0, into: &out) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Copies runs of plain bytes in one go and escapes `"`, `\` and controls (RFC 8259 §7).
+    static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var runStart = 0
+        for i in 0..<bytes.count {
+            let b = bytes[i]
+            if b >= 0x20, b != 0x22, b != 0x5C { continue }
+            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+            runStart = i + 1
+            out.append(0x5C)
+            switch b {
+            case 0x22: out.append(0x22)
+            case 0x5C: out.append(0x5C)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            default:
+                out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                out.append(hexDigits[Int(b >> 4)])
+                out.append(hexDigits[Int(b & 0xF)])
+            }
+        }
+        if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+    }
+
+    /// Decimal digits of an integer, written straight into the buffer.
+    static func writeInt(_ i: Int64, into out: inout [UInt8]) {
+        if i < 0 { out.append(UInt8(ascii: "-")) }
+        var m = i.magnitude
+        if m == 0 { out.append(UInt8(ascii: "0")); return }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = 0
+        withUnsafeMutableBytes(of: &digits) { d in
+            while m > 0 {
+                d[19 - n] = UInt8(ascii: "0") + UInt8(m % 10)
+                m /= 10
+                n += 1
+            }
+            out.append(contentsOf: d[(20 - n)...])
+        }
     }
 }
