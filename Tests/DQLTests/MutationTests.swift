@@ -73,3 +73,30 @@ import Values
         #expect(throws: DQLEvaluationError.self) { try SystemSetting.validate(name: "NOPE", value: true) }
     }
 }
+
+@Suite struct PreparedStatementTests {
+    let context = EvaluationContext(arguments: ["id": "a", "d": ["_id": "x"]])
+
+    @Test func prepare_everyStatementKind() throws {
+        guard case .select(let q, let p) = try PreparedStatement.prepare("SELECT * FROM cars WHERE _id = :id", context: context) else { Issue.record(); return }
+        #expect(try q.run(Fixture.cars) == [Fixture.cars[0]])
+        #expect(p.parameters == [.text("cars"), .jsonb("\"a\"")])
+        guard case .insert(let i) = try PreparedStatement.prepare("INSERT INTO cars DOCUMENTS (:d)", context: context) else { Issue.record(); return }
+        #expect(i.documents == [["_id": "x"]])
+        guard case .update(let u, let s) = try PreparedStatement.prepare("UPDATE cars SET sold = true WHERE _id = :id", context: context) else { Issue.record(); return }
+        #expect(try u.operations(for: Fixture.cars[0]) == [.set([.field("sold")], true)])
+        #expect(s.pushedConditions.count == 1)
+        guard case .delete(let d) = try PreparedStatement.prepare("DELETE FROM cars WHERE lower(make) = 'ford'", context: context) else { Issue.record(); return }
+        #expect(try d.memoryQuery.run(Fixture.cars).count == 2)
+        guard case .evict = try PreparedStatement.prepare("EVICT FROM cars", context: context) else { Issue.record(); return }
+        guard case .setSetting(.strictMode, false) = try PreparedStatement.prepare("ALTER SYSTEM SET dql_strict_mode = false", context: context) else { Issue.record(); return }
+        guard case .resetSetting(nil) = try PreparedStatement.prepare("ALTER SYSTEM RESET ALL", context: context) else { Issue.record(); return }
+        guard case .showSetting(.strictMode) = try PreparedStatement.prepare("SHOW DQL_STRICT_MODE", context: context) else { Issue.record(); return }
+        guard case .createIndex(_, let sql) = try PreparedStatement.prepare("CREATE INDEX i ON cars (a)", context: context) else { Issue.record(); return }
+        #expect(sql.hasPrefix("CREATE INDEX \"dql_cars_i_"))
+        guard case .explain(let text) = try PreparedStatement.prepare("EXPLAIN DELETE FROM cars WHERE a = 1", context: context) else { Issue.record(); return }
+        #expect(text.hasPrefix("DELETE: documents chosen by\nPostgreSQL:"))
+        #expect(throws: DQLEvaluationError.self) { try PreparedStatement.prepare("SHOW NOPE", context: context) }
+        #expect(throws: DQLSyntaxError.self) { try PreparedStatement.prepare("SHOW", context: context) }
+    }
+}
