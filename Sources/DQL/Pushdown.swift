@@ -23,14 +23,18 @@ public struct PushdownTable: Sendable, Hashable {
     public var valueColumn: String
     /// Raw SQL AND-ed into every WHERE (e.g. `deleted = false`). Never built from user input.
     public var unsafeExtraPredicate: String?
+    /// Set when the store guarantees that a document whose `_id` is the string s has `id = s`: then
+    /// `_id = 'literal'` also constrains the id column, so the primary key finds the row.
+    public var idColumnHoldsStringIds: Bool
 
     public init(name: String = "documents", collectionColumn: String = "collection", idColumn: String = "id",
-                valueColumn: String = "value", unsafeExtraPredicate: String? = nil) {
+                valueColumn: String = "value", unsafeExtraPredicate: String? = nil, idColumnHoldsStringIds: Bool = false) {
         self.name = name
         self.collectionColumn = collectionColumn
         self.idColumn = idColumn
         self.valueColumn = valueColumn
         self.unsafeExtraPredicate = unsafeExtraPredicate
+        self.idColumnHoldsStringIds = idColumnHoldsStringIds
     }
 }
 
@@ -102,6 +106,9 @@ public struct PushdownPlanner: Sendable {
             if let t = compiler.compile(conjunct) {
                 pushed.append(conjunct)
                 conditions.append(t.whenTrue)
+                if table.idColumnHoldsStringIds, let id = stringIdEquality(conjunct, compiler) {
+                    conditions.append(SQLBuilder.quoteIdentifier(table.idColumn) + " = " + compiler.sql.bind(.text(id)))
+                }
             } else {
                 residual.append(conjunct)
             }
@@ -165,6 +172,15 @@ public struct PushdownPlanner: Sendable {
         s.limit = limit
         s.offset = offset
         return try plan(s, context: context)
+    }
+
+    /// `_id = <string constant>` (either side): the string, for the id-column shortcut.
+    func stringIdEquality(_ e: Expression, _ compiler: PredicateCompiler) -> String? {
+        guard case .binary(.equal, let l, let r) = e else { return nil }
+        let idPath = Expression.path(Path("_id"))
+        let other = l == idPath ? r : r == idPath ? l : nil
+        guard let other, case .string(let s)?? = compiler.constant(other) else { return nil }
+        return s
     }
 
     static func conjuncts(_ e: Expression?) -> [Expression] {

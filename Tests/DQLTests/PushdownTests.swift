@@ -130,3 +130,18 @@ import Values
         }
     }
 }
+
+@Suite struct PushdownIdColumnTests {
+    @Test func idEquality_alsoUsesTheIdColumnWhenTheStoreSaysSo() throws {
+        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE :id = _id AND a = 1") else { return }
+        let ctx = EvaluationContext(arguments: ["id": "k1"])
+        let with = try PushdownPlanner(table: PushdownTable(idColumnHoldsStringIds: true)).plan(s, context: ctx)
+        #expect(with.sql.contains(#"(("value" -> '_id') = $2::jsonb) AND "id" = $3::text AND"#))
+        #expect(with.parameters[2] == .text("k1"))
+        let without = try PushdownPlanner().plan(s, context: ctx)
+        #expect(!without.sql.contains(#""id" ="#))
+        let objectId = try PushdownPlanner(table: PushdownTable(idColumnHoldsStringIds: true))
+            .plan(s, context: EvaluationContext(arguments: ["id": ["a": 1]]))
+        #expect(!objectId.sql.contains(#""id" ="#))
+    }
+}
