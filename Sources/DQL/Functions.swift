@@ -149,16 +149,18 @@ enum StringFunctions {
             try Functions.arity(name, a, 2...3)
             guard case .string(let s) = a[0], let start = a[1].int64Value else { return .null }
             let scalars = Array(s.unicodeScalars)
-            var from = Int(clamping: start) - 1
-            var to = scalars.count
+            // 0-based first position, then clamped; additions saturate so extreme arguments cannot overflow.
+            let count = Int64(scalars.count)
+            let first = start == Int64.min ? Int64.min : start - 1
+            let from = min(max(first, 0), count)
+            var to = count
             if a.count == 3 {
                 guard let len = a[2].int64Value, len >= 0 else { return .null }
-                to = Int(clamping: Int64(from).addingReportingOverflow(len).overflow ? Int64.max : Int64(from) + len)
+                let (end, overflow) = first.addingReportingOverflow(len)
+                to = overflow ? count : min(count, max(0, end))
             }
-            from = max(0, from)
-            to = min(scalars.count, to)
             var out = ""
-            if from < to { out.unicodeScalars.append(contentsOf: scalars[from..<to]) }
+            if from < to { out.unicodeScalars.append(contentsOf: scalars[Int(from)..<Int(to)]) }
             return .string(out)
         case "replace":
             try Functions.arity(name, a, 3...3)

@@ -62,7 +62,7 @@ public struct PushdownPlan: Sendable {
         guard case .count(let column) = output else { return [] }
         let rows: [Value] = [.object([column: .int(count)])]
         let start = min(memoryQuery.offset, 1)
-        return Array(rows[start..<(memoryQuery.limit.map { min(1, start + $0) } ?? 1)])
+        return Array(rows[start..<(memoryQuery.limit.map { min(1, start + min($0, 1)) } ?? 1)])
     }
 
     /// The text EXPLAIN shows.

@@ -32,7 +32,9 @@ import Values
         // Strings.
         ("s || '!'", "héllo!"), ("concat(s, '-', 'x')", "héllo-x"), ("contains(s, 'éll')", true), ("starts_with(s, 'hé')", true),
         ("ends_with(s, 'lo')", true), ("lower('ÀB')", "àb"), ("upper(s)", "HÉLLO"), ("trim('  x ')", "x"), ("ltrim('xxyx', 'x')", "yx"),
-        ("rtrim('  x ')", "  x"), ("byte_length(s)", 6), ("char_length(s)", 5), ("substring(s, 2, 3)", "éll"), ("substring(s, 4)", "lo"),
+        ("rtrim('  x ')", "  x"), ("byte_length(s)", 6), ("char_length(s)", 5), ("substring(s, 2, 3)", "éll"), ("substring(s, 4)", "lo"), ("substring(s, -1, 3)", "h"), ("substring(s, 0)", "héllo"),
+        ("substring(s, -9223372036854775808, 9223372036854775807)", ""), ("substring(s, 9223372036854775807, 9223372036854775807)", ""),
+        ("substring(s, 2, 0)", ""), ("substring(s, 2, -1)", .null),
         ("replace(s, 'l', 'L')", "héLLo"), ("regexp_like(s, '^h.l+o$')", true), ("to_string(o)", "{\"a\":[true],\"b\":1}"),
         ("deserialize_json(j).k[1]", 2.5), ("deserialize_json(:p)", ["x": nil]),
         // Math.

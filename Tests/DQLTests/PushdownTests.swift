@@ -78,6 +78,8 @@ import Values
         #expect(p.output == .count(column: "n"))
         #expect(p.countRows(42) == [["n": 42]])
         #expect(try plan("SELECT COUNT(*) FROM c OFFSET 1").countRows(3).isEmpty)
+        #expect(try plan("SELECT COUNT(*) FROM c LIMIT 9223372036854775807 OFFSET 1").countRows(3).isEmpty)
+        #expect(try plan("SELECT COUNT(*) FROM c LIMIT 9223372036854775807").countRows(3) == [["($1)": 3]])
         #expect(try plan("SELECT COUNT(*) FROM c WHERE lower(a) = 'x'").output == .documents)
     }
 
