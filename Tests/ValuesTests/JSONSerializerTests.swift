@@ -16,13 +16,13 @@ import Testing
         #expect(JSON.string(.double(0.1)) == "0.1")
         #expect(JSON.string(.double(2)) == "2.0")
         #expect(JSON.string(.double(1e16)) == "1e+16")
-        #expect(JSON.string(.double(5e-324)) == "5e-324")
+        #expect(JSON.string(.double(.leastNonzeroMagnitude)) == "5e-324")
         #expect(JSON.string(.double(.nan)) == "null")
         #expect(JSON.string(.double(-.infinity)) == "null")
     }
 
     @Test func roundTrip_preservesNumberKinds() throws {
-        let doubles: [Double] = [0.1, 1.0 / 3.0, 2.0, -0.0, 1e300, 5e-324, 123456789.125, Double.greatestFiniteMagnitude, 9007199254740993.0]
+        let doubles: [Double] = [0.1, 1.0 / 3.0, 2.0, -0.0, 1e300, .leastNonzeroMagnitude, 123456789.125, Double.greatestFiniteMagnitude, 9007199254740993.0]
         for d in doubles {
             let back = try JSON.parse(JSON.serialize(.double(d)))
             guard case .double(let e) = back else { Issue.record("\(d) came back as \(back)"); continue }
