@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "HTTP", targets: ["HTTP"]),
         .library(name: "Sockets", targets: ["Sockets"]),
         .library(name: "CRDT", targets: ["CRDT"]),
+        .library(name: "DQL", targets: ["DQL"]),
         .library(name: "Values", targets: ["Values"]),
     ],
     dependencies: [

@@ -1,0 +1,139 @@
+// Arithmetic without silent precision loss.
+//
+//   int  op int    -> int, exactly; overflow raises numericOverflow (no silent promotion to double)
+//   int  /  int    -> int when the division is exact, otherwise double (7 / 2 = 3.5, 6 / 3 = 2)
+//   any  op double -> double; a non-finite result raises numericOverflow
+//   x / 0, x % 0   -> NULL
+//   %              -> remainder with the sign of the dividend (truncated division)
+//   non-numbers    -> NULL
+
+import Values
+
+enum Arithmetic {
+    static func unary(_ op: UnaryOperator, _ v: Value) throws(DQLEvaluationError) -> Value? {
+        switch (op, v) {
+        case (.plus, .int), (.plus, .double): return v
+        case (.negate, .int(let i)):
+            let (r, o) = Int64(0).subtractingReportingOverflow(i)
+            if o { throw .numericOverflow("-(\(i))") }
+            return .int(r)
+        case (.negate, .double(let d)): return .double(-d)
+        default: return .null
+        }
+    }
+
+    static func binary(_ op: BinaryOperator, _ a: Value, _ b: Value) throws(DQLEvaluationError) -> Value? {
+        switch (a, b) {
+        case (.int(let x), .int(let y)): return try ints(op, x, y)
+        case (.int(let x), .double(let y)): return try doubles(op, Double(x), y)
+        case (.double(let x), .int(let y)): return try doubles(op, x, Double(y))
+        case (.double(let x), .double(let y)): return try doubles(op, x, y)
+        default: return .null
+        }
+    }
+
+    static func ints(_ op: BinaryOperator, _ x: Int64, _ y: Int64) throws(DQLEvaluationError) -> Value? {
+        let r: (partialValue: Int64, overflow: Bool)
+        switch op {
+        case .add: r = x.addingReportingOverflow(y)
+        case .subtract: r = x.subtractingReportingOverflow(y)
+        case .multiply: r = x.multipliedReportingOverflow(by: y)
+        case .divide:
+            if y == 0 { return .null }
+            let q = x.dividedReportingOverflow(by: y)
+            if q.overflow { throw .numericOverflow("\(x) / \(y)") }
+            if x.remainderReportingOverflow(dividingBy: y).partialValue == 0 { return .int(q.partialValue) }
+            return .double(Double(x) / Double(y))
+        case .modulo:
+            if y == 0 { return .null }
+            return .int(x.remainderReportingOverflow(dividingBy: y).partialValue)
+        default: return .null
+        }
+        if r.overflow { throw .numericOverflow("\(x) \(op.rawValue) \(y)") }
+        return .int(r.partialValue)
+    }
+
+    static func doubles(_ op: BinaryOperator, _ x: Double, _ y: Double) throws(DQLEvaluationError) -> Value? {
+        let r: Double
+        switch op {
+        case .add: r = x + y
+        case .subtract: r = x - y
+        case .multiply: r = x * y
+        case .divide:
+            if y == 0 { return .null }
+            r = x / y
+        case .modulo:
+            if y == 0 { return .null }
+            r = x.truncatingRemainder(dividingBy: y)
+        default: return .null
+        }
+        guard r.isFinite else { throw .numericOverflow("\(x) \(op.rawValue) \(y)") }
+        return .double(r)
+    }
+}
+
+/// A LIKE pattern: `%` any run of characters, `_` exactly one, the escape character (default `\`)
+/// makes the next character literal. Characters are Unicode scalars, as in PostgreSQL.
+struct LikePattern {
+    enum Element: Equatable { case literal(Unicode.Scalar), one, any }
+    let elements: [Element]
+
+    /// Longest pattern accepted: matching is O(text x pattern) in the worst case.
+    static let maxPatternScalars = 4096
+
+    init(_ pattern: String, escape: String) throws(DQLEvaluationError) {
+        guard pattern.unicodeScalars.count <= Self.maxPatternScalars else {
+            throw .invalidArgument(function: "LIKE", reason: "pattern longer than \(Self.maxPatternScalars) characters")
+        }
+        let esc = escape.unicodeScalars.first
+        guard escape.unicodeScalars.count == 1 else {
+            throw .invalidArgument(function: "LIKE ... ESCAPE", reason: "the escape must be exactly one character")
+        }
+        var out: [Element] = []
+        var escaped = false
+        for ch in pattern.unicodeScalars {
+            if escaped { out.append(.literal(ch)); escaped = false; continue }
+            if ch == esc { escaped = true; continue }
+            switch ch {
+            case "%": if out.last != .any { out.append(.any) }
+            case "_": out.append(.one)
+            default: out.append(.literal(ch))
+            }
+        }
+        if escaped { throw .invalidLikePattern(pattern) }
+        elements = out
+    }
+
+    /// Wildcard matching with single backtracking point on the last `%`: O(n * m) worst case.
+    func matches(_ text: String, caseInsensitive: Bool) -> Bool {
+        let s = Array((caseInsensitive ? text.lowercased() : text).unicodeScalars)
+        let p: [Element] = caseInsensitive ? elements.map { e in
+            if case .literal(let c) = e, let l = String(c).lowercased().unicodeScalars.first, String(c).lowercased().unicodeScalars.count == 1 { return .literal(l) }
+            return e
+        } : elements
+        var i = 0, j = 0
+        var star = -1, mark = 0
+        while i < s.count {
+            if j < p.count {
+                switch p[j] {
+                case .any:
+                    star = j; mark = i; j += 1
+                    continue
+                case .one:
+                    i += 1; j += 1
+                    continue
+                case .literal(let c) where c == s[i]:
+                    i += 1; j += 1
+                    continue
+                default: break
+                }
+            }
+            guard star >= 0 else { return false }
+            j = star + 1
+            mark += 1
+            i = mark
+        }
+        while j < p.count, p[j] == .any { j += 1 }
+        return j == p.count
+    }
+}

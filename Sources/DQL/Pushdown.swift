@@ -1,0 +1,250 @@
+// The pushdown planner: which part of a query PostgreSQL does, and what is left for memory.
+//
+// It never changes a result, only the amount of work:
+// - WHERE is split into top-level AND conjuncts; each conjunct that compiles exactly (see
+//   PushdownPredicate.swift) goes to SQL, the rest stays as the residual filter.
+// - ORDER BY on paths becomes an SQL sort on a *coarsening* of DQL's total order (type rank, then
+//   number, then string with COLLATE "C"; arrays and objects tie). With LIMIT, SQL fetches
+//   `limit + offset` rows `WITH TIES`, so every row that could be in the DQL answer is returned,
+//   and memory re-sorts exactly and applies OFFSET and LIMIT.
+// - LIMIT is pushed only when nothing in memory can drop rows (no residual, no DISTINCT, no
+//   aggregate); OFFSET is always applied in memory.
+// - `SELECT COUNT(*)` with a fully pushed WHERE becomes `SELECT count(*)`.
+// The store runs `plan.sql` with `plan.parameters`, decodes each returned `value`, and runs
+// `plan.memoryQuery` over those documents (or `plan.countRows` in count mode).
+
+import Values
+
+/// Where documents live. Names are identifiers, quoted in the SQL.
+public struct PushdownTable: Sendable, Hashable {
+    public var name: String
+    public var collectionColumn: String
+    public var idColumn: String
+    public var valueColumn: String
+    /// Raw SQL AND-ed into every WHERE (e.g. `deleted = false`). Never built from user input.
+    public var unsafeExtraPredicate: String?
+    /// Set when the store guarantees that a document whose `_id` is the string s has `id = s`: then
+    /// `_id = 'literal'` also constrains the id column, so the primary key finds the row.
+    public var idColumnHoldsStringIds: Bool
+
+    public init(name: String = "documents", collectionColumn: String = "collection", idColumn: String = "id",
+                valueColumn: String = "value", unsafeExtraPredicate: String? = nil, idColumnHoldsStringIds: Bool = false) {
+        self.name = name
+        self.collectionColumn = collectionColumn
+        self.idColumn = idColumn
+        self.valueColumn = valueColumn
+        self.unsafeExtraPredicate = unsafeExtraPredicate
+        self.idColumnHoldsStringIds = idColumnHoldsStringIds
+    }
+}
+
+public struct PushdownPlan: Sendable {
+    public enum Output: Sendable, Hashable {
+        /// Rows are `value` documents; run `memoryQuery` over them.
+        case documents
+        /// One row with one bigint; turn it into the result with `countRows`.
+        case count(column: String)
+    }
+
+    public var sql: String
+    public var parameters: [SQLParameter]
+    public var output: Output
+    /// The WHERE conjuncts PostgreSQL evaluates, and the rest (nil when everything was pushed).
+    public var pushedConditions: [Expression]
+    public var residual: Expression?
+    public var orderPushed: Bool
+    public var limitPushed: Bool
+    /// The original query with WHERE reduced to the residual: what memory runs over the SQL rows.
+    public var memoryQuery: SelectQuery
+
+    /// The result of a count-mode plan, given the count PostgreSQL returned.
+    public func countRows(_ count: Int64) -> [Value] {
+        guard case .count(let column) = output else { return [] }
+        let rows: [Value] = [.object([column: .int(count)])]
+        let start = min(memoryQuery.offset, 1)
+        return Array(rows[start..<(memoryQuery.limit.map { min(1, start + min($0, 1)) } ?? 1)])
+    }
+
+    /// The text EXPLAIN shows.
+    public var explanation: String {
+        var lines = ["PostgreSQL:", "  " + sql]
+        if !parameters.isEmpty {
+            lines.append("Parameters:")
+            for (i, p) in parameters.enumerated() { lines.append("  $\(i + 1) = \(p)") }
+        }
+        lines.append("Pushed conditions: " + (pushedConditions.isEmpty ? "none" : pushedConditions.map { Printer.print($0) }.joined(separator: " AND ")))
+        lines.append("Residual filter (in memory): " + (residual.map { Printer.print($0) } ?? "none"))
+        var memory: [String] = []
+        let s = memoryQuery.statement
+        if case .count = output { memory.append("build the COUNT row") }
+        if !s.groupBy.isEmpty || memoryQuery.isAggregate, output == .documents { memory.append("group and aggregate") }
+        if s.distinct { memory.append("DISTINCT") }
+        if !s.orderBy.isEmpty { memory.append("sort (exact DQL order)") }
+        if memoryQuery.offset > 0 { memory.append("OFFSET \(memoryQuery.offset)") }
+        if let l = memoryQuery.limit { memory.append("LIMIT \(l)") }
+        memory.append("projection")
+        lines.append("In memory: " + memory.joined(separator: ", "))
+        return lines.joined(separator: "\n")
+    }
+}
+
+public struct PushdownPlanner: Sendable {
+    public var table: PushdownTable
+
+    public init(table: PushdownTable = PushdownTable()) {
+        self.table = table
+    }
+
+    public func plan(_ select: SelectStatement, context: EvaluationContext) throws(DQLEvaluationError) -> PushdownPlan {
+        let full = try SelectQuery(select, context: context)  // validates LIMIT/OFFSET, aggregates
+        let value = SQLBuilder.quoteIdentifier(table.valueColumn)
+        var compiler = PredicateCompiler(valueColumn: value, evaluator: full.evaluator)
+        var conditions = [SQLBuilder.quoteIdentifier(table.collectionColumn) + " = " + compiler.sql.bind(.text(select.from.name))]
+        if let extra = table.unsafeExtraPredicate { conditions.append("(" + extra + ")") }
+        var pushed: [Expression] = [], residual: [Expression] = []
+        for conjunct in Self.conjuncts(select.filter) {
+            if let t = compiler.compile(conjunct) {
+                pushed.append(conjunct)
+                conditions.append(t.whenTrue)
+                if table.idColumnHoldsStringIds, let id = stringIdEquality(conjunct, compiler) {
+                    conditions.append(SQLBuilder.quoteIdentifier(table.idColumn) + " = " + compiler.sql.bind(.text(id)))
+                }
+            } else {
+                residual.append(conjunct)
+            }
+        }
+        let residualFilter = residual.dropFirst().reduce(residual.first) { acc, e in acc.map { .binary(.and, $0, e) } }
+        var memoryStatement = select
+        memoryStatement.filter = residualFilter
+        let memoryQuery = try SelectQuery(memoryStatement, context: context)
+        let from = " FROM " + SQLBuilder.quoteIdentifier(table.name) + " WHERE " + conditions.joined(separator: " AND ")
+
+        // COUNT(*) alone, everything pushed: let PostgreSQL count.
+        if residual.isEmpty, select.groupBy.isEmpty, select.having == nil, select.projections.count == 1,
+           case .expression(.aggregate(.count, nil, _), let alias) = select.projections[0] {
+            return PushdownPlan(sql: "SELECT count(*)" + from, parameters: compiler.sql.parameters,
+                                output: .count(column: alias ?? "($1)"), pushedConditions: pushed, residual: nil,
+                                orderPushed: false, limitPushed: false, memoryQuery: memoryQuery)
+        }
+
+        var sql = "SELECT " + value + from
+        var orderPushed = false, limitPushed = false
+        let canLimit = residual.isEmpty && !full.isAggregate && !select.distinct
+        let paths = full.orderBy.compactMap { t -> (Path, Bool)? in
+            if case .path(let p) = t.expression { return (p, t.descending) }
+            return nil
+        }
+        let total = full.limit.map { Int64(clamping: $0) &+ Int64(full.offset) }.map { $0 < 0 ? Int64.max : $0 }
+        if !full.orderBy.isEmpty, paths.count == full.orderBy.count, canLimit, let total {
+            // SQL keys are exact for scalars and leave arrays/objects tied. A later key (and the final
+            // `_id` tie-break) is only exact within an exact group, so it is blanked (NULL, so those
+            // rows stay tied and WITH TIES returns them all) wherever an earlier sort value is a
+            // container: the SQL order then stays a coarsening of the DQL order.
+            var keys: [String] = []
+            let terms = paths + [(Path("_id"), false)]
+            for (i, term) in terms.enumerated() {
+                let earlier = terms.prefix(i).map { "jsonb_typeof(\(compiler.jsonPath($0.0))) IN ('array', 'object')" }
+                for key in sortKeys(compiler.jsonPath(term.0), descending: term.1) {
+                    if earlier.isEmpty { keys.append(key); continue }
+                    let dir = term.1 ? " DESC" : " ASC"
+                    let expr = String(key.dropLast(dir.count))
+                    keys.append("(CASE WHEN " + earlier.joined(separator: " OR ") + " THEN NULL ELSE " + expr + " END)" + dir)
+                }
+            }
+            sql += " ORDER BY " + keys.joined(separator: ", ")
+            sql += " FETCH FIRST (" + compiler.sql.bind(.bigint(total)) + ") ROWS WITH TIES"  // a cast needs the parentheses here
+            orderPushed = true
+            limitPushed = true
+        } else if full.orderBy.isEmpty, canLimit, let total {
+            sql += " LIMIT " + compiler.sql.bind(.bigint(total))
+            limitPushed = true
+        }
+        return PushdownPlan(sql: sql, parameters: compiler.sql.parameters, output: .documents, pushedConditions: pushed,
+                            residual: residualFilter, orderPushed: orderPushed, limitPushed: limitPushed, memoryQuery: memoryQuery)
+    }
+
+    /// The documents an UPDATE, DELETE or EVICT touches are chosen like a `SELECT *`.
+    public func planFilter(collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
+                           limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) throws(DQLEvaluationError) -> PushdownPlan {
+        var s = SelectStatement(projections: [.all], from: collection)
+        s.filter = filter
+        s.orderBy = orderBy
+        s.limit = limit
+        s.offset = offset
+        return try plan(s, context: context)
+    }
+
+    /// `_id = <string constant>` (either side): the string, for the id-column shortcut.
+    func stringIdEquality(_ e: Expression, _ compiler: PredicateCompiler) -> String? {
+        guard case .binary(.equal, let l, let r) = e else { return nil }
+        let idPath = Expression.path(Path("_id"))
+        let other = l == idPath ? r : r == idPath ? l : nil
+        guard let other, case .string(let s)?? = compiler.constant(other) else { return nil }
+        return s
+    }
+
+    static func conjuncts(_ e: Expression?) -> [Expression] {
+        guard let e else { return [] }
+        if case .binary(.and, let l, let r) = e { return conjuncts(l) + conjuncts(r) }
+        return [e]
+    }
+
+    /// SQL sort keys monotone in DQL's total order for the jsonb expression `j`.
+    func sortKeys(_ j: String, descending: Bool) -> [String] {
+        let dir = descending ? " DESC" : " ASC"
+        return [
+            "(CASE WHEN \(j) IS NULL THEN 0 ELSE CASE jsonb_typeof(\(j)) WHEN 'null' THEN 1 WHEN 'boolean' THEN "
+                + "(CASE WHEN \(j) = 'true'::jsonb THEN 3 ELSE 2 END) WHEN 'number' THEN 4 WHEN 'string' THEN 5 "
+                + "WHEN 'array' THEN 6 ELSE 7 END END)" + dir,
+            "(CASE WHEN jsonb_typeof(\(j)) = 'number' THEN (\(j))::numeric END)" + dir,
+            "((CASE WHEN jsonb_typeof(\(j)) = 'string' THEN (\(j) #>> '{}') END) COLLATE \"C\")" + dir,
+        ]
+    }
+
+    // MARK: Indexes
+
+    /// The PostgreSQL name of a DQL index: readable, unique per (collection, name), within 63 bytes.
+    public func indexName(collection: String, name: String) -> String {
+        func clean(_ s: String) -> String {
+            String(s.unicodeScalars.map { $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "_" }.prefix(20))
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over "collection\0name"
+        for b in Array(collection.utf8) + [0] + Array(name.utf8) {
+            hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3
+        }
+        return "dql_" + clean(collection) + "_" + clean(name) + "_" + String(hash & 0xffff_ffff, radix: 16)
+    }
+
+    /// DDL for CREATE INDEX: a btree on (collection, each path's jsonb), the expressions the
+    /// planner's equality and range predicates use.
+    public func createIndexSQL(_ c: CreateIndexStatement) -> String {
+        let value = SQLBuilder.quoteIdentifier(table.valueColumn)
+        let compiler = PredicateCompiler(valueColumn: value, evaluator: Evaluator(context: EvaluationContext()))
+        let columns = [SQLBuilder.quoteIdentifier(table.collectionColumn)] + c.paths.map { "(" + compiler.jsonPath($0) + ")" }
+        return "CREATE INDEX " + (c.ifNotExists ? "IF NOT EXISTS " : "") + SQLBuilder.quoteIdentifier(indexName(collection: c.collection, name: c.name))
+            + " ON " + SQLBuilder.quoteIdentifier(table.name) + " (" + columns.joined(separator: ", ") + ")"
+    }
+
+    /// DDL for DROP INDEX; the collection is needed to find the PostgreSQL name.
+    public func dropIndexSQL(_ d: DropIndexStatement) throws(DQLEvaluationError) -> String {
+        guard let collection = d.collection else { throw .invalidStatement("DROP INDEX needs ON collection") }
+        return "DROP INDEX " + (d.ifExists ? "IF EXISTS " : "") + SQLBuilder.quoteIdentifier(indexName(collection: collection, name: d.name))
+    }
+
+    /// EXPLAIN for any statement.
+    public func explain(_ statement: Statement, context: EvaluationContext) throws(DQLEvaluationError) -> String {
+        switch statement {
+        case .select(let s): return try plan(s, context: context).explanation
+        case .update(let u):
+            return "UPDATE: documents chosen by\n" + (try planFilter(collection: u.collection, filter: u.filter, orderBy: u.orderBy,
+                                                                      limit: u.limit, offset: u.offset, context: context)).explanation
+        case .delete(let r): return "DELETE: documents chosen by\n" + (try planFilter(collection: r.collection, filter: r.filter, context: context)).explanation
+        case .evict(let r): return "EVICT: documents chosen by\n" + (try planFilter(collection: r.collection, filter: r.filter, context: context)).explanation
+        case .createIndex(let c): return createIndexSQL(c)
+        case .dropIndex(let d): return try dropIndexSQL(d)
+        case .insert(let i): return "INSERT of \(i.documents.count) document(s), ON ID CONFLICT \(i.conflictPolicy.rawValue)"
+        case .system: return "system setting (no data access)"
+        case .explain(let inner): return try explain(inner, context: context)
+        }
+    }
+}
