@@ -1,6 +1,7 @@
 import HTTP
 import Logging
 import Postgres
+import Store
 import Sockets
 
 /// One running BigPeer instance: event loops, the database pool, and the HTTP server.
@@ -15,15 +16,17 @@ public final class BigPeerService: Sendable {
     public let group: EventLoopGroup
     public let database: Database
     public let pool: PostgresPool
+    public let store: DocumentStore
     public let http: HTTPServer
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 http: HTTPServer, logger: Logger) {
+                 store: DocumentStore, http: HTTPServer, logger: Logger) {
         self.configuration = configuration
         self.group = group
         self.database = database
         self.pool = pool
+        self.store = store
         self.http = http
         self.logger = logger
     }
@@ -42,14 +45,26 @@ public final class BigPeerService: Sendable {
         poolConfig.maxConnections = configuration.databaseConnections
         let pool = PostgresPool(database.configuration, configuration: poolConfig, group: group)
 
+        let store: DocumentStore
+        do {
+            store = try await DocumentStore.open(pool: pool)
+        } catch {
+            await pool.shutdown()
+            try? database.localCluster?.stop()
+            group.shutdown()
+            throw error
+        }
+
         var router = HTTPRouter()
         HealthRoutes(pool: pool).register(on: &router)
+        StoreRoutes(store: store, logger: logger).register(on: &router)
 
         var httpConfig = HTTPServerConfiguration()
         httpConfig.host = configuration.host
         httpConfig.port = configuration.port
         httpConfig.threads = configuration.threads
         httpConfig.tls = configuration.tls
+        httpConfig.limits.maxBodyBytes = configuration.maxBodyBytes
         let http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)
         do {
             try await http.start()
@@ -64,7 +79,7 @@ public final class BigPeerService: Sendable {
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
             "threads": "\(configuration.threads)",
         ])
-        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, http: http, logger: logger)
+        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, http: http, logger: logger)
     }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).

@@ -46,10 +46,16 @@ public struct Database: Sendable {
                 "reused-running-server": "\(!local.ownsServer)",
             ])
         }
-        let migrations = try Migration.load(directory: try MigrationsDirectory.locate(explicit: migrationsDirectory))
-        let conn = try await PostgresConnection.connect(configuration, on: loop)
-        defer { Task { await conn.close() } }
-        let report = try await PostgresMigrator.apply(migrations, on: conn)
+        let report: PostgresMigrator.Report
+        do {
+            let migrations = try Migration.load(directory: try MigrationsDirectory.locate(explicit: migrationsDirectory))
+            let conn = try await PostgresConnection.connect(configuration, on: loop)
+            defer { Task { await conn.close() } }
+            report = try await PostgresMigrator.apply(migrations, on: conn)
+        } catch {
+            try? cluster?.stop()  // do not leave a private server running behind a failed start
+            throw error
+        }
         if !report.applied.isEmpty { logger.info("applied migrations", metadata: ["files": "\(report.applied.joined(separator: ", "))"]) }
         if !report.unknownInDatabase.isEmpty {
             logger.warning("the database has migrations this binary does not know (a newer release ran here)",

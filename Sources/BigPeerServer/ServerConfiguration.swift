@@ -12,6 +12,9 @@ public struct ServerConfiguration: Sendable {
     public var tls: HTTPServerConfiguration.TLS?
     /// PostgreSQL sessions this instance may hold.
     public var databaseConnections = 32
+    /// Largest request body accepted (413 above it). Documents are limited to 5 MiB each; a bulk
+    /// INSERT of many documents in one request needs more.
+    public var maxBodyBytes = 32 << 20
     /// How long in-flight requests may run on shutdown before connections are closed.
     public var shutdownGrace: Duration = .seconds(10)
 

@@ -17,6 +17,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
+    @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -34,6 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory)
         config.migrationsDirectory = database.migrationsDirectory
         config.databaseConnections = databaseConnections
+        config.maxBodyBytes = maxBodyBytes
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

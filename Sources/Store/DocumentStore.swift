@@ -1,0 +1,163 @@
+import CRDT
+import DQL
+import Postgres
+import Synchronization
+import Values
+
+/// The document store: runs DQL statements against PostgreSQL.
+///
+/// - Reads (SELECT, SHOW, EXPLAIN) run directly on a pooled session: the pushdown planner's SQL in
+///   one round trip (joined with the transaction counter, so the result carries the transaction
+///   number it reflects), then the residual filter, sort, grouping and projection in memory.
+/// - Writes (INSERT, UPDATE, DELETE, EVICT, ALTER SYSTEM) go through the `WriteBatcher`: concurrent
+///   statements share one PostgreSQL transaction and one commit (group commit), each statement
+///   still all-or-nothing. Every document write is read-merge-write of its CRDT state under a row
+///   lock, with the materialized JSONB value updated in the same statement.
+/// - DDL (CREATE/DROP INDEX) runs on its own, `CONCURRENTLY`, so writers are not blocked.
+///
+/// Thread-safety: all stored properties are immutable or behind a `Mutex`; `execute` may be called
+/// from any task concurrently.
+public final class DocumentStore: Sendable {
+    public let pool: PostgresPool
+    let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\""))
+    let replica: Mutex<Replica>
+    let knownCollections = Mutex<Set<String>>([])
+    private let batcher: WriteBatcher
+    /// `_id`s generated for INSERTs without one come from here (tests may inject a deterministic one).
+    let generateID: @Sendable () -> Value
+
+    public let siteID: SiteID
+
+    /// Opens the store on a migrated database (loads the database's CRDT site id).
+    public static func open(pool: PostgresPool) async throws -> DocumentStore {
+        let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
+        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)))
+    }
+
+    init(pool: PostgresPool, site: SiteID, generateID: @escaping @Sendable () -> Value = DocumentKey.generateID) {
+        self.pool = pool
+        self.siteID = site
+        self.replica = Mutex(Replica(site: site))
+        self.generateID = generateID
+        self.batcher = WriteBatcher()
+    }
+
+    /// Runs one DQL statement with its named arguments.
+    ///
+    /// - Parameter minimumTransaction: `X-DITTO-TXN-ID`: wait (up to `transactionWait`) until the
+    ///   database has committed that transaction number; `.unknownTransaction` if it never does.
+    public func execute(_ text: String, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
+                        transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
+        do {
+            let statement = try DQL.parse(text)
+            if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
+            let now = Int64(Replica.systemMillis())
+            switch statement {
+            case .select(let s):
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
+            case .explain(let inner):
+                let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
+                let text = try planner.explain(inner, context: context)
+                return ExecuteResult(transactionID: try await currentTransaction(), queryType: "explain",
+                                     items: [.object(["plan": .string(text)])])
+            case .system(.show(let name)):
+                return try await show(name)
+            case .createIndex, .dropIndex:
+                return try await runDDL(statement)
+            case .insert, .update, .delete, .evict, .system:
+                return try await batcher.submit(WriteBatcher.Job(statement: statement, arguments: arguments, nowMillis: now), store: self)
+            }
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    // MARK: - Reads
+
+    func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
+        let plan = try planner.plan(s, context: context)
+        // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
+        let sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
+        let rows = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind)))
+        let txn = try rows[0].decode(0, as: Int64.self)
+        switch plan.output {
+        case .count:
+            return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
+        case .documents:
+            var docs: [Value] = []
+            docs.reserveCapacity(rows.count)
+            for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
+            return ExecuteResult(transactionID: txn, queryType: "select", items: try plan.memoryQuery.run(docs))
+        }
+    }
+
+    func show(_ name: String?) async throws -> ExecuteResult {
+        let stored = try await settings()
+        var items: [Value] = []
+        for setting in SystemSetting.allCases where name == nil || name?.uppercased() == setting.rawValue {
+            items.append(.object(["name": .string(setting.rawValue), "value": stored[setting.rawValue] ?? setting.defaultValue]))
+        }
+        if let name, items.isEmpty { throw StoreError.invalid("unknown setting \(name)") }
+        return ExecuteResult(transactionID: try await currentTransaction(), queryType: "show", items: items)
+    }
+
+    func runDDL(_ statement: Statement) async throws -> ExecuteResult {
+        var sql: String
+        switch statement {
+        case .createIndex(let c): sql = planner.createIndexSQL(c)
+        case .dropIndex(let d): sql = try planner.dropIndexSQL(d)
+        default: throw StoreError.invalid("not DDL")
+        }
+        // CONCURRENTLY: build or drop without blocking writers (must run outside a transaction).
+        if sql.hasPrefix("CREATE INDEX ") { sql = "CREATE INDEX CONCURRENTLY " + sql.dropFirst("CREATE INDEX ".count) }
+        if sql.hasPrefix("DROP INDEX ") { sql = "DROP INDEX CONCURRENTLY " + sql.dropFirst("DROP INDEX ".count) }
+        _ = try await pool.query(PostgresQuery(unsafeSQL: sql))
+        return ExecuteResult(transactionID: try await currentTransaction(), queryType: statement.queryType)
+    }
+
+    // MARK: - Transactions and settings
+
+    /// The newest committed transaction number.
+    public func currentTransaction() async throws -> Int64 {
+        try await pool.query("SELECT n FROM bigpeer_txn")[0].decode(0, as: Int64.self)
+    }
+
+    func waitForTransaction(_ n: Int64, within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        var delay = Duration.milliseconds(2)
+        while try await currentTransaction() < n {
+            guard ContinuousClock.now < deadline else { throw StoreError.unknownTransaction(n) }
+            try await Task.sleep(for: delay)
+            delay = min(delay * 2, .milliseconds(100))
+        }
+    }
+
+    func settings(on conn: PostgresConnection? = nil) async throws -> [String: Value] {
+        let q: PostgresQuery = "SELECT name, value FROM bigpeer_settings"
+        let rows = if let conn { try await conn.query(q) } else { try await pool.query(q) }
+        var out: [String: Value] = [:]
+        for row in rows { out[try row.decode(0, as: String.self)] = try Self.decodeJSON(row, column: 1) }
+        return out
+    }
+
+    func strictMode(on conn: PostgresConnection? = nil) async throws -> Bool {
+        try await settings(on: conn)[SystemSetting.strictMode.rawValue]?.boolValue ?? true
+    }
+
+    static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {
+        try row.withRawValue(column) { raw -> Value in
+            guard let raw else { return .null }
+            do { return try JSON.parse(raw) } catch { throw StoreError.corrupt("invalid JSON in column \(column): \(error)") }
+        }
+    }
+}
+
+extension SQLParameter {
+    var postgresBind: PostgresBind {
+        switch self {
+        case .text(let s): PostgresBind(type: PostgresType.text, text: s)
+        case .jsonb(let s): PostgresBind(type: PostgresType.jsonb, text: s)
+        case .bigint(let n): PostgresBind(type: PostgresType.int8, text: String(n))
+        }
+    }
+}

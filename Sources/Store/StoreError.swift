@@ -1,0 +1,72 @@
+// Store: the document store on PostgreSQL — CRDT state plus materialized JSONB per document,
+// DQL execution (pushdown + in-memory residual), group-committed writes, the change log, and the
+// transaction counter. Schema: migrations/0002_documents.sql, described in docs/STORAGE.md.
+
+import CRDT
+import DQL
+import Postgres
+
+/// Everything `DocumentStore.execute` can throw, each with the HTTP status it maps to.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    /// The statement does not parse (line and column in the message).
+    case syntax(DQLSyntaxError)
+    /// The statement parses but cannot run (bad arguments, types, paths, limits).
+    case invalid(String)
+    /// INSERT with ON ID CONFLICT FAIL (the default) found the document.
+    case conflict(String)
+    /// A document would exceed the size limit.
+    case tooLarge(String)
+    /// The requested transaction number was never reached.
+    case unknownTransaction(Int64)
+    /// The statement ran longer than allowed.
+    case timeout
+    /// The database is unreachable or restarting.
+    case unavailable(PostgresError)
+    /// A database error that is not the caller's fault (logged in full; clients see the SQLSTATE only).
+    case database(PostgresError)
+    /// Stored data could not be decoded (corruption or a newer format).
+    case corrupt(String)
+
+    public var description: String {
+        switch self {
+        case .syntax(let e): "syntax error at \(e.location.line):\(e.location.column): expected \(e.expected), found \(e.found)"
+        case .invalid(let m): m
+        case .conflict(let m): m
+        case .tooLarge(let m): m
+        case .unknownTransaction(let n): "transaction \(n) has not been reached"
+        case .timeout: "the statement timed out"
+        case .unavailable: "the database is unavailable; retry later"
+        case .database(let e): e.description
+        case .corrupt(let m): "stored document could not be read: \(m)"
+        }
+    }
+
+    /// HTTP status for the REST API.
+    public var httpStatus: Int {
+        switch self {
+        case .syntax, .invalid: 400
+        case .conflict: 409
+        case .tooLarge: 413
+        case .unknownTransaction: 404
+        case .timeout: 408
+        case .unavailable: 503
+        case .database, .corrupt: 500
+        }
+    }
+
+    static func from(_ error: any Error) -> StoreError {
+        switch error {
+        case let e as StoreError: return e
+        case let e as DQLSyntaxError: return .syntax(e)
+        case let e as DQLEvaluationError:
+            if case .limitExceeded(let m) = e { return .tooLarge(m) }
+            return .invalid(e.description)
+        case let e as CRDTError: return .invalid(e.description)
+        case let e as PostgresError:
+            if e.isUnavailable { return .unavailable(e) }
+            if e.sqlState == "57014" { return .timeout }  // statement_timeout
+            return .database(e)
+        default: return .invalid("\(error)")
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import CRDT
+import DQL
+import Postgres
+import Values
+
+/// INSERT, UPDATE, DELETE, EVICT and ALTER SYSTEM as CRDT operations. Each statement reads and
+/// computes first, then writes (see `WriteBatcher`), so its errors leave nothing behind.
+extension WriteTransaction {
+    mutating func insert(_ plan: InsertPlan) async throws -> ExecuteResult {
+        let types = crdtTypes(plan.declarations)
+        // Documents without _id get a generated one; the same _id twice in one statement is one document.
+        var order: [Value] = []
+        var fieldsByID: [Value: [[String: Value]]] = [:]
+        for var doc in plan.documents {
+            let id = doc["_id"] ?? store.generateID()
+            doc["_id"] = id
+            if fieldsByID[id] == nil { order.append(id) }
+            fieldsByID[id, default: []].append(doc)
+        }
+        let existing = try await lockDocuments(plan.collection, order)
+        var writes: [PendingWrite] = []
+        var mutated: [Value] = []
+        for id in order {
+            let original = existing[id]
+            var doc = try original ?? Document(id: id)
+            let before = doc.versionVector
+            var changed = false
+            for fields in fieldsByID[id] ?? [] {
+                if doc.exists && !plan.initial {
+                    switch plan.policy {
+                    case .fail:
+                        throw StoreError.conflict("a document with _id \(JSON.string(id)) already exists in \(plan.collection) (use ON ID CONFLICT DO UPDATE, DO UPDATE_LOCAL_DIFF or DO NOTHING)")
+                    case .doNothing:
+                        continue
+                    case .doUpdate:
+                        _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
+                        changed = true  // every supplied field is a new write, even with equal values
+                    case .doUpdateLocalDiff:
+                        changed = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .updateLocalDiff, types: types, replica: &r) } || changed
+                    }
+                } else if plan.initial {
+                    changed = try store.replica.withLock { r throws(CRDTError) in try doc.insertInitial(fields, types: types, replica: &r) } || changed
+                } else {
+                    _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
+                    changed = true
+                }
+            }
+            let delta = doc.delta(since: before)
+            if delta.isEmpty { continue }
+            writes.append(PendingWrite(key: DocumentKey(collection: plan.collection, id: id), document: doc, delta: delta))
+            if changed { mutated.append(id) }
+        }
+        try await write(writes, kind: "upsert")
+        return ExecuteResult(transactionID: 0, queryType: "insert", mutatedDocumentIDs: mutated, warnings: plan.warnings)
+    }
+
+    mutating func update(_ u: UpdateStatement, context: EvaluationContext) async throws -> ExecuteResult {
+        let plan = try UpdatePlan(u, context: context)
+        let types = crdtTypes(plan.declarations)
+        let ids = try await candidates(u.collection, filter: u.filter, orderBy: u.orderBy, limit: u.limit, offset: u.offset, context: context)
+        let docs = try await lockDocuments(u.collection.name, ids)
+        let recheck = try filterQuery(u.collection, u.filter, context)
+        var writes: [PendingWrite] = []
+        var mutated: [Value] = []
+        var warnings: [String] = []
+        for id in ids {
+            guard var doc = docs[id], let current = doc.materialize(), try recheck.matches(current) else { continue }
+            let before = doc.versionVector
+            var changed = false
+            for op in try plan.operations(for: current) {
+                changed = try apply(op, to: &doc, types: types) || changed
+            }
+            let delta = doc.delta(since: before)
+            guard !delta.isEmpty else { continue }
+            if let value = doc.materialize() {
+                let size = JSON.serialize(value).count
+                if size > documentLimitBytes {
+                    throw StoreError.tooLarge("document \(JSON.string(id)) would be \(size) bytes; the limit is \(documentLimitBytes)")
+                }
+                if size > documentWarningBytes { warnings.append("document \(JSON.string(id)) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly") }
+            }
+            writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta))
+            if changed { mutated.append(id) }
+        }
+        try await write(writes, kind: "upsert")
+        return ExecuteResult(transactionID: 0, queryType: "update", mutatedDocumentIDs: mutated, warnings: warnings)
+    }
+
+    /// DELETE writes a tombstone that syncs; EVICT removes BigPeer's copy without one (peers keep theirs).
+    mutating func remove(_ r: RemoveStatement, context: EvaluationContext, evict: Bool) async throws -> ExecuteResult {
+        let ids = try await candidates(r.collection, filter: r.filter, context: context)
+        let docs = try await lockDocuments(r.collection.name, ids)
+        let recheck = try filterQuery(r.collection, r.filter, context)
+        var matched: [Value] = []
+        for id in ids {
+            guard let doc = docs[id], let current = doc.materialize(), try recheck.matches(current) else { continue }
+            matched.append(id)
+        }
+        let queryType = evict ? "evict" : "delete"
+        if evict {
+            for chunk in stride(from: 0, to: matched.count, by: 1000) {
+                let part = PostgresArray<PostgresJSON>(matched[chunk..<min(chunk + 1000, matched.count)].map { PostgresJSON(JSON.string($0)) })
+                _ = try await conn.query("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
+            }
+            for id in matched { changes.append(ChangeRecord(key: DocumentKey(collection: r.collection.name, id: id), kind: "evict", delta: nil)) }
+            return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
+        }
+        var writes: [PendingWrite] = []
+        for id in matched {
+            guard var doc = docs[id] else { continue }
+            let before = doc.versionVector
+            _ = store.replica.withLock { r in doc.delete(replica: &r) }
+            writes.append(PendingWrite(key: DocumentKey(collection: r.collection.name, id: id), document: doc, delta: doc.delta(since: before)))
+        }
+        try await write(writes, kind: "delete")
+        return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
+    }
+
+    mutating func system(_ command: SystemCommand) async throws -> ExecuteResult {
+        switch command {
+        case .set(let name, let expression):
+            let value = try Evaluator(context: EvaluationContext()).evaluate(expression, in: nil) ?? .null
+            let (setting, checked) = try SystemSetting.validate(name: name, value: value)
+            _ = try await conn.query("""
+                INSERT INTO bigpeer_settings (name, value) VALUES (\(setting.rawValue), \(PostgresJSON(JSON.string(checked))))
+                ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+                """)
+            if setting == .strictMode { strictMode = checked.boolValue ?? true }
+        case .reset(let name):
+            if let name {
+                guard let setting = SystemSetting(rawValue: name.uppercased()) else { throw StoreError.invalid("unknown setting \(name)") }
+                _ = try await conn.query("DELETE FROM bigpeer_settings WHERE name = \(setting.rawValue)")
+            } else {
+                _ = try await conn.query("DELETE FROM bigpeer_settings")
+            }
+            strictMode = try await store.strictMode(on: conn)
+        case .show:
+            throw StoreError.invalid("SHOW is not a write")
+        }
+        return ExecuteResult(transactionID: 0, queryType: "alter")
+    }
+
+    // MARK: - Helpers
+
+    /// `_id`s of the documents a filter selects, in the statement's order (pushdown + memory).
+    func candidates(_ collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
+                    limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
+        let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
+                                                offset: offset, context: context)
+        let rows = try await conn.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
+        var docs: [Value] = []
+        for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
+        return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
+    }
+
+    /// The filter alone, to re-check a document once it is locked (it may have changed meanwhile).
+    func filterQuery(_ collection: CollectionReference, _ filter: Expression?, _ context: EvaluationContext) throws -> SelectQuery {
+        var s = SelectStatement(projections: [.all], from: collection)
+        s.filter = filter
+        return try SelectQuery(s, context: context)
+    }
+
+    func apply(_ op: FieldOperation, to doc: inout Document, types: CRDT.TypeDeclarations) throws -> Bool {
+        try store.replica.withLock { r throws(CRDTError) -> Bool in
+            switch op {
+            case .set(let steps, let v): return try doc.set(Self.fieldPath(steps), to: v, types: types, replica: &r)
+            case .unset(let steps): return try doc.unset(Self.fieldPath(steps), replica: &r)
+            case .increment(let steps, let amount, _):
+                return try doc.increment(Self.fieldPath(steps), by: amount.doubleValue ?? 0, types: types, replica: &r)
+            case .restart(let steps, let value):
+                return try doc.restart(Self.fieldPath(steps), with: value?.doubleValue ?? 0, types: types, replica: &r)
+            }
+        }
+    }
+
+    static func fieldPath(_ steps: [PathComponent]) -> FieldPath {
+        FieldPath(steps.compactMap { if case .field(let k) = $0 { k } else { nil } })
+    }
+
+    func crdtTypes(_ d: DQLTypeDeclarations) -> CRDT.TypeDeclarations {
+        var declared: [FieldPath: CRDT.FieldType] = [:]
+        for (steps, t) in d.types {
+            switch t {
+            case .register: declared[Self.fieldPath(steps)] = .register
+            case .map: declared[Self.fieldPath(steps)] = .map
+            case .counter, .pnCounter: declared[Self.fieldPath(steps)] = .counter
+            case .attachment: declared[Self.fieldPath(steps)] = .attachment
+            }
+        }
+        return CRDT.TypeDeclarations(strict: strictMode, declared: declared)
+    }
+}

@@ -1,0 +1,162 @@
+import CRDT
+import DQL
+import Postgres
+import Values
+
+extension DocumentStore {
+    /// Runs write statements in one transaction: per statement a result (or its own error), and
+    /// the transaction number of the commit.
+    func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
+        let (results, txn, registered) = try await pool.withTransaction { conn in
+            var tx = WriteTransaction(store: self, conn: conn, strictMode: try await self.strictMode(on: conn))
+            var results: [Result<ExecuteResult, StoreError>] = []
+            for job in jobs {
+                do {
+                    results.append(.success(try await tx.run(job)))
+                } catch let e as PostgresError {
+                    throw e  // the transaction is aborted: the batcher reruns statements one by one
+                } catch {
+                    results.append(.failure(StoreError.from(error)))
+                }
+            }
+            return (results, try await tx.finish(), tx.registeredCollections)
+        }
+        // Only now, after commit: a rolled-back registration must be tried again next time.
+        knownCollections.withLock { $0.formUnion(registered) }
+        return (results, txn)
+    }
+}
+
+/// The state of one write transaction: the session, the strict-mode setting, and the changes to
+/// append to the change log at commit.
+struct WriteTransaction {
+    let store: DocumentStore
+    let conn: PostgresConnection
+    var strictMode: Bool
+    var changes: [ChangeRecord] = []
+    /// Collections this transaction registered (cached by the store once it commits).
+    var registeredCollections: [String] = []
+
+    struct ChangeRecord {
+        var key: DocumentKey
+        var kind: String
+        var delta: [UInt8]?
+    }
+
+    /// A document after a statement changed it, ready to be written.
+    struct PendingWrite {
+        var key: DocumentKey
+        var document: Document
+        var delta: Delta
+    }
+
+    init(store: DocumentStore, conn: PostgresConnection, strictMode: Bool) {
+        self.store = store
+        self.conn = conn
+        self.strictMode = strictMode
+    }
+
+    mutating func run(_ job: WriteBatcher.Job) async throws -> ExecuteResult {
+        let context = EvaluationContext(arguments: job.arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+        switch job.statement {
+        case .insert(let s): return try await insert(InsertPlan(s, context: context))
+        case .update(let u): return try await update(u, context: context)
+        case .delete(let r): return try await remove(r, context: context, evict: false)
+        case .evict(let r): return try await remove(r, context: context, evict: true)
+        case .system(let command): return try await system(command)
+        default: throw StoreError.invalid("\(job.statement.queryType) is not a write")
+        }
+    }
+
+    // MARK: - Finish
+
+    /// Takes the next transaction number (in commit order: see migrations/0002), appends the
+    /// change log and notifies listeners. With no change, returns the current number.
+    mutating func finish() async throws -> Int64 {
+        if changes.isEmpty {
+            return try await conn.query("SELECT n FROM bigpeer_txn")[0].decode(0, as: Int64.self)
+        }
+        let txn = try await conn.query("UPDATE bigpeer_txn SET n = n + 1 RETURNING n")[0].decode(0, as: Int64.self)
+        for chunk in stride(from: 0, to: changes.count, by: 1000) {
+            let part = changes[chunk..<min(chunk + 1000, changes.count)]
+            let collections = PostgresArray<String>(part.map { $0.key.collection })
+            let ids = PostgresArray<PostgresJSON>(part.map { $0.key.idJSON })
+            let kinds = PostgresArray<String>(part.map { $0.kind })
+            let deltas = PostgresArray<PostgresBytea>(part.map { $0.delta.map(PostgresBytea.init) })
+            _ = try await conn.query("""
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta)
+                SELECT \(txn), (\(chunk) + ord - 1)::int, c, i, k, d
+                FROM unnest(\(collections)::text[], \(ids)::jsonb[], \(kinds)::text[], \(deltas)::bytea[]) WITH ORDINALITY AS u(c, i, k, d, ord)
+                """)
+        }
+        _ = try await conn.query("SELECT pg_notify('bigpeer_changes', \(String(txn)))")
+        return txn
+    }
+
+    // MARK: - Reading documents under lock
+
+    /// Loads and locks the documents with these ids (missing ones are absent from the result).
+    /// Locks are taken in id order so concurrent transactions do not deadlock on each other.
+    func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
+        var out: [Value: Document] = [:]
+        for chunk in stride(from: 0, to: ids.count, by: 1000) {
+            let part = PostgresArray<PostgresJSON>(ids[chunk..<min(chunk + 1000, ids.count)].map { PostgresJSON(JSON.string($0)) })
+            let rows = try await conn.query("""
+                SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
+                ORDER BY id FOR UPDATE
+                """)
+            for row in rows {
+                let id = try DocumentStore.decodeJSON(row, column: 0)
+                let state = try row.decode(1, as: PostgresBytea.self)
+                do { out[id] = try Document.decode(state.bytes) } catch {
+                    throw StoreError.corrupt("document \(JSON.string(id)) in \(collection): \(error)")
+                }
+            }
+        }
+        return out
+    }
+
+    // MARK: - Writing documents
+
+    /// Writes changed documents (state + materialized value in one statement) and records their
+    /// deltas for the change log.
+    mutating func write(_ writes: [PendingWrite], kind: String) async throws {
+        guard let collection = writes.first?.key.collection else { return }
+        try await registerCollection(collection)
+        for chunk in stride(from: 0, to: writes.count, by: 500) {
+            let part = writes[chunk..<min(chunk + 500, writes.count)]
+            var ids: [PostgresJSON?] = [], values: [PostgresJSON?] = [], states: [PostgresBytea?] = [], deleted: [Bool?] = []
+            for w in part {
+                ids.append(w.key.idJSON)
+                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
+                states.append(PostgresBytea(w.document.encode()))
+                deleted.append(!w.document.exists)
+            }
+            _ = try await conn.query("""
+                INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
+                SELECT \(collection), i, v, s, x, CASE WHEN x THEN now() END, now()
+                FROM unnest(\(PostgresArray(ids))::jsonb[], \(PostgresArray(values))::jsonb[], \(PostgresArray(states))::bytea[], \(PostgresArray(deleted))::bool[]) AS u(i, v, s, x)
+                ON CONFLICT (collection, id) DO UPDATE SET
+                    value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
+                    deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
+                    updated_at = now()
+                """)
+        }
+        for w in writes { changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode())) }
+    }
+
+    /// Records a collection the first time it is written and gives analysts a view of it
+    /// (`analytics."name"`: `_id`, `value`, `updated_at` of its live documents).
+    mutating func registerCollection(_ name: String) async throws {
+        if registeredCollections.contains(name) || store.knownCollections.withLock({ $0.contains(name) }) { return }
+        let inserted = try await conn.query("INSERT INTO bigpeer_collections (name) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING name")
+        if !inserted.isEmpty && name != "all_documents" && name.utf8.count <= 63 && !name.contains("\0") {
+            let literal = "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
+            _ = try await conn.query(PostgresQuery(unsafeSQL: """
+                CREATE VIEW analytics.\(PostgresQuery.quoteIdentifier(name)) AS
+                SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted
+                """))
+        }
+        registeredCollections.append(name)
+    }
+}
