@@ -63,7 +63,7 @@ let package = Package(
             swiftSettings: strict),
 
         // Shared test helpers: PostgreSQL harness, ports, clocks.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "BigPeerServer"], swiftSettings: strict),
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets", "BigPeerTestSupport"], swiftSettings: strict),
@@ -71,6 +71,7 @@ let package = Package(
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["CRDT", "Values"], swiftSettings: strict),
         .testTarget(name: "DQLTests", dependencies: ["DQL", "Values"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]

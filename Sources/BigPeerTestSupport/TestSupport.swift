@@ -2,6 +2,7 @@
 // process, a fresh database per test case), a shared event-loop group, free ports.
 
 import Foundation
+import BigPeerServer
 import Postgres
 import Sockets
 
@@ -103,5 +104,16 @@ public final class TestDatabase: Sendable {
 
     func closePools() async {
         for p in pools.withLock({ $0 }) { await p.shutdown() }
+    }
+}
+
+extension TestDatabase {
+    /// Applies the repository's migrations (found from the working directory, as `swift test` runs
+    /// at the package root) to this database.
+    public func migrate() async throws {
+        let dir = try MigrationsDirectory.locate(explicit: nil)
+        let conn = try await connect()
+        defer { Task { await conn.close() } }
+        _ = try await PostgresMigrator.apply(try Migration.load(directory: dir), on: conn)
     }
 }

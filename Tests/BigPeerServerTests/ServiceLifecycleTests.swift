@@ -44,9 +44,9 @@ import Testing
             async let a = BigPeerService.start(config)
             async let b = BigPeerService.start(config)
             let (first, second) = try await (a, b)
-            let a = first.database.migrationReport.applied, b = second.database.migrationReport.applied
-            #expect(Set(a).isDisjoint(with: b))  // no migration applied twice
-            #expect(a.count + b.count == first.database.migrationReport.applied.count + first.database.migrationReport.alreadyApplied.count)
+            let appliedA = first.database.migrationReport.applied, appliedB = second.database.migrationReport.applied
+            #expect(Set(appliedA).isDisjoint(with: appliedB))  // no migration applied twice
+            #expect(appliedA.count + appliedB.count == first.database.migrationReport.applied.count + first.database.migrationReport.alreadyApplied.count)
             #expect(first.port != second.port)
             await first.stop()
             await second.stop()
