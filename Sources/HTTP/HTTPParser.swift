@@ -194,10 +194,12 @@ public struct HTTPParser: Sendable {
             if count - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
             return nil
         }
+        // Limits first, in the same order as for an incomplete line, so the verdict never depends
+        // on how the bytes were split (the fuzz target checks exactly that).
+        if lf - lineStart > maxLength + 1 { return try fail(tooLong) }
+        if lf + 1 - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
         guard lf > lineStart, buffer[lf - 1] == 0x0D else { return try fail(.malformed(.bareLF)) }
         let content = lineStart..<(lf - 1)
-        if content.count > maxLength { return try fail(tooLong) }
-        if lf + 1 - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
         let hasCR = buffer.withUnsafeBytes { raw in
             content.isEmpty ? false : memchr(raw.baseAddress! + content.lowerBound, 0x0D, content.count) != nil
         }
