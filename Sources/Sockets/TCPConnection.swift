@@ -65,6 +65,8 @@ public final class TCPConnection {
 
     public var isClosed: Bool { state == .closed }
     public var pendingOutputBytes: Int { output.count }
+    /// Bytes handed to the kernel (or to TLS) so far: write-progress for timeouts.
+    public private(set) var totalBytesWritten: UInt64 = 0
     public var isBackpressured: Bool { output.count > limits.highWaterMark }
     /// The ALPN protocol agreed during the TLS handshake, if any.
     public var negotiatedProtocol: String? { tls?.negotiatedProtocol }
@@ -240,6 +242,8 @@ public final class TCPConnection {
     /// Writes what the socket takes now; arms EPOLLOUT for the rest.
     public func flushNow() {
         guard state != .closed, registration != nil, !connecting else { return }
+        let queuedBefore = output.count
+        defer { if state != .closed { totalBytesWritten &+= UInt64(max(0, queuedBefore - output.count)) } }
         if let tls {
             guard tls.handshakeDone else { return }
             var failure: TLSError?

@@ -228,6 +228,8 @@ import Testing
             stalled.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
             let stalledBytes = try RawClient(port: port)
             stalledBytes.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\n\r\n")
+            let stalledClosing = try RawClient(port: port)
+            stalledClosing.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             try await Task.sleep(for: .milliseconds(100))
             let other = try RawClient(port: port)
             other.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
