@@ -49,6 +49,15 @@ import Testing
         }
     }
 
+    @Test func absoluteFormTargetsAndTrailingSlashesRoute() async throws {
+        try await withServer { _, port in
+            let c = try RawClient(port: port)
+            c.send("GET http://t/items/5?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz/ HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(c.readResponse()?.text == "item 5")
+            #expect(c.readResponse()?.text == "ok")
+        }
+    }
+
     @Test func connectionCloseIsHonoured() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
@@ -164,9 +173,11 @@ import Testing
                 try await Task.sleep(for: .milliseconds(120))
             }
             let r = try #require(c.readResponse())
+            // The 408 itself proves the 300 ms header timeout fired (the default is 10 s and the
+            // client gives up after 5 s); the loose bound only allows for a loaded test machine.
             #expect(r.head.status.code == 408)
             #expect(c.isClosedByPeer())
-            #expect(Date().timeIntervalSince(start) < 2)
+            #expect(Date().timeIntervalSince(start) < 5)
         }
     }
 
