@@ -73,11 +73,11 @@ run_wrk() {  # label args... -> prints "label rps p50 p99 cpu_us_per_req"
     printf "| %-18s | %-22s | %10s | %8s | %8s | %8s | %s\n" "$SERVER" "$label" "$rps" "$p50" "$p99" "$cpu_us" "${errs:-}"
 }
 
-SERVERS="bigpeer nginx-1 nginx-2"
+SERVERS="bigpeer bigpeer-acceptor nginx-1 nginx-2"
 [ -x "$HB" ] && SERVERS="$SERVERS hummingbird"
 SERVERS="${SERVERS_OVERRIDE:-$SERVERS}"
 
-echo "## $(date -u +%FT%TZ) nproc=$(nproc) rounds=$ROUNDS duration=$DURATION"
+echo "## $(date -u +%FT%TZ) nproc=$(nproc) rounds=$ROUNDS duration=$DURATION load:$(cut -d" " -f1-3 /proc/loadavg)"
 echo
 echo "| server             | test                   |      req/s |      p50 |      p99 | CPU µs/req | errors"
 echo "|---|---|---:|---:|---:|---:|---|"
