@@ -58,6 +58,23 @@ import Testing
         }
     }
 
+    @Test func singleAcceptorSpreadsConnectionsOverLoops() async throws {
+        try await withServer({ $0.acceptStrategy = .singleAcceptor; $0.threads = 2 }) { server, port in
+            var clients: [RawClient] = []
+            for _ in 0..<50 { clients.append(try RawClient(port: port)) }
+            for c in clients { c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") }
+            #expect(clients.allSatisfy { $0.readResponse()?.text == "ok" })
+            #expect(server.connectionCount == 50)
+        }
+    }
+
+    @Test func servesOverIPv6() async throws {
+        try await withServer({ $0.host = "::1" }) { _, port in
+            let r = try runProcess("/usr/bin/curl", ["-s", "http://[::1]:\(port)/healthz"])
+            #expect(r.out == "ok")
+        }
+    }
+
     @Test func connectionCloseIsHonoured() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
