@@ -166,6 +166,29 @@ import Testing
         }
     }
 
+    @Test func streamToHTTP10EndsWithCloseAndHeadOfAStreamHasNoBody() async throws {
+        try await withServer { _, port in
+            let old = try RawClient(port: port)
+            old.send("GET /stream?n=2 HTTP/1.0\r\n\r\n")
+            let r = try #require(old.readResponse())
+            #expect(r.head.headers["Transfer-Encoding"] == nil)
+            #expect(r.text == "data: 0\n\ndata: 1\n\n")
+            #expect(old.isClosedByPeer())
+            let head = try RawClient(port: port)
+            head.send("HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(head.readResponse(requestMethod: .HEAD)?.body.isEmpty == true)
+            #expect(head.readResponse()?.text == "ok")
+        }
+    }
+
+    @Test func chunkedTrailersReachTheHandler() async throws {
+        try await withServer { _, port in
+            let c = try RawClient(port: port)
+            c.send("POST /trailers HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Checksum: 42\r\n\r\n")
+            #expect(c.readResponse()?.text == "X-Checksum=42")
+        }
+    }
+
     @Test func upgradeHandsTheConnectionAndBufferedBytesToTheNewProtocol() async throws {
         try await withServer { server, port in
             let c = try RawClient(port: port)
