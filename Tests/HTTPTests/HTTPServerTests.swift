@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HTTP
+import Sockets
 import Synchronization
 import Testing
 
@@ -66,6 +67,26 @@ import Testing
             #expect(clients.allSatisfy { $0.readResponse()?.text == "ok" })
             #expect(server.connectionCount == 50)
         }
+    }
+
+    @Test func startFailsWithATypedErrorWhenThePortIsTaken() async throws {
+        // A plain listener (no SO_REUSEPORT) holds the port, so the server's bind must fail.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(fd, 1)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        var config = HTTPServerConfiguration()
+        config.host = "127.0.0.1"
+        config.port = Int(UInt16(bigEndian: addr.sin_port))
+        config.threads = 1
+        let server = try HTTPServer(configuration: config, router: testRouter())
+        await #expect(throws: IOError.self) { try await server.start() }
+        await #expect(throws: HTTPServer.StartError.self) { try await server.start() }
     }
 
     @Test func servesOverIPv6() async throws {
