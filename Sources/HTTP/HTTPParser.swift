@@ -295,7 +295,7 @@ public struct HTTPParser: Sendable {
         while i < line.upperBound, buffer[i] == 0x20 || buffer[i] == 0x09 { i += 1 }
         if i < line.upperBound {
             guard buffer[i] == UInt8(ascii: ";") else { return try fail(.malformed(.invalidChunk)) }
-            for j in i..<line.upperBound where !ByteClass.fieldValue[Int(buffer[j])] { return try fail(.malformed(.invalidChunk)) }
+            for j in i..<line.upperBound where !ByteClass.isFieldValue(buffer[j]) { return try fail(.malformed(.invalidChunk)) }
         }
         position = lineStart
         if size == 0 {

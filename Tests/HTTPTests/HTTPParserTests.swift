@@ -220,3 +220,15 @@ import Testing
         }
     }
 }
+
+@Suite struct ByteClassTests {
+    @Test func tcharAndFieldValueMatchRFC9110ForAllBytes() {
+        let tchars = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for b in 0...255 {
+            let byte = UInt8(b)
+            #expect(ByteClass.isTchar(byte) == tchars.contains(byte), "tchar \(b)")
+            let field = byte == 0x09 || byte == 0x20 || (0x21...0x7E).contains(byte) || byte >= 0x80
+            #expect(ByteClass.isFieldValue(byte) == field, "field value \(b)")
+        }
+    }
+}
