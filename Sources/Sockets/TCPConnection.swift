@@ -247,18 +247,17 @@ public final class TCPConnection {
         if let tls {
             guard tls.handshakeDone else { return }
             var failure: TLSError?
-            var wantsRead = false
             output.writeEach { chunk in
                 let (n, step) = tls.write(chunk)
                 switch step {
                 case .failed(let e): failure = e
                 case .closed: failure = TLSError(operation: "write", reason: "peer closed")
-                case .wantRead: wantsRead = true
-                default: break
+                // WANT_WRITE: EPOLLOUT stays armed below. WANT_READ (a TLS 1.3 post-handshake message
+                // to read first): retried on the next readiness event of either kind.
+                case .done, .wantRead, .wantWrite: break
                 }
                 return n
             }
-            _ = wantsRead
             if let failure { return fail(failure) }
         } else {
             while !output.isEmpty {
