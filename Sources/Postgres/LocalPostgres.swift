@@ -205,7 +205,8 @@ public final class LocalPostgres: Sendable {
         return port
     }
 
-    static func freeLoopbackPort() throws -> Int {
+    /// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it).
+    public static func freeLoopbackPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw PostgresError.localCluster("socket() failed: errno \(errno)") }
         defer { close(fd) }

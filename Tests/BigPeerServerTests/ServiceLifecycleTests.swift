@@ -3,6 +3,7 @@ import BigPeerTestSupport
 import HTTP
 import Postgres
 import Testing
+import Values
 
 @Suite struct ServiceLifecycleTests {
     @Test func serviceMigratesServesHealthAndStops() async throws {
@@ -48,6 +49,13 @@ import Testing
             #expect(Set(appliedA).isDisjoint(with: appliedB))  // no migration applied twice
             #expect(appliedA.count + appliedB.count == first.database.migrationReport.applied.count + first.database.migrationReport.alreadyApplied.count)
             #expect(first.port != second.port)
+
+            // A write through one instance is visible through the other, with a transaction id the
+            // other honours in X-DITTO-TXN-ID.
+            let write = try await first.store.execute("INSERT INTO cars DOCUMENTS ({_id: 'a', color: 'red'})")
+            let read = try await second.store.execute("SELECT color FROM cars", minimumTransaction: write.transactionID)
+            #expect(read.items == [["color": "red"]])
+            #expect(read.transactionID >= write.transactionID)
             await first.stop()
             await second.stop()
         }

@@ -1,0 +1,101 @@
+import Foundation
+import Glibc
+import Postgres
+
+/// A `bigpeer serve` child process for tests that must kill a real server (SIGKILL) and restart it.
+public final class ServerProcess: Sendable {
+    public let pid: pid_t
+    public let port: Int
+
+    /// Starts the built `bigpeer` binary (from `swift build`) against `databaseURL` on a free port and
+    /// waits until /healthz answers.
+    public static func start(databaseURL: String, port: Int? = nil, extraArguments: [String] = []) async throws -> ServerProcess {
+        let binary = try locateBinary()
+        let chosen = try port ?? LocalPostgres.freeLoopbackPort()
+        let log = NSTemporaryDirectory() + "bigpeer-serve-\(chosen)-\(UInt32.random(in: 0...UInt32.max)).log"
+        let argv = [binary, "serve", "--port", String(chosen), "--threads", "1", "--database-url", databaseURL] + extraArguments
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, binary, &actions, nil, cargs, environ)
+        guard rc == 0 else { throw ServerProcessError.spawn(String(cString: strerror(rc))) }
+        let server = ServerProcess(pid: pid, port: chosen)
+        for _ in 0..<300 {
+            if server.answersHealth() { return server }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                throw ServerProcessError.exited((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        server.kill()
+        throw ServerProcessError.notReady((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
+
+    private init(pid: pid_t, port: Int) {
+        self.pid = pid
+        self.port = port
+    }
+
+    /// SIGKILL and reap: no graceful shutdown, exactly like a crash.
+    public func kill() {
+        _ = Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    public func terminate() {
+        _ = Glibc.kill(pid, SIGTERM)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+
+    func answersHealth() -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let ok = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard ok else { return false }
+        let req = Array("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
+        _ = req.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var buf = [UInt8](repeating: 0, count: 64)
+        let n = recv(fd, &buf, 64, 0)
+        return n > 12 && String(decoding: buf[0..<n], as: UTF8.self).hasPrefix("HTTP/1.1 200")
+    }
+
+    static func locateBinary() throws -> String {
+        let cwd = FileManager.default.currentDirectoryPath
+        for candidate in [cwd + "/.build/debug/bigpeer", cwd + "/.build/release/bigpeer"] where FileManager.default.isExecutableFile(atPath: candidate) {
+            return candidate
+        }
+        throw ServerProcessError.noBinary
+    }
+}
+
+public enum ServerProcessError: Error {
+    case spawn(String), exited(String), notReady(String), noBinary
+}
+
+extension TestDatabase {
+    /// A libpq URL for this database (unix socket), for child processes.
+    public var url: String {
+        let host = configuration["host"] ?? "127.0.0.1"
+        let port = configuration["port"] ?? "5432"
+        let user = configuration["user"] ?? "postgres"
+        let encodedHost = host.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? host
+        return "postgresql://\(user)@/\(name)?host=\(encodedHost)&port=\(port)"
+    }
+}
