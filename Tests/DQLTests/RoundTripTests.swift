@@ -188,7 +188,7 @@ struct RandomAST {
             "DO", "NOTHING", "AND", "OR", "NOT", "IN", "IS", "NULL", "MISSING", "LIKE", "BETWEEN", "GROUP", "BY",
             "ORDER", "LIMIT", "OFFSET", "COLLECTION", "MAP", "COUNT", "(", ")", "[", "]", "{", "}", ",", ".", ":",
             "*", "+", "-", "/", "%", "||", "=", "!=", "<", ">=", "'s'", "\"t\"", "`q`", "1", "2.5", "1e3", ":p",
-            "a", "b.c", "--x\n", "/*c*/", "'", "`", "!", "é", "\\", "0x", "DISTINCT", "AS", "INCREMENT", "RESTART",
+            "a", "b.c", "--x\n", "/*c*/", ";", "'", "`", "!", "é", "\\", "0x", "DISTINCT", "AS", "INCREMENT", "RESTART",
         ]
         var rng = SplitMix64(seed: 7)
         for _ in 0..<20_000 {
