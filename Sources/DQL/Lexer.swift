@@ -11,7 +11,7 @@
 //                                               other backslash pair is kept as is ('50\%')
 //   number       digits [. digits] [e|E [+|-] digits]
 //   parameter    :name
-//   punctuation  ( ) [ ] { } , . : * + - / % || = == != <> < <= > >=
+//   punctuation  ( ) [ ] { } , . : ; * + - / % || = == != <> < <= > >=
 
 struct Lexer {
     private let bytes: [UInt8]
@@ -96,6 +96,7 @@ struct Lexer {
         case UInt8(ascii: "{"): return punct(.leftBrace, 1)
         case UInt8(ascii: "}"): return punct(.rightBrace, 1)
         case UInt8(ascii: ","): return punct(.comma, 1)
+        case UInt8(ascii: ";"): return punct(.semicolon, 1)
         case UInt8(ascii: "."): return punct(.dot, 1)
         case UInt8(ascii: "*"): return punct(.star, 1)
         case UInt8(ascii: "+"): return punct(.plus, 1)

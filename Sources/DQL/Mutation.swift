@@ -85,6 +85,40 @@ public struct InsertPlan: Sendable {
     }
 }
 
+extension InsertPlan {
+    /// What an INSERT does to a document whose `_id` already exists, as field operations; empty means
+    /// "not mutated" (so it is left out of mutatedDocumentIds). FAIL and DO NOTHING give none (FAIL is
+    /// the store's error to raise). DO UPDATE sets every given field; DO UPDATE_LOCAL_DIFF only those
+    /// whose value differs (exactly: 1 and 1.0 differ). Fields the document does not mention are kept.
+    /// A field that is a MAP (declared MAP, or any object with strict mode off) is descended into, so
+    /// only its changed members are written; anything else is one REGISTER value.
+    public func conflictOperations(incoming: [String: Value], existing: Value) -> [FieldOperation] {
+        guard policy == .doUpdate || policy == .doUpdateLocalDiff else { return [] }
+        var ops: [FieldOperation] = []
+        for key in JSONWriter.sortedKeys(incoming) where key != "_id" {
+            if let value = incoming[key] {
+                collect([.field(key)], value, existing: existing[key], into: &ops)
+            }
+        }
+        return ops
+    }
+
+    private func collect(_ steps: [PathComponent], _ value: Value, existing: Value?, into ops: inout [FieldOperation]) {
+        let declared = declarations.type(of: steps)
+        if case .object(let members) = value, declared == .map || (!strictMode && declared == nil) {
+            for key in JSONWriter.sortedKeys(members) {
+                if let v = members[key] {
+                    collect(steps + [.field(key)], v, existing: existing.flatMap { Evaluator.step($0, .field(key)) }, into: &ops)
+                }
+            }
+            if members.isEmpty, existing == nil { ops.append(.set(steps, value)) }
+            return
+        }
+        if policy == .doUpdateLocalDiff, existing == value { return }
+        ops.append(.set(steps, value))
+    }
+}
+
 public struct UpdatePlan: Sendable {
     public let statement: UpdateStatement
     public let declarations: TypeDeclarations

@@ -27,7 +27,9 @@ public enum DQL {
         }
         var parser = Parser(tokens: try Lexer.tokenize(text), limits: limits)
         let statement = try parser.parseStatement(allowExplain: true)
-        try parser.expectEnd(clauses: parser.followingClauses)
+        // One optional terminator, as SQL habits write it; after it only the end may follow.
+        let terminated = parser.skip(.semicolon)
+        try parser.expectEnd(clauses: terminated ? [] : parser.followingClauses)
         return statement
     }
 }

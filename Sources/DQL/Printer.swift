@@ -201,9 +201,13 @@ public enum Printer {
             out += op.rawValue
             var operand = ""
             write(x, minimum: 8, into: &operand)
-            // `-5` would read back as a literal and `--` starts a comment: parenthesise those.
-            if let first = operand.utf8.first, first == UInt8(ascii: "-") || first == UInt8(ascii: "+") || (first >= 0x30 && first <= 0x39) {
+            // `-5` would read back as a literal: parenthesise an operand that starts with a digit.
+            // `--` starts a comment: separate a nested sign with a space (not parentheses, which
+            // would count against the nesting limit when the text is parsed again).
+            if let first = operand.utf8.first, first >= 0x30 && first <= 0x39 {
                 out += "(" + operand + ")"
+            } else if let first = operand.utf8.first, first == UInt8(ascii: "-") || first == UInt8(ascii: "+") {
+                out += " " + operand
             } else {
                 out += operand
             }

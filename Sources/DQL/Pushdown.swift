@@ -103,6 +103,8 @@ public struct PushdownPlanner: Sendable {
         if let extra = table.unsafeExtraPredicate { conditions.append("(" + extra + ")") }
         var pushed: [Expression] = [], residual: [Expression] = []
         for conjunct in Self.conjuncts(select.filter) {
+            // A conjunct that fails part-way may already have bound parameters: roll them back.
+            let mark = compiler.sql.parameters.count
             if let t = compiler.compile(conjunct) {
                 pushed.append(conjunct)
                 conditions.append(t.whenTrue)
@@ -110,6 +112,7 @@ public struct PushdownPlanner: Sendable {
                     conditions.append(SQLBuilder.quoteIdentifier(table.idColumn) + " = " + compiler.sql.bind(.text(id)))
                 }
             } else {
+                compiler.sql.parameters.removeSubrange(mark...)
                 residual.append(conjunct)
             }
         }

@@ -70,7 +70,7 @@ public enum TokenKind: Sendable, Hashable {
     /// `:name`; `text` holds the name.
     case parameter
     case leftParen, rightParen, leftBracket, rightBracket, leftBrace, rightBrace
-    case comma, dot, colon, star, plus, minus, slash, percent, concat
+    case comma, dot, colon, semicolon, star, plus, minus, slash, percent, concat
     case equal, notEqual, less, lessEqual, greater, greaterEqual
 }
 

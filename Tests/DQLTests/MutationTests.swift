@@ -100,3 +100,46 @@ import Values
         #expect(throws: DQLSyntaxError.self) { try PreparedStatement.prepare("SHOW", context: context) }
     }
 }
+
+@Suite struct InsertConflictTests {
+    func plan(_ policy: String, strict: Bool = true, declare: String = "") throws -> InsertPlan {
+        guard case .insert(let i) = try DQL.parse("INSERT INTO \(declare.isEmpty ? "c" : "COLLECTION c (\(declare))") DOCUMENTS (:d) ON ID CONFLICT \(policy)") else {
+            throw DQLEvaluationError.invalidStatement("not an insert")
+        }
+        return try InsertPlan(i, context: EvaluationContext(arguments: ["d": ["_id": "x"]], strictMode: strict))
+    }
+
+    let existing: Value = ["_id": "x", "a": 1, "m": ["p": 1, "q": 2], "keep": true]
+    let incoming: [String: Value] = ["_id": "x", "a": 1, "m": ["p": 1, "q": 3], "n": .double(1.0)]
+
+    @Test func doNothingAndFail_mutateNothing() throws {
+        #expect(try plan("DO NOTHING").conflictOperations(incoming: incoming, existing: existing).isEmpty)
+        #expect(try plan("FAIL").conflictOperations(incoming: incoming, existing: existing).isEmpty)
+    }
+
+    @Test func doUpdate_writesEveryGivenField() throws {
+        #expect(try plan("DO UPDATE").conflictOperations(incoming: incoming, existing: existing) == [
+            .set([.field("a")], 1), .set([.field("m")], ["p": 1, "q": 3]), .set([.field("n")], 1.0),
+        ])
+    }
+
+    @Test func doUpdateLocalDiff_writesOnlyChanges() throws {
+        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: incoming, existing: existing) == [
+            .set([.field("m")], ["p": 1, "q": 3]), .set([.field("n")], 1.0),
+        ])
+        // Identical values: nothing mutated.
+        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: ["_id": "x", "a": 1], existing: existing).isEmpty)
+        // 1 and 1.0 are different values to store.
+        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: ["a": 1.0], existing: existing) == [.set([.field("a")], 1.0)])
+    }
+
+    @Test func maps_areDescendedInto() throws {
+        #expect(try plan("DO UPDATE_LOCAL_DIFF", declare: "m MAP").conflictOperations(incoming: incoming, existing: existing) == [
+            .set([.field("m"), .field("q")], 3), .set([.field("n")], 1.0),
+        ])
+        #expect(try plan("DO UPDATE_LOCAL_DIFF", strict: false).conflictOperations(incoming: incoming, existing: existing) == [
+            .set([.field("m"), .field("q")], 3), .set([.field("n")], 1.0),
+        ])
+        #expect(try plan("DO UPDATE", strict: false).conflictOperations(incoming: ["m": [:]], existing: ["_id": "x"]) == [.set([.field("m")], [:])])
+    }
+}

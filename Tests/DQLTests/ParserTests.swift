@@ -126,6 +126,7 @@ import Values
         ("SELECT * FROM c WHERE a IS 3", 1, 28, "'3'", "NOT, NULL or MISSING"),
         ("SELECT * FROM c WHERE (a = 1", 1, 29, "end of input", "')'"),
         ("SELECT * FROM c WHERE a = 1 = 2", 1, 29, "'='", "GROUP BY, HAVING, ORDER BY, LIMIT, OFFSET or end of input"),
+        ("SELECT * FROM c; SELECT 1 FROM d", 1, 18, "keyword SELECT", "end of input"),
         ("SELECT * FROM COLLECTION c (x BLOB)", 1, 31, "'BLOB'", "a field type (REGISTER, MAP, COUNTER, PN_COUNTER or ATTACHMENT)"),
         ("SELECT 1e999 FROM c", 1, 8, "'1e999'", "a number within the range of a double"),
         ("EXPLAIN EXPLAIN SELECT * FROM c", 1, 9, "'EXPLAIN'", "a statement (SELECT, INSERT, UPDATE, DELETE, EVICT, ALTER SYSTEM, SHOW, CREATE INDEX or DROP INDEX)"),
@@ -137,6 +138,13 @@ import Values
             #expect(error.found == found, "\(error)")
             #expect(error.expected == expected, "\(error)")
         }
+    }
+
+    @Test func semicolon_optionalAtTheEndOnly() throws {
+        #expect(try parse("SELECT * FROM c;") == parse("SELECT * FROM c"))
+        #expect(try parse("SHOW ALL ; -- done") == .system(.show(nil)))
+        #expect(throws: DQLSyntaxError.self) { try parse("SELECT * FROM c;;") }
+        #expect(throws: DQLSyntaxError.self) { try parse("SELECT * FROM c; SELECT * FROM d") }
     }
 
     @Test func errors_shortenLongTokens() {

@@ -44,6 +44,9 @@ import Values
         let p = try plan("SELECT * FROM c WHERE a = 1 AND lower(b) = 'x' AND (c = 1 OR d ILIKE 'y') AND e = f AND g < [1]")
         #expect(p.pushedConditions == [.binary(.equal, .path(Path("a")), .literal(1))])
         #expect(p.residual.map { Printer.print($0) } == "lower(b) = 'x' AND (c = 1 OR d ILIKE 'y') AND e = f AND g < [1]")
+        // `c = 1` bound a parameter before `d ILIKE 'y'` failed: it must not stay behind.
+        #expect(p.parameters == [.text("c"), .jsonb("1")])
+        #expect(!p.sql.contains("$3"))
         #expect(!p.limitPushed)
     }
 

@@ -178,6 +178,22 @@ struct RandomAST {
     }
 }
 
+@Suite struct FuzzRegressionTests {
+    /// Crashers found by Fuzz/DQLParse, kept as regression cases: each must parse, print, and parse
+    /// back to the same statement (or fail to parse with a positioned error).
+    static let crashers = [
+        // 75 nested unary `+`: printed as `+(+(...))`, the parentheses pushed the re-parse over the nesting limit.
+        "UPDATE OCLLECTIO SET m.a =Closed=IntISSI222+++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++22++22+2+I22222++22+2+2++++++++222.r22222222222222222854391784335.r22+++22222222.r22222222222222222222222222222222222222222222222222NG",
+        "SELECT * FROM c WHERE " + String(repeating: "- ", count: 120) + "x = 1",
+    ]
+
+    @Test(arguments: crashers)
+    func crasher_roundTrips(_ text: String) throws {
+        let ast = try DQL.parse(text)
+        #expect(try DQL.parse(Printer.print(ast)) == ast)
+    }
+}
+
 @Suite struct TokenSoupTests {
     /// Random sequences of DQL tokens and stray characters: always a statement or a positioned
     /// syntax error, never a crash or a hang.
@@ -188,7 +204,7 @@ struct RandomAST {
             "DO", "NOTHING", "AND", "OR", "NOT", "IN", "IS", "NULL", "MISSING", "LIKE", "BETWEEN", "GROUP", "BY",
             "ORDER", "LIMIT", "OFFSET", "COLLECTION", "MAP", "COUNT", "(", ")", "[", "]", "{", "}", ",", ".", ":",
             "*", "+", "-", "/", "%", "||", "=", "!=", "<", ">=", "'s'", "\"t\"", "`q`", "1", "2.5", "1e3", ":p",
-            "a", "b.c", "--x\n", "/*c*/", "'", "`", "!", "é", "\\", "0x", "DISTINCT", "AS", "INCREMENT", "RESTART",
+            "a", "b.c", "--x\n", "/*c*/", ";", "'", "`", "!", "é", "\\", "0x", "DISTINCT", "AS", "INCREMENT", "RESTART",
         ]
         var rng = SplitMix64(seed: 7)
         for _ in 0..<20_000 {
