@@ -62,17 +62,19 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
 
+        // Seeded randomness for every test target (no dependencies).
+        .target(name: "TestRandomness", swiftSettings: strict),
         // Shared test helpers: PostgreSQL harness, ports, clocks.
         .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer"], swiftSettings: strict),
 
-        .testTarget(name: "ValuesTests", dependencies: ["Values"], swiftSettings: strict),
-        .testTarget(name: "SocketsTests", dependencies: ["Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "WebSocketTests", dependencies: ["WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "CRDTTests", dependencies: ["CRDT", "Values"], swiftSettings: strict),
-        .testTarget(name: "DQLTests", dependencies: ["DQL", "Values"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
+        .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CRDTTests", dependencies: ["TestRandomness", "CRDT", "Values"], swiftSettings: strict),
+        .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]
 )

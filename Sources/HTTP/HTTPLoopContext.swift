@@ -61,17 +61,26 @@ final class HTTPLoopContext {
             }
             return
         }
+        let tcp: TCPConnection
         do {
-            let tcp = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop, limits: shared.configuration.writeLimits,
-                                        tls: shared.tls, handshakeTimeout: shared.configuration.timeouts.tlsHandshake)
-            let conn = HTTPServerConnection(context: self, tcp: tcp)
-            tcp.delegate = conn
-            connections[ObjectIdentifier(conn)] = conn
-            try tcp.start()
+            tcp = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop, limits: shared.configuration.writeLimits,
+                                    tls: shared.tls, handshakeTimeout: shared.configuration.timeouts.tlsHandshake)
         } catch {
             logger.warning("could not set up connection", metadata: ["error": "\(error)"])
             shared.connectionCount.subtract(1, ordering: .relaxed)
-            Syscall.close(fd)
+            Syscall.close(fd)  // not yet owned by a TCPConnection
+            return
+        }
+        let conn = HTTPServerConnection(context: self, tcp: tcp)
+        tcp.delegate = conn
+        connections[ObjectIdentifier(conn)] = conn
+        do {
+            try tcp.start()
+        } catch {
+            logger.warning("could not set up connection", metadata: ["error": "\(error)"])
+            // The TCPConnection owns fd now: close it through the connection (exactly once), which
+            // reports back through `remove`, which forgets the connection and fixes the count.
+            tcp.close()
         }
     }
 

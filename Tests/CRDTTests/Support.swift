@@ -1,4 +1,5 @@
 import Synchronization
+import TestRandomness
 import Testing
 import Values
 @testable import CRDT
@@ -16,15 +17,4 @@ func makeReplica(_ site: UInt64, clock: ManualClock = ManualClock()) -> Replica 
     Replica(site: SiteID(site), wallClock: { clock.now })
 }
 
-/// SplitMix64: a tiny seeded generator so every property test is reproducible.
-struct SeededRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+typealias SeededRNG = SeededRandom

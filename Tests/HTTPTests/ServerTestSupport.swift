@@ -90,7 +90,9 @@ final class RawClient {
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        if rc != 0 { close(fd); throw IOError(call: "connect", errno: errno) }
+        // No close here: every stored property is set, so Swift runs deinit (which closes fd) when
+        // this init throws. Closing here too was a double close that hit other tests' descriptors.
+        if rc != 0 { throw IOError(call: "connect", errno: errno) }
     }
 
     deinit { close(fd) }
@@ -173,7 +175,8 @@ func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) throws 
 }
 
 /// Polls `condition` for up to `seconds`.
-func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+/// Polls until `condition` holds; the generous bound only matters on a loaded machine (it returns at once otherwise).
+func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     let end = Date().addingTimeInterval(seconds)
     while Date() < end {
         if condition() { return true }

@@ -1,4 +1,5 @@
 import Testing
+import TestRandomness
 @testable import Values
 
 private func hex(_ bytes: [UInt8]) -> String {
@@ -169,17 +170,7 @@ private func unhex(_ s: String) -> [UInt8] {
     }
 }
 
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+typealias SplitMix = SeededRandom
 
 func randomValue(_ rng: inout SplitMix, depth: Int) -> Value {
     let choice = rng.next() % (depth > 3 ? 5 : 7)
