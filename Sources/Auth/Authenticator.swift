@@ -100,6 +100,9 @@ public final class Authenticator: Sendable {
         return .success(Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write))
     }
 
+    /// How many keys are cached now (for tests and metrics).
+    public var cachedKeyCount: Int { cache.withLock { $0.count } }
+
     /// Forgets cached keys (tests; an admin endpoint could call it after a revoke).
     public func flushCache() { cache.withLock { $0.removeAll() } }
 

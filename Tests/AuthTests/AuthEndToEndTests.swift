@@ -1,5 +1,6 @@
-import Auth
+@testable import Auth
 import BigPeerServer
+import BigPeerTestSupport
 import HTTP
 import Postgres
 import Testing
@@ -146,6 +147,66 @@ import Values
             var bad = HTTPHeaders()
             bad.add("X-DITTO-TXN-ID", "-1")
             #expect(try await s.post("/api/v4/store/execute", ["statement": "SELECT * FROM cars"], key: key, headers: bad).status == 400)
+        }
+    }
+}
+
+@Suite struct AuthenticatorCacheTests {
+    @Test func verifiedKeysAreServedFromMemoryUntilTheTTLThenReread() async throws {
+        try await TestPostgresAuth.withKeys { keys in
+            let auth = Authenticator(keys: keys, cacheTTL: .milliseconds(400))
+            let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + 3_600_000_000)
+            let (_, token) = try await keys.create(description: "c", expiresAt: expires, read: .only(["a"]), write: .none)
+            let header = "Bearer " + token.text
+            #expect(try await auth.authenticate(authorization: header).get() == Principal(keyID: token.id, read: .only(["a"]), write: .none))
+            // Delete the row behind the cache's back: within the TTL no database read happens.
+            _ = try await keys.pool.query("DELETE FROM api_keys")
+            let clock = ContinuousClock()
+            let n = 10_000
+            let elapsed = try await clock.measure {
+                for _ in 0..<n { _ = try await auth.authenticate(authorization: header).get() }
+            }
+            print("cached key verification: \(elapsed / n) per request")
+            // A wrong secret for a cached id is still refused (no cache bypass).
+            let wrong = "Bearer " + token.text.dropLast() + (token.text.last == "0" ? "1" : "0")
+            #expect(await auth.authenticate(authorization: wrong) == .failure(.invalidKey))
+            try await Task.sleep(for: .milliseconds(450))
+            #expect(await auth.authenticate(authorization: header) == .failure(.invalidKey))
+        }
+    }
+
+    @Test func expiryIsExactEvenWhenCached() async throws {
+        try await TestPostgresAuth.withKeys { keys in
+            let start = APIKeyStore.now()
+            let offset = MutexBox<Int64>(0)
+            let auth = Authenticator(keys: keys, cacheTTL: .seconds(60)) {
+                PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + offset.withLock { $0 })
+            }
+            let (_, token) = try await keys.create(description: "e", expiresAt: PostgresTimestamp(microsecondsSince1970: start.microsecondsSince1970 + 60_000_000),
+                                                   read: .all, write: .all)
+            #expect((try? await auth.authenticate(authorization: "Bearer " + token.text).get()) != nil)
+            offset.withLock { $0 = 61_000_000 }  // a minute later, still inside the cache period
+            #expect(await auth.authenticate(authorization: "Bearer " + token.text) == .failure(.expiredKey))
+        }
+    }
+
+    @Test func theCacheStaysBounded() async throws {
+        try await TestPostgresAuth.withKeys { keys in
+            let auth = Authenticator(keys: keys, cacheTTL: .seconds(60), maxCachedKeys: 3)
+            let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + 3_600_000_000)
+            var tokens: [APIKeyToken] = []
+            for _ in 0..<7 { tokens.append(try await keys.create(description: "b", expiresAt: expires, read: .all, write: .all).1) }
+            for t in tokens { #expect((try? await auth.authenticate(authorization: "Bearer " + t.text).get()) != nil) }
+            #expect(auth.cachedKeyCount <= 3)
+        }
+    }
+}
+
+enum TestPostgresAuth {
+    static func withKeys(_ body: (APIKeyStore) async throws -> Void) async throws {
+        try await TestPostgres.withDatabase { db in
+            try await db.migrate()
+            try await body(APIKeyStore(pool: db.makePool()))
         }
     }
 }
