@@ -44,7 +44,11 @@ public final class BigPeerService: Sendable {
         }
         var poolConfig = PostgresPool.Configuration()
         poolConfig.maxConnections = configuration.databaseConnections
-        let pool = PostgresPool(database.configuration, configuration: poolConfig, group: group)
+        // Statements that run longer fail with SQLSTATE 57014, which the API reports as 408.
+        var sessionConfig = database.configuration
+        let timeout = "-c statement_timeout=\(configuration.statementTimeout.components.seconds * 1000)"
+        sessionConfig["options"] = sessionConfig["options"].map { "\($0) \(timeout)" } ?? timeout
+        let pool = PostgresPool(sessionConfig, configuration: poolConfig, group: group)
 
         let store: DocumentStore
         do {

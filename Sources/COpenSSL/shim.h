@@ -14,7 +14,6 @@ static inline long bp_SSL_CTX_set_min_proto_version(SSL_CTX *c, int v) { return 
 static inline long bp_SSL_CTX_set_mode(SSL_CTX *c, long m) { return SSL_CTX_set_mode(c, m); }
 static inline long bp_SSL_CTX_set_options(SSL_CTX *c, long o) { return SSL_CTX_set_options(c, o); }
 static inline void bp_SSL_CTX_disable_renegotiation(SSL_CTX *c) { SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION); }
-static inline int bp_ERR_peek_last_error_reason(void) { return ERR_GET_REASON(ERR_peek_last_error()); }
 
 // ALPN selection for servers: picks "http/1.1" from the client's list, or none (no ALPN is not fatal).
 static int bp_alpn_select_http11(SSL *ssl, const unsigned char **out, unsigned char *outlen,

@@ -1,25 +1,19 @@
 /// Byte classes of RFC 9110 §5.6.2 (`tchar`) and §5.5 (field values), as lookup tables.
 enum ByteClass {
     /// token = 1*tchar; tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
-    /// "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
-    static let tchar: [Bool] = {
-        var t = [Bool](repeating: false, count: 256)
-        for c in UInt8(ascii: "0")...UInt8(ascii: "9") { t[Int(c)] = true }
-        for c in UInt8(ascii: "a")...UInt8(ascii: "z") { t[Int(c)] = true }
-        for c in UInt8(ascii: "A")...UInt8(ascii: "Z") { t[Int(c)] = true }
-        for c in "!#$%&'*+-.^_`|~".utf8 { t[Int(c)] = true }
-        return t
-    }()
+    /// "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA. A switch, not a table: no global to load.
+    @inline(__always)
+    static func isTchar(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
+        default: false
+        }
+    }
 
     /// field-vchar / SP / HTAB: VCHAR (0x21–0x7E), obs-text (0x80–0xFF), SP, HTAB. No CTL, no DEL.
-    static let fieldValue: [Bool] = {
-        var t = [Bool](repeating: false, count: 256)
-        for c in 0x21...0x7E { t[c] = true }
-        for c in 0x80...0xFF { t[c] = true }
-        t[0x20] = true
-        t[0x09] = true
-        return t
-    }()
+    @inline(__always)
+    static func isFieldValue(_ b: UInt8) -> Bool { b == 0x09 || (b >= 0x20 && b != 0x7F) }
 
     /// Request-target bytes: visible ASCII only (no SP, CTL, DEL or raw non-ASCII).
     static func isTargetByte(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }

@@ -67,22 +67,41 @@ public final class HTTPClient: Sendable {
         } catch {
             throw .connectFailed(error.description)
         }
+        // Each resolved address in turn (IPv6 and IPv4 for "localhost", say) until one connects.
+        var lastError = HTTPClientError.connectFailed("no address for \(url.host)")
+        for address in addresses {
+            let fresh: LoopBound<HTTPClientConnection>
+            do {
+                fresh = try await connect(to: address, url: url)
+            } catch {
+                lastError = error
+                continue
+            }
+            switch await run(bytes, request.method, on: fresh, deadline: deadline) {
+            case .success(let r): return r
+            case .failure(.connectFailed(let why)): lastError = .connectFailed(why)
+            case .failure(let e): throw e
+            }
+            if NanoTime.now() >= deadline { throw .timedOut }
+        }
+        throw lastError
+    }
+
+    private func connect(to address: SocketAddress, url: ParsedURL) async throws(HTTPClientError) -> LoopBound<HTTPClientConnection> {
         let loop = group.next()
         let key = url.poolKey
         let maxBytes = configuration.maxResponseBytes
         let tls = url.secure ? self.tls : nil
         let connectTimeout = configuration.connectTimeout
-        let fresh: LoopBound<HTTPClientConnection>
         do {
-            fresh = try await loop.submit {
+            return try await loop.submit {
                 let c = HTTPClientConnection(loop: loop, key: key, maxResponseBytes: maxBytes)
-                try c.connect(to: addresses[0], tls: tls, serverName: url.host, timeout: connectTimeout)
+                try c.connect(to: address, tls: tls, serverName: url.host, timeout: connectTimeout)
                 return LoopBound(c, loop: loop)
             }
         } catch {
             throw .connectFailed("\(error)")
         }
-        return try await run(bytes, request.method, on: fresh, deadline: deadline).get()
     }
 
     private static func isIdempotent(_ m: HTTPMethod) -> Bool { [.GET, .HEAD, .PUT, .DELETE, .OPTIONS].contains(m) }

@@ -7,7 +7,7 @@ struct RequestLine {
     init(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
         guard let sp1 = line.firstIndex(of: 0x20) else { throw .malformed(.invalidMethod) }
         let methodBytes = UnsafeRawBufferPointer(rebasing: line[..<sp1])
-        guard !methodBytes.isEmpty, methodBytes.allSatisfy({ ByteClass.tchar[Int($0)] }) else { throw .malformed(.invalidMethod) }
+        guard !methodBytes.isEmpty, methodBytes.allSatisfy({ ByteClass.isTchar($0) }) else { throw .malformed(.invalidMethod) }
         let rest = UnsafeRawBufferPointer(rebasing: line[(sp1 + 1)...])
         guard let sp2 = rest.firstIndex(of: 0x20) else { throw .malformed(.invalidVersion) }
         let targetBytes = UnsafeRawBufferPointer(rebasing: rest[..<sp2])
@@ -94,7 +94,7 @@ struct HeaderSectionParser {
             let b = line[colon]
             if b == UInt8(ascii: ":") { break }
             if b == 0x20 || b == 0x09 { throw .malformed(.whitespaceBeforeColon) }  // §5.1: MUST 400
-            guard ByteClass.tchar[Int(b)] else { throw .malformed(.invalidHeaderName) }
+            guard ByteClass.isTchar(b) else { throw .malformed(.invalidHeaderName) }
             colon += 1
         }
         guard colon > 0, colon < line.count else { throw .malformed(.invalidHeaderName) }
@@ -102,7 +102,7 @@ struct HeaderSectionParser {
         var end = line.count
         while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
         while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
-        for i in start..<end where !ByteClass.fieldValue[Int(line[i])] { throw .malformed(.invalidHeaderValue) }
+        for i in start..<end where !ByteClass.isFieldValue(line[i]) { throw .malformed(.invalidHeaderValue) }
         let nameBytes = UnsafeRawBufferPointer(rebasing: line[..<colon])
         let valueBytes = UnsafeRawBufferPointer(rebasing: line[start..<end])
         return (String(decoding: nameBytes, as: UTF8.self), String(decoding: valueBytes, as: UTF8.self), nameBytes, valueBytes)

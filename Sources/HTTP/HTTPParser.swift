@@ -194,10 +194,12 @@ public struct HTTPParser: Sendable {
             if count - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
             return nil
         }
+        // Limits first, in the same order as for an incomplete line, so the verdict never depends
+        // on how the bytes were split (the fuzz target checks exactly that).
+        if lf - lineStart > maxLength + 1 { return try fail(tooLong) }
+        if lf + 1 - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
         guard lf > lineStart, buffer[lf - 1] == 0x0D else { return try fail(.malformed(.bareLF)) }
         let content = lineStart..<(lf - 1)
-        if content.count > maxLength { return try fail(tooLong) }
-        if lf + 1 - sectionStart > sectionLimit { return try fail(.headerSectionTooLarge) }
         let hasCR = buffer.withUnsafeBytes { raw in
             content.isEmpty ? false : memchr(raw.baseAddress! + content.lowerBound, 0x0D, content.count) != nil
         }
@@ -293,7 +295,7 @@ public struct HTTPParser: Sendable {
         while i < line.upperBound, buffer[i] == 0x20 || buffer[i] == 0x09 { i += 1 }
         if i < line.upperBound {
             guard buffer[i] == UInt8(ascii: ";") else { return try fail(.malformed(.invalidChunk)) }
-            for j in i..<line.upperBound where !ByteClass.fieldValue[Int(buffer[j])] { return try fail(.malformed(.invalidChunk)) }
+            for j in i..<line.upperBound where !ByteClass.isFieldValue(buffer[j]) { return try fail(.malformed(.invalidChunk)) }
         }
         position = lineStart
         if size == 0 {

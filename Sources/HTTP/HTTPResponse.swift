@@ -141,11 +141,11 @@ enum ResponseHeadWriter {
     }
 
     static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { ByteClass.tchar[Int($0)] }
+        !name.isEmpty && name.utf8.allSatisfy { ByteClass.isTchar($0) }
     }
 
     static func isValidValue(_ value: String) -> Bool {
-        value.utf8.allSatisfy { ByteClass.fieldValue[Int($0)] }
+        value.utf8.allSatisfy { ByteClass.isFieldValue($0) }
     }
 
     static func isFramingHeader(_ name: String) -> Bool {

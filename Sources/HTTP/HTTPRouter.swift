@@ -126,7 +126,9 @@ public struct HTTPRouter: Sendable {
     }
 
     public func match(_ method: HTTPMethod, path: Substring) -> Match {
-        if let handlers = staticRoutes[String(path)] ?? staticRoutes[normalized(String(path))] {
+        let exact = staticRoutes[String(path)]
+        let needsNormalizing = exact == nil && (path.contains("//") || (path.count > 1 && path.hasSuffix("/")))
+        if let handlers = exact ?? (needsNormalizing ? staticRoutes[normalized(String(path))] : nil) {
             return pick(method, handlers, parameters: [:])
         }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)

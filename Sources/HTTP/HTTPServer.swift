@@ -112,7 +112,10 @@ public final class HTTPServer: Sendable {
                 address = try SocketAddress(ip: host, port: port)
             }
         } catch {
-            for ctx in contexts { ctx.loop.execute { ctx.value.beginDrain(); ctx.value.forceClose() } }
+            // Binding failed (EADDRINUSE, EACCES, …): undo what was set up; the server is spent.
+            for ctx in contexts { _ = try? await ctx.loop.submit { ctx.value.beginDrain(); ctx.value.forceClose() } }
+            state.withLock { $0.shutDown = true }
+            if ownsGroup { group.shutdown() }
             throw error
         }
         let port = address.port

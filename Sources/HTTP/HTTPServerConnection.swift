@@ -17,6 +17,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     private(set) var phase = Phase.idle
     private var deadline: NanoTime?
     private var writeDeadline: NanoTime?
+    private var writtenAtLastSweep: UInt64 = 0
     private var current: HTTPRequestHead?
     private var currentID: (loop: Int, number: UInt64) = (0, 0)
     private var started = NanoTime.now()
@@ -96,7 +97,6 @@ final class HTTPServerConnection: ConnectionDelegate {
         while phase == .idle || phase == .readingHead || phase == .readingBody {
             if tcp.isBackpressured {
                 tcp.pauseReading()
-                armWriteDeadline()
                 return
             }
             let event: HTTPParserEvent
@@ -242,7 +242,6 @@ final class HTTPServerConnection: ConnectionDelegate {
         }
         phase = .idle
         deadline = NanoTime.now().adding(context.shared.configuration.timeouts.idle)
-        if tcp.isBackpressured { armWriteDeadline() }
         tcp.resumeReading()
         processBuffered()
     }
@@ -270,7 +269,6 @@ final class HTTPServerConnection: ConnectionDelegate {
         }
         if tcp.isClosed { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
         if tcp.isBackpressured {
-            armWriteDeadline()
             streamWaiter = resume
         } else {
             resume.resume()
@@ -311,13 +309,15 @@ final class HTTPServerConnection: ConnectionDelegate {
         tcp.closeAfterFlush()
     }
 
-    private func armWriteDeadline() {
-        if writeDeadline == nil { writeDeadline = NanoTime.now().adding(context.shared.configuration.timeouts.write) }
-    }
-
     /// Called by the loop's sweeper.
     func checkTimeouts(now: NanoTime) {
-        if let w = writeDeadline, now >= w, tcp.pendingOutputBytes > 0 {
+        // Write timeout = no write progress for `timeouts.write` while output is queued.
+        if tcp.pendingOutputBytes == 0 {
+            writeDeadline = nil
+        } else if tcp.totalBytesWritten != writtenAtLastSweep || writeDeadline == nil {
+            writtenAtLastSweep = tcp.totalBytesWritten
+            writeDeadline = now.adding(context.shared.configuration.timeouts.write)
+        } else if let w = writeDeadline, now >= w {
             context.logger.info("dropping connection: peer not reading", metadata: ["peer": "\(remote ?? "?")", "queued": "\(tcp.pendingOutputBytes)"])
             return tcp.close()
         }

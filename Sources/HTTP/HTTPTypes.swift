@@ -146,10 +146,17 @@ public struct HTTPRequestHead: Sendable {
     /// The client sent `Expect: 100-continue` and waits before sending the body (RFC 9110 §10.1.1).
     public var expectsContinue: Bool
 
-    /// The path part of `target`, without the query.
+    /// The path part of `target`, without the query. For absolute-form targets
+    /// (`http://host/path`, RFC 9112 §3.2.2) the scheme and authority are dropped.
     public var path: Substring {
-        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) { return target[..<q] }
-        return target[...]
+        var t = target[...]
+        if t.first != "/", let colon = t.firstIndex(of: ":"), t[colon...].hasPrefix("://") {
+            let afterAuthority = t[t.index(colon, offsetBy: 3)...]
+            t = afterAuthority.firstIndex(where: { $0 == "/" || $0 == "?" }).map { afterAuthority[$0...] } ?? "/"
+            if t.first == "?" { return "/" }
+        }
+        if let q = t.utf8.firstIndex(of: UInt8(ascii: "?")) { return t[..<q] }
+        return t
     }
 
     /// The query part of `target` after `?`, if any.

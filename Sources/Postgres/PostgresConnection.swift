@@ -252,7 +252,8 @@ public final class PostgresConnection: @unchecked Sendable {
 
     private func run(_ request: Request) async throws -> PostgresResult {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresResult, any Error>) in
-            loop.execute { [self] in start(request, cont) }
+            // Already on our loop (a handler running with the loop as its executor): start now, no hop.
+            if loop.inEventLoop { start(request, cont) } else { loop.execute { [self] in start(request, cont) } }
         }
     }
 

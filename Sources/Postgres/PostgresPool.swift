@@ -79,6 +79,11 @@ public final class PostgresPool: Sendable {
         enum Step { case got(PostgresConnection), connect, wait }
         let step: Step = try state.withLock { s throws(PostgresError) -> Step in
             if s.isShutDown { throw .shutDown }
+            // Prefer a session on the caller's own loop: the statement then starts and completes on
+            // this thread with no hop (HTTP handlers run with their connection's loop as executor).
+            if let i = s.idle.lastIndex(where: { $0.connection.loop.inEventLoop && !$0.connection.isBroken }) {
+                return .got(s.idle.remove(at: i).connection)
+            }
             while let item = s.idle.popLast() {
                 if !item.connection.isBroken { return .got(item.connection) }
                 s.open -= 1
@@ -145,7 +150,8 @@ public final class PostgresPool: Sendable {
     /// Opens a session for a slot already counted in `open`; gives the slot back on failure.
     private func openConnection() async throws -> PostgresConnection {
         do {
-            return try await PostgresConnection.connect(connectionConfiguration, on: group.next())
+            let loop = group.loops.first(where: { $0.inEventLoop }) ?? group.next()
+            return try await PostgresConnection.connect(connectionConfiguration, on: loop)
         } catch {
             state.withLock { $0.open -= 1 }
             throw error

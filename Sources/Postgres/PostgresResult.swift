@@ -8,16 +8,18 @@ import CLibPQ
 public final class PostgresResult: @unchecked Sendable, RandomAccessCollection {
     let handle: OpaquePointer
     public let count: Int
-    public let columnNames: [String]
-    public let columnTypes: [PostgresOID]
+    public let columnCount: Int
 
     init(handle: OpaquePointer) {
         self.handle = handle
         count = Int(PQntuples(handle))
-        let n = Int(PQnfields(handle))
-        columnNames = (0..<n).map { String(cString: PQfname(handle, Int32($0))) }
-        columnTypes = (0..<n).map { PQftype(handle, Int32($0)) }
+        columnCount = Int(PQnfields(handle))
     }
+
+    /// Column names, read from the result on demand (most callers decode by position).
+    public var columnNames: [String] { (0..<columnCount).map { String(cString: PQfname(handle, Int32($0))) } }
+    public var columnTypes: [PostgresOID] { (0..<columnCount).map { PQftype(handle, Int32($0)) } }
+    public func columnType(_ i: Int) -> PostgresOID { PQftype(handle, Int32(i)) }
 
     deinit { PQclear(handle) }
 
@@ -31,7 +33,10 @@ public final class PostgresResult: @unchecked Sendable, RandomAccessCollection {
     /// The command tag, e.g. `INSERT 0 1`.
     public var commandTag: String { String(cString: PQcmdStatus(handle)) }
 
-    public func columnIndex(_ name: String) -> Int? { columnNames.firstIndex(of: name) }
+    public func columnIndex(_ name: String) -> Int? {
+        let i = Int(PQfnumber(handle, PostgresQuery.quoteIdentifier(name)))
+        return i >= 0 ? i : nil
+    }
 }
 
 /// One row of a `PostgresResult`.
@@ -51,7 +56,7 @@ public struct PostgresRow: Sendable {
 
     /// Decodes a column that may be NULL.
     public func decode<T: PostgresDecodable>(_ column: Int, as type: T?.Type) throws(PostgresError) -> T? {
-        guard column >= 0 && column < result.columnNames.count else {
+        guard column >= 0 && column < result.columnCount else {
             throw PostgresError.decoding(column: "#\(column)", type: "\(T.self)", reason: "no such column")
         }
         if isNull(column) { return nil }
@@ -59,7 +64,7 @@ public struct PostgresRow: Sendable {
         let len = Int(PQgetlength(h, Int32(index), Int32(column)))
         let ptr = UnsafeRawPointer(PQgetvalue(h, Int32(index), Int32(column))!)
         do {
-            return try T.decode(postgresText: UnsafeRawBufferPointer(start: ptr, count: len), type: result.columnTypes[column])
+            return try T.decode(postgresText: UnsafeRawBufferPointer(start: ptr, count: len), type: result.columnType(column))
         } catch {
             throw PostgresError.decoding(column: name(column), type: "\(T.self)", reason: error.reason)
         }
@@ -89,7 +94,7 @@ public struct PostgresRow: Sendable {
     }
 
     private func name(_ column: Int) -> String {
-        column < result.columnNames.count ? result.columnNames[column] : "#\(column)"
+        column < result.columnCount ? String(cString: PQfname(result.handle, Int32(column))) : "#\(column)"
     }
 }
 

@@ -65,6 +65,8 @@ public final class TCPConnection {
 
     public var isClosed: Bool { state == .closed }
     public var pendingOutputBytes: Int { output.count }
+    /// Bytes handed to the kernel (or to TLS) so far: write-progress for timeouts.
+    public private(set) var totalBytesWritten: UInt64 = 0
     public var isBackpressured: Bool { output.count > limits.highWaterMark }
     /// The ALPN protocol agreed during the TLS handshake, if any.
     public var negotiatedProtocol: String? { tls?.negotiatedProtocol }
@@ -240,21 +242,22 @@ public final class TCPConnection {
     /// Writes what the socket takes now; arms EPOLLOUT for the rest.
     public func flushNow() {
         guard state != .closed, registration != nil, !connecting else { return }
+        let queuedBefore = output.count
+        defer { if state != .closed { totalBytesWritten &+= UInt64(max(0, queuedBefore - output.count)) } }
         if let tls {
             guard tls.handshakeDone else { return }
             var failure: TLSError?
-            var wantsRead = false
             output.writeEach { chunk in
                 let (n, step) = tls.write(chunk)
                 switch step {
                 case .failed(let e): failure = e
                 case .closed: failure = TLSError(operation: "write", reason: "peer closed")
-                case .wantRead: wantsRead = true
-                default: break
+                // WANT_WRITE: EPOLLOUT stays armed below. WANT_READ (a TLS 1.3 post-handshake message
+                // to read first): retried on the next readiness event of either kind.
+                case .done, .wantRead, .wantWrite: break
                 }
                 return n
             }
-            _ = wantsRead
             if let failure { return fail(failure) }
         } else {
             while !output.isEmpty {

@@ -35,8 +35,9 @@ struct PostgresBench: AsyncParsableCommand {
         let usePrepared = prepared
         let kind = query
         try await withThrowingTaskGroup(of: Void.self) { g in
-            for _ in 0..<clients {
-                g.addTask {
+            for i in 0..<clients {
+                // Each client task runs on a loop (as HTTP handlers do), so its session lives there too.
+                g.addTask(executorPreference: group.loops[i % group.loops.count]) {
                     try await pool.withConnection { conn in
                         var n = 0
                         while ContinuousClock.now < deadline {

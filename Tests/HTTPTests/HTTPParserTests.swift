@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import HTTP
 
@@ -190,5 +191,44 @@ import Testing
     @Test func truncatedResponseIsAnError() {
         let got = parse(bytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"), pieces: [100], kind: .response, eof: true)
         #expect(got.last == .error(.malformed(.truncated)))
+    }
+}
+
+/// Every input libFuzzer ever flagged (Fuzz/HTTPParse/crashers) stays a test: parsed whole and at
+/// every chunking, with the fuzz target's small limits, it gives the same events.
+@Suite struct HTTPParserFuzzRegressionTests {
+    @Test func pastCrashersParseTheSameAtEveryChunking() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/HTTPParse/crashers").standardized
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        #expect(!files.isEmpty)
+        var limits = HTTPParserLimits()
+        limits.maxRequestLineLength = 512
+        limits.maxHeaderBytes = 2048
+        limits.maxHeaderCount = 16
+        limits.maxBodyBytes = 4096
+        limits.maxChunkLineLength = 64
+        for name in files {
+            let raw = try [UInt8](Data(contentsOf: dir.appendingPathComponent(name)))
+            guard let selector = raw.first else { continue }
+            let input = Array(raw.dropFirst())
+            let kind: HTTPParser.Kind = selector & 0x80 == 0 ? .request : .response
+            let reference = parse(input, pieces: [input.count], kind: kind, limits: limits, eof: true)
+            for pieces in chunkings(for: input.count) {
+                #expect(parse(input, pieces: pieces, kind: kind, limits: limits, eof: true) == reference, "\(name)")
+            }
+        }
+    }
+}
+
+@Suite struct ByteClassTests {
+    @Test func tcharAndFieldValueMatchRFC9110ForAllBytes() {
+        let tchars = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for b in 0...255 {
+            let byte = UInt8(b)
+            #expect(ByteClass.isTchar(byte) == tchars.contains(byte), "tchar \(b)")
+            let field = byte == 0x09 || byte == 0x20 || (0x21...0x7E).contains(byte) || byte >= 0x80
+            #expect(ByteClass.isFieldValue(byte) == field, "field value \(b)")
+        }
     }
 }

@@ -39,6 +39,7 @@ func testRouter() -> HTTPRouter {
         try await Task.sleep(for: .milliseconds(80))
         return .text("slow")
     })
+    r.post("/trailers", .immediate { req in .text(req.trailers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")) })
     r.get("/redirect", .immediate { _ in HTTPResponse(status: .found, headers: ["Location": "/healthz"]) })
     r.get("/throws", .respond { _ in throw HTTPError(.forbidden, "nope") })
     r.get("/stream", .immediate { req in

@@ -1,0 +1,107 @@
+import BigPeerServer
+import BigPeerTestSupport
+import Foundation
+import HTTP
+import Postgres
+import Testing
+import Values
+
+/// `POST /api/v4/store/execute` over real HTTP.
+@Suite struct ExecuteEndpointTests {
+    static func post(_ client: HTTPClient, _ port: Int, _ body: String, headers: HTTPHeaders = HTTPHeaders()) async throws -> (Int, Value) {
+        var h = headers
+        h.add("Content-Type", "application/json")
+        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: Array(body.utf8)))
+        return (r.status.code, try JSON.parse(r.body))
+    }
+
+    @Test func shapesForSuccessAndEveryErrorKind() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            config.statementTimeout = .seconds(1)
+            let service = try await BigPeerService.start(config)
+            let client = try HTTPClient()
+            let port = service.port
+
+            let (s1, ok) = try await Self.post(client, port, #"{"statement":"INSERT INTO cars DOCUMENTS (:d)","args":{"d":{"_id":"a","n":1}}}"#)
+            #expect(s1 == 200)
+            #expect(ok["queryType"] == "insert")
+            #expect(ok["mutatedDocumentIds"] == ["a"])
+            #expect(ok["transactionId"] == 1)
+            #expect(ok["totalWarningsCount"] == 0)
+
+            let cases: [(String, Int)] = [
+                (#"{"statement":"SELECT * FORM cars"}"#, 400),
+                (#"not json"#, 400),
+                (#"{"args":{}}"#, 400),
+                (#"{"statement":"SELECT * FROM cars","args":[1]}"#, 400),
+                (#"{"statement":"INSERT INTO cars DOCUMENTS ({_id: 'a'})"}"#, 409),
+            ]
+            for (body, status) in cases {
+                let (code, v) = try await Self.post(client, port, body)
+                #expect(code == status, "\(body)")
+                #expect(v["queryType"] == "unknown")
+                #expect(v["error"]?["description"]?.stringValue?.isEmpty == false)
+            }
+            let (code404, _) = try await Self.post(client, port, #"{"statement":"SELECT * FROM cars"}"#, headers: ["X-DITTO-TXN-ID": "1000000"])
+            #expect(code404 == 404)
+            let (code200, v200) = try await Self.post(client, port, #"{"statement":"SELECT * FROM cars"}"#, headers: ["X-DITTO-TXN-ID": "1"])
+            #expect(code200 == 200)
+            #expect(v200["items"] == [["_id": "a", "n": 1]])
+
+            // A statement stuck behind a lock past statement_timeout gets 408, and the lock holder is unaffected.
+            let holder = try await db.connect()
+            _ = try await holder.query("BEGIN")
+            _ = try await holder.query("SELECT * FROM documents FOR UPDATE")
+            let (code408, v408) = try await Self.post(client, port, #"{"statement":"UPDATE cars SET n = 2 WHERE _id = 'a'"}"#)
+            #expect(code408 == 408)
+            #expect(v408["queryType"] == "unknown")
+            _ = try await holder.query("ROLLBACK")
+            await holder.close()
+            let (after, _) = try await Self.post(client, port, #"{"statement":"UPDATE cars SET n = 2 WHERE _id = 'a'"}"#)
+            #expect(after == 200)
+
+            await client.shutdown()
+            await service.stop()
+        }
+    }
+
+    /// The database goes away while serving: 503 with Retry-After, no crash, then recovery by itself.
+    @Test func databaseRestartGives503ThenRecovers() async throws {
+        let dir = NSTemporaryDirectory() + "bigpeer-svc-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var options = LocalPostgres.Options()
+        options.ephemeral = true
+        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        try cluster.removeWhenProcessExits(alsoRemove: [dir])
+        defer { try? cluster.stop() }
+        var config = ServerConfiguration()
+        config.port = 0
+        config.threads = 1
+        config.database = .configuration(cluster.configuration())
+        let service = try await BigPeerService.start(config)
+        let client = try HTTPClient()
+        let (s1, _) = try await Self.post(client, service.port, #"{"statement":"INSERT INTO t DOCUMENTS ({_id: 'x'})"}"#)
+        #expect(s1 == 200)
+
+        try cluster.stop()
+        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(service.port)/api/v4/store/execute",
+                                                           body: Array(#"{"statement":"SELECT * FROM t"}"#.utf8)))
+        #expect(r.status.code == 503)
+        #expect(r.headers["Retry-After"] != nil)
+        let ready = try await client.get("http://127.0.0.1:\(service.port)/readyz")
+        #expect(ready.status.code == 503)
+
+        _ = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        var recovered = false
+        for _ in 0..<50 where !recovered {
+            let (code, v) = try await Self.post(client, service.port, #"{"statement":"SELECT * FROM t"}"#)
+            if code == 200 { recovered = v["items"] == [["_id": "x"]] } else { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(recovered)
+        await client.shutdown()
+        await service.stop()
+    }
+}
