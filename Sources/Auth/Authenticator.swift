@@ -42,15 +42,18 @@ public final class Authenticator: Sendable {
     private let cache = Mutex<[String: Entry]>([:])
     public let cacheTTL: Duration
     public let maxCachedKeys: Int
-    /// Wall clock for expiry (injectable for tests).
+    /// Wall clock for expiry, monotonic clock for cache age (both injectable for tests).
     private let wallClock: @Sendable () -> PostgresTimestamp
+    private let monotonic: @Sendable () -> ContinuousClock.Instant
 
     public init(keys: APIKeyStore, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
-                wallClock: @escaping @Sendable () -> PostgresTimestamp = APIKeyStore.now) {
+                wallClock: @escaping @Sendable () -> PostgresTimestamp = APIKeyStore.now,
+                monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.keys = keys
         self.cacheTTL = cacheTTL
         self.maxCachedKeys = max(1, maxCachedKeys)
         self.wallClock = wallClock
+        self.monotonic = monotonic
     }
 
     private init() {
@@ -58,6 +61,7 @@ public final class Authenticator: Sendable {
         cacheTTL = .zero
         maxCachedKeys = 1
         wallClock = APIKeyStore.now
+        monotonic = { ContinuousClock.now }
     }
 
     /// `bigpeer serve --insecure-dev`: every request is allowed everything, no key is checked.
@@ -79,7 +83,7 @@ public final class Authenticator: Sendable {
         guard let token = Self.bearerToken(authorization).flatMap({ APIKeyToken(parsing: $0) }) else {
             return .failure(.malformedCredentials)
         }
-        let now = ContinuousClock.now
+        let now = monotonic()
         var entry = cache.withLock { c -> Entry? in
             guard let e = c[token.id], now - e.loadedAt < cacheTTL else { return nil }
             return e
@@ -88,7 +92,7 @@ public final class Authenticator: Sendable {
             let found: (APIKey, [UInt8])?
             do { found = try await keys.lookup(id: token.id) } catch { return .failure(.unavailable) }
             guard let (key, hash) = found else { return .failure(.invalidKey) }
-            let fresh = Entry(key: key, sha256: hash, loadedAt: ContinuousClock.now)
+            let fresh = Entry(key: key, sha256: hash, loadedAt: monotonic())
             entry = fresh
             store(fresh)
             if token.matches(sha256: hash) && key.refusal(at: wallClock()) == nil {
@@ -107,10 +111,9 @@ public final class Authenticator: Sendable {
     public func flushCache() { cache.withLock { $0.removeAll() } }
 
     private func store(_ e: Entry) {
-        let ttl = cacheTTL
+        let ttl = cacheTTL, now = monotonic()
         cache.withLock { c in
             if c.count >= maxCachedKeys && c[e.key.id] == nil {
-                let now = ContinuousClock.now
                 c = c.filter { now - $0.value.loadedAt < ttl }
                 if c.count >= maxCachedKeys { c.removeAll(keepingCapacity: true) }
             }

@@ -154,7 +154,9 @@ import Values
 @Suite struct AuthenticatorCacheTests {
     @Test func verifiedKeysAreServedFromMemoryUntilTheTTLThenReread() async throws {
         try await TestPostgresAuth.withKeys { keys in
-            let auth = Authenticator(keys: keys, cacheTTL: .milliseconds(400))
+            let elapsed = MutexBox<Duration>(.zero)
+            let origin = ContinuousClock.now
+            let auth = Authenticator(keys: keys, cacheTTL: .seconds(5), monotonic: { origin + elapsed.withLock { $0 } })
             let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + 3_600_000_000)
             let (_, token) = try await keys.create(description: "c", expiresAt: expires, read: .only(["a"]), write: .none)
             let header = "Bearer " + token.text
@@ -163,14 +165,16 @@ import Values
             _ = try await keys.pool.query("DELETE FROM api_keys")
             let clock = ContinuousClock()
             let n = 10_000
-            let elapsed = try await clock.measure {
+            let took = try await clock.measure {
                 for _ in 0..<n { _ = try await auth.authenticate(authorization: header).get() }
             }
-            print("cached key verification: \(elapsed / n) per request")
+            print("cached key verification: \(took / n) per request")
             // A wrong secret for a cached id is still refused (no cache bypass).
             let wrong = "Bearer " + token.text.dropLast() + (token.text.last == "0" ? "1" : "0")
             #expect(await auth.authenticate(authorization: wrong) == .failure(.invalidKey))
-            try await Task.sleep(for: .milliseconds(450))
+            elapsed.withLock { $0 = .milliseconds(4999) }
+            #expect((try? await auth.authenticate(authorization: header).get()) != nil)
+            elapsed.withLock { $0 = .seconds(5) }  // the TTL has passed: the key is read again, and is gone
             #expect(await auth.authenticate(authorization: header) == .failure(.invalidKey))
         }
     }
