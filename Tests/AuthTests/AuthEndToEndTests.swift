@@ -18,6 +18,12 @@ import Values
                 #expect(r.headers["WWW-Authenticate"] == #"Bearer realm="bigpeer""#, "\(path)")
                 #expect(r.description?.contains("authentication required") == true, "\(path)")
             }
+            // Auth comes before the body: a bad key with a bad body is 401, not 400.
+            #expect(try await s.post("/api/v4/store/execute", raw: Array("{".utf8), key: "nope").status == 401)
+            // Wrong method: 405 with Allow, from the router.
+            let get = try await s.client.get(s.base + "/api/v4/store/find")
+            #expect(get.status.code == 405)
+            #expect(get.headers["Allow"] == "POST")
             // The /execute error keeps the Ditto shape.
             let r = try await s.execute("SELECT * FROM cars", key: nil)
             #expect(r["queryType"] == "unknown")
