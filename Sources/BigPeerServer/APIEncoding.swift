@@ -5,7 +5,7 @@ import Values
 /// Request and response bodies of the REST API: JSON by default, CBOR (RFC 8949) when asked.
 ///
 /// - Request: `Content-Type: application/cbor` bodies are decoded with the Values CBOR codec
-///   (default limits: depth 64, sizes bounded by the request body limit); any other or no
+///   (depth at most 64, total size bounded by the request body limit); any other or no
 ///   content type is read as JSON (so `curl -d` works without a header).
 /// - Response: CBOR when `Accept` lists `application/cbor` with a quality above zero and at least
 ///   the quality of `application/json` (RFC 9110 §12.5.1); JSON otherwise. The object is the same
@@ -39,7 +39,11 @@ enum APIEncoding {
     static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
         let type = request.headers["Content-Type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         if type == "application/cbor" {
-            do { return .success(try CBORValueCodec.decode(request.body)) } catch {
+            // The body is already bounded by the server's body limit; the other limits (depth,
+            // string and container sizes) stay at the codec's defaults.
+            var limits = CBORLimits.default
+            limits.maxInputBytes = max(limits.maxInputBytes, request.body.count)
+            do { return .success(try CBORValueCodec.decode(request.body, limits: limits)) } catch {
                 return .failure(APIRequestError("the request body is not valid CBOR: \(error)"))
             }
         }

@@ -64,7 +64,9 @@ struct LegacyRoutes {
                 StoreRoutes.log(e, request, logger: logger)
                 return handleStoreError(e, request)
             } catch {
-                return handleStoreError(.invalid("\(error)"), request)
+                // Endpoints throw only Failure and StoreError; anything else is a bug, not the client's fault.
+                logger.error("unexpected error in a legacy endpoint", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
+                return APIEncoding.respond(["error": ["description": "internal error"]], status: .internalServerError, to: request)
             }
         }
 

@@ -212,6 +212,23 @@ import Values
     }
 }
 
+@Suite struct AuthenticatorUnavailableTests {
+    @Test func anUnreachableKeyTableIs503NotA401() async throws {
+        // Nothing listens on port 1: every lookup fails to connect.
+        let pool = PostgresPool(try PostgresConfiguration(url: "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"), group: TestLoops.group)
+        let auth = Authenticator(keys: APIKeyStore(pool: pool))
+        let token = try APIKeyToken.generate()
+        let r = await auth.authenticate(authorization: "Bearer " + token.text)
+        #expect(r == .failure(.unavailable))
+        #expect(AuthError.unavailable.httpStatus == 503)
+        #expect(AuthError.unavailable.challenge == nil)
+        // Malformed credentials never reach the database.
+        #expect(await auth.authenticate(authorization: "Bearer x") == .failure(.malformedCredentials))
+        #expect(await auth.authenticate(authorization: nil) == .failure(.missingCredentials))
+        await pool.shutdown()
+    }
+}
+
 enum TestPostgresAuth {
     static func withKeys(_ body: (APIKeyStore) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
