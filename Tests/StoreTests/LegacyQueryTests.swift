@@ -82,3 +82,33 @@ import DQL
         }
     }
 }
+
+@Suite struct LegacyQueryRandomTests {
+    /// SplitMix64: a seeded generator so a failure reproduces.
+    struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test func tokenSoupNeverCrashesAndAlwaysYieldsValidDQLOrAnError() {
+        let tokens = ["a", "b.c", "d[0]", "e['k`x']", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!", "(", ")", "[", "]", ",",
+                      "'s'", "\"t\"", "'u\\'v'", "1", "-2.5", "3e2", "true", "false", "null", "$args.x", "$args.o.p", "$args.nope",
+                      "contains(", "starts_with(", "regex_match(", "length(", " ", "`", "'", "\\", "é", "\u{0}", "=", "&", "|", "$"]
+        var rng = Seeded(state: 7)
+        var translated = 0
+        for _ in 0..<5000 {
+            let n = Int.random(in: 1...12, using: &rng)
+            let q = (0..<n).map { _ in tokens.randomElement(using: &rng) ?? "" }.joined(separator: Bool.random(using: &rng) ? " " : "")
+            guard let out = try? LegacyQuery.translate(q, arguments: ["x": 1, "o": ["p": "q"]]) else { continue }
+            translated += 1
+            #expect((try? DQL.parse("SELECT * FROM c WHERE " + out.condition)) != nil, "\(q) -> \(out.condition)")
+        }
+        #expect(translated > 100)  // the soup is not all errors
+    }
+}
