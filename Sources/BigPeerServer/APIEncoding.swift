@@ -15,7 +15,8 @@ enum APIEncoding {
 
     static func responseFormat(_ request: HTTPRequest) -> Format {
         let accept = request.headers.values("Accept")
-        if accept.isEmpty { return .json }
+        // Fast path (most requests): nothing mentions CBOR, so no parsing.
+        if !accept.contains(where: { $0.utf8.count >= 4 && $0.lowercased().contains("cbor") }) { return .json }
         var cbor = 0.0, json = 0.0
         for field in accept {
             for range in field.split(separator: ",") {
@@ -37,7 +38,8 @@ enum APIEncoding {
 
     /// The request body as a value, or a description of why it cannot be read.
     static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
-        let type = request.headers["Content-Type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let type = request.headers["Content-Type"].flatMap { $0.lowercased().contains("cbor") ? $0 : nil }?
+            .split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         if type == "application/cbor" {
             // The body is already bounded by the server's body limit; the other limits (depth,
             // string and container sizes) stay at the codec's defaults.
