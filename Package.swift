@@ -47,17 +47,17 @@ let package = Package(
         // Replication, local node, auth.
         .target(name: "Sync", dependencies: ["Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Mesh", dependencies: ["Sockets", "Sync"], swiftSettings: strict),
-        .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL"], swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL", "Postgres"], swiftSettings: strict),
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "Auth", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "Auth", "DQL", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "WebSocket", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Postgres", "SmallPeer",
+            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -75,6 +75,7 @@ let package = Package(
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]
 )

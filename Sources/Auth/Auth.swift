@@ -1,6 +1,3 @@
-// Auth: API keys, JWT (HS256/RS256/ES256), auth webhook, per-collection permission rules.
-
-/// Marker for the module; the real API lives in the other files of this folder.
-public enum AuthModule {
-    public static let name = "Auth"
-}
+// Auth: API keys (hashed at rest, scoped per collection), bearer-token checks for the REST API,
+// and the collections a DQL statement reads and writes. Schema: migrations/0003_api_keys.sql.
+// Still to come here (docs/ARCHITECTURE.md): JWT, the auth webhook, per-document permission rules.

@@ -1,3 +1,4 @@
+import Auth
 import HTTP
 import Logging
 import Postgres
@@ -59,9 +60,20 @@ public final class BigPeerService: Sendable {
             throw error
         }
 
+        let auth: Authenticator
+        if configuration.insecureDevelopment {
+            logger.critical("""
+                AUTHENTICATION IS DISABLED (--insecure-dev): every request may read and write every \
+                collection without a key. Never run this way where anyone else can reach the port.
+                """)
+            auth = .insecureDevelopment()
+        } else {
+            auth = Authenticator(keys: APIKeyStore(pool: pool), cacheTTL: configuration.authCacheTTL)
+        }
         var router = HTTPRouter()
-        HealthRoutes(pool: pool).register(on: &router)
-        StoreRoutes(store: store, logger: logger).register(on: &router)
+        HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
+        StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
+        LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
 
         var httpConfig = HTTPServerConfiguration()
         httpConfig.host = configuration.host

@@ -20,5 +20,11 @@ public struct ServerConfiguration: Sendable {
     /// How long in-flight requests may run on shutdown before connections are closed.
     public var shutdownGrace: Duration = .seconds(10)
 
+    /// `--insecure-dev`: no API keys are checked (a loud warning is logged at start).
+    public var insecureDevelopment = false
+    /// How long a verified API key is trusted without rereading `api_keys`: a revocation takes
+    /// effect on every instance within this period.
+    public var authCacheTTL: Duration = .seconds(5)
+
     public init() {}
 }

@@ -1,3 +1,5 @@
+import Auth
+import DQL
 import HTTP
 import Logging
 import Postgres
@@ -12,41 +14,54 @@ import Values
 ///     error:    the same shape with "queryType": "unknown" and "error": {"description": "..."}
 ///
 /// `X-DITTO-TXN-ID: n` makes the statement wait until the database has reached transaction n.
+/// `Authorization: Bearer <key>` is checked first (401), then the key's scopes against the
+/// collections the parsed statement reads and writes (403). Bodies may be JSON or CBOR
+/// (`APIEncoding`).
 struct StoreRoutes {
     let store: DocumentStore
+    let auth: Authenticator
     let logger: Logger
 
     func register(on router: inout HTTPRouter) {
-        let store = self.store, logger = self.logger
+        let store = self.store, auth = self.auth, logger = self.logger
         router.post("/api/v4/store/execute", .respond { request in
-            await Self.execute(request, store: store, logger: logger)
+            await Self.execute(request, store: store, auth: auth, logger: logger)
         })
     }
 
-    static func execute(_ request: HTTPRequest, store: DocumentStore, logger: Logger) async -> HTTPResponse {
-        let body: Value
-        do { body = try JSON.parse(request.body) } catch {
-            return failure(400, "the request body is not valid JSON: \(error)")
+    static func execute(_ request: HTTPRequest, store: DocumentStore, auth: Authenticator, logger: Logger) async -> HTTPResponse {
+        let principal: Principal
+        switch await auth.authenticate(request) {
+        case .success(let p): principal = p
+        case .failure(let e): return failure(e, request)
         }
-        guard case .object(let fields) = body else { return failure(400, "the request body must be a JSON object") }
+        let body: Value
+        switch APIEncoding.decodeBody(request) {
+        case .success(let v): body = v
+        case .failure(let why): return failure(400, why.message, request)
+        }
+        guard case .object(let fields) = body else { return failure(400, "the request body must be an object", request) }
         guard case .string(let statement)? = fields["statement"] else {
-            return failure(400, "\"statement\" (a string holding one DQL statement) is required")
+            return failure(400, "\"statement\" (a string holding one DQL statement) is required", request)
         }
         var arguments: [String: Value] = [:]
         switch fields["args"] {
         case nil, .null?: break
         case .object(let a)?: arguments = a
-        default: return failure(400, "\"args\" must be an object of named parameters")
+        default: return failure(400, "\"args\" must be an object of named parameters", request)
         }
-        var minimum: Int64?
-        if let header = request.headers["X-DITTO-TXN-ID"] {
-            guard let n = Int64(header.trimmingCharacters(in: .whitespaces)), n >= 0 else {
-                return failure(400, "X-DITTO-TXN-ID must be a non-negative integer")
-            }
-            minimum = n
+        let minimum: Int64?
+        switch APIEncoding.minimumTransaction(request) {
+        case .success(let n): minimum = n
+        case .failure(let why): return failure(400, why.message, request)
         }
+        let parsed: Statement
+        do { parsed = try DQL.parse(statement) } catch {
+            return failure(400, StoreError.syntax(error).description, request)
+        }
+        if let denied = principal.authorize(AccessRequirement(parsed)) { return failure(denied, request) }
         do {
-            let r = try await store.execute(statement, arguments: arguments, minimumTransaction: minimum)
+            let r = try await store.execute(parsed, arguments: arguments, minimumTransaction: minimum)
             let out: Value = .object([
                 "transactionId": .int(r.transactionID),
                 "queryType": .string(r.queryType),
@@ -55,22 +70,37 @@ struct StoreRoutes {
                 "warnings": .array(r.warnings.map { .object(["description": .string($0)]) }),
                 "totalWarningsCount": .int(Int64(r.warnings.count)),
             ])
-            return .json(JSON.serialize(out))
+            return APIEncoding.respond(out, to: request)
         } catch {
-            switch error {
-            case .database(let e), .unavailable(let e):
-                logger.error("statement failed in the database", metadata: ["error": "\(e.debugDescription)", "request-id": "\(request.requestID)"])
-            case .corrupt:
-                logger.error("stored document unreadable", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
-            default: break
-            }
-            var response = failure(error.httpStatus, error.description)
-            if error.httpStatus == 503 { response.headers.add("Retry-After", "2") }
-            return response
+            return failure(error, request, logger: logger)
         }
     }
 
-    static func failure(_ status: Int, _ description: String) -> HTTPResponse {
+    /// The error response for a store error (server-side causes logged with the request id).
+    static func failure(_ error: StoreError, _ request: HTTPRequest, logger: Logger) -> HTTPResponse {
+        log(error, request, logger: logger)
+        var response = failure(error.httpStatus, error.description, request)
+        if error.httpStatus == 503 { response.headers.add("Retry-After", "2") }
+        return response
+    }
+
+    static func log(_ error: StoreError, _ request: HTTPRequest, logger: Logger) {
+        switch error {
+        case .database(let e), .unavailable(let e):
+            logger.error("statement failed in the database", metadata: ["error": "\(e.debugDescription)", "request-id": "\(request.requestID)"])
+        case .corrupt:
+            logger.error("stored document unreadable", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
+        default: break
+        }
+    }
+
+    static func failure(_ error: AuthError, _ request: HTTPRequest) -> HTTPResponse {
+        var response = failure(error.httpStatus, error.description, request)
+        APIEncoding.decorate(&response, for: error)
+        return response
+    }
+
+    static func failure(_ status: Int, _ description: String, _ request: HTTPRequest) -> HTTPResponse {
         let out: Value = .object([
             "transactionId": .null,
             "queryType": "unknown",
@@ -80,7 +110,7 @@ struct StoreRoutes {
             "totalWarningsCount": 0,
             "error": .object(["description": .string(description)]),
         ])
-        return .json(JSON.serialize(out), status: httpStatus(status))
+        return APIEncoding.respond(out, status: httpStatus(status), to: request)
     }
 }
 
@@ -93,6 +123,7 @@ func httpStatus(_ code: Int) -> HTTPStatus {
     case 404: .notFound
     case 408: .requestTimeout
     case 409: HTTPStatus(409, "Conflict")
+    case 415: HTTPStatus(415, "Unsupported Media Type")
     case 413: .contentTooLarge
     case 503: .serviceUnavailable
     default: .internalServerError

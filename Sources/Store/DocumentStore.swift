@@ -48,8 +48,16 @@ public final class DocumentStore: Sendable {
     ///   database has committed that transaction number; `.unknownTransaction` if it never does.
     public func execute(_ text: String, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
+        let statement: Statement
+        do { statement = try DQL.parse(text) } catch { throw StoreError.syntax(error) }
+        return try await execute(statement, arguments: arguments, minimumTransaction: minimumTransaction, transactionWait: transactionWait)
+    }
+
+    /// Runs one already parsed statement (callers that inspect the statement first, e.g. to check
+    /// permissions, parse once).
+    public func execute(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
+                        transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
         do {
-            let statement = try DQL.parse(text)
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             let now = Int64(Replica.systemMillis())
             switch statement {

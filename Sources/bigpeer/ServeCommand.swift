@@ -18,6 +18,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
+    @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
+    var insecureDevelopment = false
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -36,6 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.migrationsDirectory = database.migrationsDirectory
         config.databaseConnections = databaseConnections
         config.maxBodyBytes = maxBodyBytes
+        config.insecureDevelopment = insecureDevelopment
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

@@ -22,6 +22,7 @@ import Values
             config.threads = 1
             config.database = .configuration(db.configuration)
             config.statementTimeout = .seconds(1)
+            config.insecureDevelopment = true  // response shapes only: auth is covered by AuthTests
             let service = try await BigPeerService.start(config)
             let client = try HTTPClient()
             let port = service.port
@@ -81,6 +82,7 @@ import Values
         config.port = 0
         config.threads = 1
         config.database = .configuration(cluster.configuration())
+        config.insecureDevelopment = true  // outage behaviour only: auth is covered by AuthTests
         let service = try await BigPeerService.start(config)
         let client = try HTTPClient()
         let (s1, _) = try await Self.post(client, service.port, #"{"statement":"INSERT INTO t DOCUMENTS ({_id: 'x'})"}"#)

@@ -1,0 +1,110 @@
+import Glibc
+import Postgres
+
+/// One API key as stored (never the key itself: see `APIKeyToken`).
+public struct APIKey: Sendable, Hashable {
+    public var id: String
+    public var description: String
+    public var createdAt: PostgresTimestamp
+    public var expiresAt: PostgresTimestamp
+    public var revokedAt: PostgresTimestamp?
+    public var read: CollectionScope
+    public var write: CollectionScope
+    public var lastUsedAt: PostgresTimestamp?
+
+    /// Why this key cannot be used at `now`, if it cannot.
+    public func refusal(at now: PostgresTimestamp) -> AuthError? {
+        if revokedAt != nil { return .revokedKey }
+        if expiresAt <= now { return .expiredKey }
+        return nil
+    }
+}
+
+/// The `api_keys` table (migrations/0003_api_keys.sql): create, list, revoke, look up by id.
+public struct APIKeyStore: Sendable {
+    public let pool: PostgresPool
+
+    public init(pool: PostgresPool) { self.pool = pool }
+
+    /// Longest description accepted (the column's CHECK allows the same).
+    public static let maxDescriptionLength = 1000
+
+    /// Creates a key; the returned token is the only copy of the key text anywhere.
+    public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope) async throws -> (APIKey, APIKeyToken) {
+        guard description.count <= Self.maxDescriptionLength else {
+            throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
+        }
+        let token = try APIKeyToken.generate()
+        let (readAll, readList) = Self.columns(read), (writeAll, writeList) = Self.columns(write)
+        let rows = try await pool.query("""
+            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections)
+            VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList))
+            RETURNING \(unsafeRaw: Self.columnList)
+            """)
+        return (try Self.decode(rows[0]), token)
+    }
+
+    /// Every key, newest first.
+    public func list() async throws -> [APIKey] {
+        let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList) FROM api_keys ORDER BY created_at DESC, id")
+        return try rows.map(Self.decode)
+    }
+
+    /// Marks a key revoked (keeps the row for audit). False when no such key; revoking twice keeps
+    /// the first revocation time.
+    @discardableResult
+    public func revoke(id: String) async throws -> Bool {
+        let rows = try await pool.query("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = \(id) RETURNING id")
+        return !rows.isEmpty
+    }
+
+    /// The key and its stored hash, for verification.
+    func lookup(id: String) async throws -> (APIKey, [UInt8])? {
+        let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList), key_sha256 FROM api_keys WHERE id = \(id)")
+        guard let row = rows.first else { return nil }
+        return (try Self.decode(row), try row.decode(10, as: PostgresBytea.self).bytes)
+    }
+
+    /// Records a use (called at most once per cache period per key, not per request).
+    func touch(id: String) async throws {
+        _ = try await pool.query("UPDATE api_keys SET last_used_at = now() WHERE id = \(id)")
+    }
+
+    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at"
+
+    static func decode(_ row: PostgresRow) throws -> APIKey {
+        func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
+            try row.decode(all, as: Bool.self) ? .all : .only(Set(try row.decode(list, as: [String].self)))
+        }
+        return APIKey(
+            id: try row.decode(0, as: String.self), description: try row.decode(1, as: String.self),
+            createdAt: try row.decode(2, as: PostgresTimestamp.self), expiresAt: try row.decode(3, as: PostgresTimestamp.self),
+            revokedAt: try row.decode(4, as: PostgresTimestamp?.self),
+            read: try scope(5, 6), write: try scope(7, 8),
+            lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self))
+    }
+
+    static func columns(_ scope: CollectionScope) -> (Bool, [String]) {
+        switch scope {
+        case .all: (true, [])
+        case .only(let set): (false, set.sorted())
+        }
+    }
+
+    /// The wall clock as a PostgreSQL timestamp (expiry is wall-clock time).
+    public static func now() -> PostgresTimestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return PostgresTimestamp(microsecondsSince1970: Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000)
+    }
+}
+
+/// Errors of key management (the CLI prints them).
+public enum APIKeyStoreError: Error, Sendable, CustomStringConvertible {
+    case invalid(String)
+    public var description: String {
+        switch self {
+        case .invalid(let m): m
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import DQL
+
+/// Which collections a key may read or write.
+public enum CollectionScope: Sendable, Hashable, CustomStringConvertible {
+    case all
+    /// Only these collections (possibly none).
+    case only(Set<String>)
+
+    public static let none = CollectionScope.only([])
+
+    public func covers(_ collection: String) -> Bool {
+        switch self {
+        case .all: true
+        case .only(let set): set.contains(collection)
+        }
+    }
+
+    public var isAll: Bool { self == .all }
+
+    public var description: String {
+        switch self {
+        case .all: "all"
+        case .only(let set): set.isEmpty ? "none" : set.sorted().joined(separator: ",")
+        }
+    }
+}
+
+/// What a request needs: the collections it reads and writes, and whether it needs every
+/// collection (server-wide statements). Derived from the parsed statement, never from its text.
+public struct AccessRequirement: Sendable, Hashable {
+    public var reads: Set<String> = []
+    public var writes: Set<String> = []
+    public var readAll = false
+    public var writeAll = false
+
+    public init(reads: Set<String> = [], writes: Set<String> = [], readAll: Bool = false, writeAll: Bool = false) {
+        self.reads = reads
+        self.writes = writes
+        self.readAll = readAll
+        self.writeAll = writeAll
+    }
+
+    /// - SELECT reads its FROM collection.
+    /// - INSERT writes its collection. UPDATE, DELETE and EVICT write theirs and also read it (their
+    ///   WHERE clause and the returned ids disclose what is stored).
+    /// - ALTER SYSTEM SET/RESET, CREATE INDEX and DROP INDEX change the server for every collection:
+    ///   write-all. SHOW reads server-wide settings: read-all.
+    /// - EXPLAIN runs nothing but shows the plan (and thus the shape of the query) for the inner
+    ///   statement: it needs read access to every collection the inner statement touches.
+    public init(_ statement: Statement) {
+        switch statement {
+        case .select(let s): reads = [s.from.name]
+        case .insert(let s): writes = [s.collection.name]
+        case .update(let s): reads = [s.collection.name]; writes = [s.collection.name]
+        case .delete(let s), .evict(let s): reads = [s.collection.name]; writes = [s.collection.name]
+        case .system(.show): readAll = true
+        case .system: writeAll = true
+        case .createIndex, .dropIndex: writeAll = true
+        case .explain(let inner):
+            let r = AccessRequirement(inner)
+            reads = r.reads.union(r.writes)
+            readAll = r.readAll || r.writeAll
+        }
+    }
+
+    public mutating func formUnion(_ other: AccessRequirement) {
+        reads.formUnion(other.reads)
+        writes.formUnion(other.writes)
+        readAll = readAll || other.readAll
+        writeAll = writeAll || other.writeAll
+    }
+
+    /// Nil when `read`/`write` cover everything needed, else what is missing (for the 403 message).
+    public func missing(read: CollectionScope, write: CollectionScope) -> String? {
+        if readAll && !read.isAll { return "this key cannot read every collection" }
+        if writeAll && !write.isAll { return "this key cannot write every collection (needed for server-wide statements)" }
+        if let c = reads.sorted().first(where: { !read.covers($0) }) { return "this key cannot read collection \(c)" }
+        if let c = writes.sorted().first(where: { !write.covers($0) }) { return "this key cannot write collection \(c)" }
+        return nil
+    }
+}
+
+/// Why a request is not allowed, with the HTTP status it maps to (RFC 6750 §3.1 error codes).
+public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No `Authorization` header.
+    case missingCredentials
+    /// A header that is not `Bearer <key>`, or a key that is not a BigPeer key.
+    case malformedCredentials
+    /// Well-formed but unknown, or the secret does not match.
+    case invalidKey
+    case expiredKey
+    case revokedKey
+    /// The key is valid but its scope does not cover the request.
+    case forbidden(String)
+    /// The key table could not be read (the database is down).
+    case unavailable
+    /// OpenSSL's random generator failed (creating keys only).
+    case randomUnavailable
+
+    public var httpStatus: Int {
+        switch self {
+        case .missingCredentials, .malformedCredentials, .invalidKey, .expiredKey, .revokedKey: 401
+        case .forbidden: 403
+        case .unavailable, .randomUnavailable: 503
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .missingCredentials: "authentication required: send Authorization: Bearer <API key>"
+        case .malformedCredentials: "the Authorization header must be Bearer followed by a BigPeer API key (bpk_...)"
+        case .invalidKey: "the API key is not valid"
+        case .expiredKey: "the API key has expired"
+        case .revokedKey: "the API key has been revoked"
+        case .forbidden(let why): "not permitted: \(why)"
+        case .unavailable: "credentials cannot be checked right now; retry later"
+        case .randomUnavailable: "the random number generator failed"
+        }
+    }
+
+    /// The `WWW-Authenticate` challenge (RFC 6750 §3) for a 401 or 403.
+    public var challenge: String? {
+        switch self {
+        case .missingCredentials: #"Bearer realm="bigpeer""#
+        case .malformedCredentials: #"Bearer realm="bigpeer", error="invalid_request""#
+        case .invalidKey, .expiredKey, .revokedKey: #"Bearer realm="bigpeer", error="invalid_token""#
+        case .forbidden: #"Bearer realm="bigpeer", error="insufficient_scope""#
+        case .unavailable, .randomUnavailable: nil
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import HTTP
+import Postgres
+import Synchronization
+
+/// Who is calling, once their key checked out: what they may read and write.
+public struct Principal: Sendable, Hashable {
+    /// nil in `--insecure-dev` mode (no key was checked).
+    public var keyID: String?
+    public var read: CollectionScope
+    public var write: CollectionScope
+
+    public init(keyID: String?, read: CollectionScope, write: CollectionScope) {
+        self.keyID = keyID
+        self.read = read
+        self.write = write
+    }
+
+    /// `.forbidden` unless this principal's scopes cover `requirement`.
+    public func authorize(_ requirement: AccessRequirement) -> AuthError? {
+        requirement.missing(read: read, write: write).map(AuthError.forbidden)
+    }
+}
+
+/// Checks `Authorization: Bearer <key>` (RFC 6750 §2.1) against `api_keys`.
+///
+/// Verified keys are cached in memory for `cacheTTL` (default 5 s), so a point read costs no extra
+/// database round trip. Consequences, documented in docs/API.md:
+/// - a revocation (or a scope change) takes effect on every instance within `cacheTTL`;
+/// - an expiry takes effect exactly, because `expires_at` is checked on every request;
+/// - `last_used_at` is refreshed when a key is (re)loaded, so at most once per `cacheTTL` per
+///   instance: it is accurate to within that period.
+/// The cache holds at most `maxCachedKeys` entries (stale ones are dropped first, then all).
+/// Unknown ids are not cached: every request with one costs a primary-key lookup.
+public final class Authenticator: Sendable {
+    private struct Entry {
+        var key: APIKey
+        var sha256: [UInt8]
+        var loadedAt: ContinuousClock.Instant
+    }
+
+    private let keys: APIKeyStore?
+    private let cache = Mutex<[String: Entry]>([:])
+    public let cacheTTL: Duration
+    public let maxCachedKeys: Int
+    /// Wall clock for expiry, monotonic clock for cache age (both injectable for tests).
+    private let wallClock: @Sendable () -> PostgresTimestamp
+    private let monotonic: @Sendable () -> ContinuousClock.Instant
+
+    public init(keys: APIKeyStore, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
+                wallClock: @escaping @Sendable () -> PostgresTimestamp = APIKeyStore.now,
+                monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
+        self.keys = keys
+        self.cacheTTL = cacheTTL
+        self.maxCachedKeys = max(1, maxCachedKeys)
+        self.wallClock = wallClock
+        self.monotonic = monotonic
+    }
+
+    private init() {
+        keys = nil
+        cacheTTL = .zero
+        maxCachedKeys = 1
+        wallClock = APIKeyStore.now
+        monotonic = { ContinuousClock.now }
+    }
+
+    /// `bigpeer serve --insecure-dev`: every request is allowed everything, no key is checked.
+    public static func insecureDevelopment() -> Authenticator { Authenticator() }
+
+    public var isInsecureDevelopment: Bool { keys == nil }
+
+    /// The caller of `request`, or why there is none.
+    public func authenticate(_ request: HTTPRequest) async -> Result<Principal, AuthError> {
+        let values = request.headers.values("Authorization")
+        if values.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
+        return await authenticate(authorization: values.first)
+    }
+
+    /// The caller presenting this `Authorization` header value (nil: no header).
+    public func authenticate(authorization: String?) async -> Result<Principal, AuthError> {
+        guard let keys else { return .success(Self.everything) }
+        guard let authorization else { return .failure(.missingCredentials) }
+        guard let token = Self.bearerToken(authorization).flatMap({ APIKeyToken(parsing: $0) }) else {
+            return .failure(.malformedCredentials)
+        }
+        let now = monotonic()
+        var entry = cache.withLock { c -> Entry? in
+            guard let e = c[token.id], now - e.loadedAt < cacheTTL else { return nil }
+            return e
+        }
+        if entry == nil {
+            let found: (APIKey, [UInt8])?
+            do { found = try await keys.lookup(id: token.id) } catch { return .failure(.unavailable) }
+            guard let (key, hash) = found else { return .failure(.invalidKey) }
+            let fresh = Entry(key: key, sha256: hash, loadedAt: monotonic())
+            entry = fresh
+            store(fresh)
+            if token.matches(sha256: hash) && key.refusal(at: wallClock()) == nil {
+                Task { try? await keys.touch(id: key.id) }  // best effort: never fails a request
+            }
+        }
+        guard let entry, token.matches(sha256: entry.sha256) else { return .failure(.invalidKey) }
+        if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
+        return .success(Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write))
+    }
+
+    /// How many keys are cached now (for tests and metrics).
+    public var cachedKeyCount: Int { cache.withLock { $0.count } }
+
+    /// Forgets cached keys (tests; an admin endpoint could call it after a revoke).
+    public func flushCache() { cache.withLock { $0.removeAll() } }
+
+    private func store(_ e: Entry) {
+        let ttl = cacheTTL, now = monotonic()
+        cache.withLock { c in
+            if c.count >= maxCachedKeys && c[e.key.id] == nil {
+                c = c.filter { now - $0.value.loadedAt < ttl }
+                if c.count >= maxCachedKeys { c.removeAll(keepingCapacity: true) }
+            }
+            c[e.key.id] = e
+        }
+    }
+
+    static let everything = Principal(keyID: nil, read: .all, write: .all)
+
+    /// The token of `Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), followed
+    /// by one or more spaces (RFC 6750 §2.1). Nil for any other scheme or an empty token.
+    static func bearerToken(_ header: String) -> Substring? {
+        let s = Substring(header)
+        guard s.utf8.count > 7, s.prefix(6).lowercased() == "bearer", s.utf8.dropFirst(6).first == UInt8(ascii: " ") else { return nil }
+        let token = s.dropFirst(6).drop { $0 == " " }
+        let trimmed = token.reversed().drop { $0 == " " || $0 == "\t" }
+        let end = trimmed.count
+        guard end > 0 else { return nil }
+        return token.prefix(end)
+    }
+}

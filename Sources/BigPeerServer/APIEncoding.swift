@@ -1,0 +1,88 @@
+import Auth
+import HTTP
+import Values
+
+/// Request and response bodies of the REST API: JSON by default, CBOR (RFC 8949) when asked.
+///
+/// - Request: `Content-Type: application/cbor` bodies are decoded with the Values CBOR codec
+///   (depth at most 64, total size bounded by the request body limit); any other or no
+///   content type is read as JSON (so `curl -d` works without a header).
+/// - Response: CBOR when `Accept` lists `application/cbor` with a quality above zero and at least
+///   the quality of `application/json` (RFC 9110 §12.5.1); JSON otherwise. The object is the same
+///   in both encodings. `Vary: Accept` tells caches the body depends on it.
+enum APIEncoding {
+    enum Format: Equatable { case json, cbor }
+
+    static func responseFormat(_ request: HTTPRequest) -> Format {
+        let accept = request.headers.values("Accept")
+        // Fast path (most requests): nothing mentions CBOR, so no parsing.
+        if !accept.contains(where: { $0.utf8.count >= 4 && $0.lowercased().contains("cbor") }) { return .json }
+        var cbor = 0.0, json = 0.0
+        for field in accept {
+            for range in field.split(separator: ",") {
+                let parts = range.split(separator: ";")
+                guard let type = parts.first?.trimmingCharacters(in: .whitespaces).lowercased() else { continue }
+                var q = 1.0
+                for p in parts.dropFirst() {
+                    let kv = p.split(separator: "=", maxSplits: 1)
+                    if kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces).lowercased() == "q" {
+                        q = Double(kv[1].trimmingCharacters(in: .whitespaces)) ?? 0
+                    }
+                }
+                if type == "application/cbor" { cbor = max(cbor, q) }
+                if type == "application/json" || type == "application/*" || type == "*/*" { json = max(json, q) }
+            }
+        }
+        return cbor > 0 && cbor >= json ? .cbor : .json
+    }
+
+    /// The request body as a value, or a description of why it cannot be read.
+    static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
+        let type = request.headers["Content-Type"].flatMap { $0.lowercased().contains("cbor") ? $0 : nil }?
+            .split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        if type == "application/cbor" {
+            // The body is already bounded by the server's body limit; the other limits (depth,
+            // string and container sizes) stay at the codec's defaults.
+            var limits = CBORLimits.default
+            limits.maxInputBytes = max(limits.maxInputBytes, request.body.count)
+            do { return .success(try CBORValueCodec.decode(request.body, limits: limits)) } catch {
+                return .failure(APIRequestError("the request body is not valid CBOR: \(error)"))
+            }
+        }
+        do { return .success(try JSON.parse(request.body)) } catch {
+            return .failure(APIRequestError("the request body is not valid JSON: \(error)"))
+        }
+    }
+
+    /// `value` encoded as the request asked.
+    static func respond(_ value: Value, status: HTTPStatus = .ok, to request: HTTPRequest) -> HTTPResponse {
+        var r: HTTPResponse
+        switch responseFormat(request) {
+        case .json: r = .json(JSON.serialize(value), status: status)
+        case .cbor: r = HTTPResponse(status: status, contentType: "application/cbor", body: CBORValueCodec.encode(value))
+        }
+        r.headers.add("Vary", "Accept")
+        return r
+    }
+
+    /// Adds the headers an auth failure needs (`WWW-Authenticate`, RFC 6750 §3; `Retry-After`).
+    static func decorate(_ response: inout HTTPResponse, for error: AuthError) {
+        if let challenge = error.challenge { response.headers.add("WWW-Authenticate", challenge) }
+        if error.httpStatus == 503 { response.headers.add("Retry-After", "2") }
+    }
+
+    /// `X-DITTO-TXN-ID`: nil when absent, `.failure` when not a non-negative integer.
+    static func minimumTransaction(_ request: HTTPRequest) -> Result<Int64?, APIRequestError> {
+        guard let header = request.headers["X-DITTO-TXN-ID"] else { return .success(nil) }
+        guard let n = Int64(header.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+            return .failure(APIRequestError("X-DITTO-TXN-ID must be a non-negative integer"))
+        }
+        return .success(n)
+    }
+}
+
+/// A request the API cannot read (400), with the description for the error body.
+struct APIRequestError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,160 @@
+import Auth
+import DQL
+import HTTP
+import Logging
+import Store
+import Values
+
+/// The legacy endpoints of Ditto's HTTP API v4 (docs/API.md "Legacy endpoints"): each request
+/// is translated into DQL (`LegacyQuery` for query strings, `LegacyCommands` for /write), checked
+/// against the key's scopes like any statement, and run by the store.
+///
+///     POST /api/v4/store/find      {collection, query?, args?, limit?, offset?, sort?} -> {documents: [{id, fields}], txnId}
+///     POST /api/v4/store/findbyid  {collection, id}                                    -> {document: {id, fields}, txnId} | 404
+///     POST /api/v4/store/count     {collection, query?, args?}                         -> {count, txnId}
+///     POST /api/v4/store/write     {commands: [upsert | update | remove, ...]}          -> {results: [...], txnId}
+///     errors: {"error": {"description": "..."}} with the same statuses as /execute
+struct LegacyRoutes {
+    let store: DocumentStore
+    let auth: Authenticator
+    let logger: Logger
+
+    func register(on router: inout HTTPRouter) {
+        let context = Context(store: store, auth: auth, logger: logger)
+        router.post("/api/v4/store/find", .respond { await context.handle($0, Self.find) })
+        router.post("/api/v4/store/findbyid", .respond { await context.handle($0, Self.findByID) })
+        router.post("/api/v4/store/count", .respond { await context.handle($0, Self.count) })
+        router.post("/api/v4/store/write", .respond { await context.handle($0, Self.write) })
+    }
+
+    /// Thrown by the endpoint bodies: status and description for the error body.
+    struct Failure: Error {
+        var status: Int
+        var description: String
+        var auth: AuthError?
+        init(_ status: Int, _ description: String) { self.status = status; self.description = description }
+        init(_ e: AuthError) { self.init(e.httpStatus, e.description); auth = e }
+    }
+
+    struct Context: Sendable {
+        let store: DocumentStore
+        let auth: Authenticator
+        let logger: Logger
+
+        typealias Endpoint = @Sendable (Context, Principal, [String: Value], Int64?) async throws -> Value
+
+        func handle(_ request: HTTPRequest, _ endpoint: Endpoint) async -> HTTPResponse {
+            do {
+                let principal: Principal
+                switch await auth.authenticate(request) {
+                case .success(let p): principal = p
+                case .failure(let e): throw Failure(e)
+                }
+                guard case .object(let body) = try APIEncoding.decodeBody(request).mapError({ Failure(400, $0.message) }).get() else {
+                    throw Failure(400, "the request body must be an object")
+                }
+                let minimum = try APIEncoding.minimumTransaction(request).mapError { Failure(400, $0.message) }.get()
+                return APIEncoding.respond(try await endpoint(self, principal, body, minimum), to: request)
+            } catch let f as Failure {
+                var r = APIEncoding.respond(["error": ["description": .string(f.description)]], status: httpStatus(f.status), to: request)
+                if let a = f.auth { APIEncoding.decorate(&r, for: a) }
+                if f.status == 503 && f.auth == nil { r.headers.add("Retry-After", "2") }
+                return r
+            } catch let e as StoreError {
+                StoreRoutes.log(e, request, logger: logger)
+                return handleStoreError(e, request)
+            } catch {
+                // Endpoints throw only Failure and StoreError; anything else is a bug, not the client's fault.
+                logger.error("unexpected error in a legacy endpoint", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
+                return APIEncoding.respond(["error": ["description": "internal error"]], status: .internalServerError, to: request)
+            }
+        }
+
+        func handleStoreError(_ e: StoreError, _ request: HTTPRequest) -> HTTPResponse {
+            var r = APIEncoding.respond(["error": ["description": .string(e.description)]], status: httpStatus(e.httpStatus), to: request)
+            if e.httpStatus == 503 { r.headers.add("Retry-After", "2") }
+            return r
+        }
+
+        /// Parses generated DQL, checks scopes, runs it.
+        func run(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?) async throws -> ExecuteResult {
+            let statement: Statement
+            do { statement = try DQL.parse(dql) } catch { throw Failure(400, "the query translates to invalid DQL: \(StoreError.syntax(error))") }
+            if let denied = principal.authorize(AccessRequirement(statement)) { throw Failure(denied) }
+            return try await store.execute(statement, arguments: arguments, minimumTransaction: minimum)
+        }
+    }
+
+    // MARK: - Endpoints
+
+    static func find(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
+        let collection = try LegacyCommands.collection(body)
+        let (condition, args) = try LegacyCommands.condition(body)
+        var dql = "SELECT * FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE \(condition)"
+        if let sort = body["sort"], sort != .null {
+            guard case .array(let terms) = sort, terms.count <= 32 else { throw Failure(400, "\"sort\" must be an array of at most 32 {property, direction} objects") }
+            var parts: [String] = []
+            for term in terms {
+                guard case .object(let t) = term, case .string(let property)? = t["property"] else {
+                    throw Failure(400, "each sort term needs \"property\" (a field path)")
+                }
+                let path = try LegacyCommands.path(property)
+                switch t["direction"] {
+                case nil, .null?, .string("asc")?: parts.append(path + " ASC")
+                case .string("desc")?: parts.append(path + " DESC")
+                default: throw Failure(400, "sort \"direction\" must be \"asc\" or \"desc\"")
+                }
+            }
+            if !parts.isEmpty { dql += " ORDER BY " + parts.joined(separator: ", ") }
+        }
+        if let limit = try LegacyCommands.count(body, "limit") { dql += " LIMIT \(limit)" }
+        if let offset = try LegacyCommands.count(body, "offset") { dql += " OFFSET \(offset)" }
+        let r = try await c.run(dql, args, principal: p, minimum: minimum)
+        return ["documents": .array(r.items.map(LegacyCommands.document)), "txnId": .int(r.transactionID)]
+    }
+
+    static func findByID(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
+        let collection = try LegacyCommands.collection(body)
+        guard let id = body["id"], id != .null else { throw Failure(400, "\"id\" (the document id) is required") }
+        let r = try await c.run("SELECT * FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE _id = :id", ["id": id], principal: p, minimum: minimum)
+        guard let doc = r.items.first else { throw Failure(404, "no document with that id in \(collection)") }
+        return ["document": LegacyCommands.document(doc), "txnId": .int(r.transactionID)]
+    }
+
+    static func count(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
+        let collection = try LegacyCommands.collection(body)
+        let (condition, args) = try LegacyCommands.condition(body)
+        let r = try await c.run("SELECT COUNT(*) AS n FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE \(condition)", args, principal: p, minimum: minimum)
+        guard case .object(let row)? = r.items.first, let n = row["n"] else { throw Failure(500, "COUNT returned no row") }
+        return ["count": n, "txnId": .int(r.transactionID)]
+    }
+
+    static func write(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
+        guard case .array(let commands)? = body["commands"], !commands.isEmpty else {
+            throw Failure(400, "\"commands\" must be a non-empty array of upsert, update and remove commands")
+        }
+        guard commands.count <= LegacyCommands.maxCommands else { throw Failure(413, "at most \(LegacyCommands.maxCommands) commands per write") }
+        var translated: [LegacyCommands.Translated] = []
+        var requirement = AccessRequirement()
+        for (i, command) in commands.enumerated() {
+            do {
+                let t = try LegacyCommands.translate(command)
+                requirement.formUnion(AccessRequirement(t.statement))
+                translated.append(t)
+            } catch let f as Failure {
+                throw Failure(f.status, "command \(i + 1): \(f.description)")
+            }
+        }
+        if let denied = p.authorize(requirement) { throw Failure(denied) }
+        let results: [ExecuteResult]
+        do {
+            results = try await c.store.executeBatch(translated.map { ($0.statement, $0.arguments) }, minimumTransaction: minimum)
+        } catch {
+            if let i = error.index { throw Failure(error.httpStatus, "command \(i + 1) (\(translated[i].method)): \(error.error.description); nothing was written") }
+            throw error.error
+        }
+        let txn = results.first?.transactionID ?? 0
+        let out: [Value] = zip(translated, results).map { t, r in LegacyCommands.result(t, r) }
+        return ["results": .array(out), "txnId": .int(txn)]
+    }
+}

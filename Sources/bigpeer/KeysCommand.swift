@@ -1,0 +1,155 @@
+import ArgumentParser
+import Auth
+import BigPeerServer
+import Logging
+import Postgres
+import Sockets
+
+/// `bigpeer keys create|list|revoke`: API keys for the REST API (docs/API.md "Authentication").
+struct KeysCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "Create, list and revoke API keys.",
+        subcommands: [CreateKey.self, ListKeys.self, RevokeKey.self])
+}
+
+/// Opens the database (applying pending migrations, so the key table exists) for one command.
+func withKeyStore<R>(_ options: DatabaseOptions, _ body: (APIKeyStore) async throws -> R) async throws -> R {
+    // Logs go to stderr and only above info: stdout is for the key (scripts read its last line).
+    LoggingSystem.bootstrap { label in
+        var h = StreamLogHandler.standardError(label: label)
+        h.logLevel = .warning
+        return h
+    }
+    let logger = Logger(label: "bigpeer.keys")
+    let group = try EventLoopGroup(threads: 1)
+    defer { group.shutdown() }
+    let source = DatabaseSource.resolve(databaseURL: options.databaseURL, dataDirectory: options.dataDirectory)
+    let db: Database
+    do {
+        db = try await Database.open(source, migrationsDirectory: options.migrationsDirectory, loop: group.next(), logger: logger)
+    } catch let e as PostgresError {
+        throw ValidationError(e.debugDescription)
+    }
+    var poolConfig = PostgresPool.Configuration()
+    poolConfig.maxConnections = 1
+    let pool = PostgresPool(db.configuration, configuration: poolConfig, group: group)
+    do {
+        let r = try await body(APIKeyStore(pool: pool))
+        await pool.shutdown()
+        try? db.localCluster?.stop()
+        return r
+    } catch {
+        await pool.shutdown()
+        try? db.localCluster?.stop()
+        throw error
+    }
+}
+
+struct CreateKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create a key and print it once (the last line of the output is the key alone).")
+
+    @Option(help: "What the key is for (shown by `keys list`).") var description: String
+    @Option(name: .customLong("expires-in"), help: "Lifetime: a number with s, m, h, d or w (e.g. 30d, 12h); at most 3650d.")
+    var expiresIn: String
+    @Option(help: "Collections the key may read, comma-separated.") var read: String?
+    @Flag(name: .customLong("read-all"), help: "The key may read every collection.") var readAll = false
+    @Option(help: "Collections the key may write, comma-separated.") var write: String?
+    @Flag(name: .customLong("write-all"), help: "The key may write every collection (and run ALTER SYSTEM, CREATE/DROP INDEX).")
+    var writeAll = false
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        if read != nil && readAll { throw ValidationError("--read and --read-all exclude each other") }
+        if write != nil && writeAll { throw ValidationError("--write and --write-all exclude each other") }
+        if read == nil && !readAll && write == nil && !writeAll {
+            throw ValidationError("give the key a scope: --read LIST, --read-all, --write LIST and/or --write-all")
+        }
+        _ = try Self.lifetimeMicroseconds(expiresIn)
+        _ = try Self.scope(read, all: readAll)
+        _ = try Self.scope(write, all: writeAll)
+    }
+
+    func run() async throws {
+        let lifetime = try Self.lifetimeMicroseconds(expiresIn)
+        let readScope = try Self.scope(read, all: readAll), writeScope = try Self.scope(write, all: writeAll)
+        let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + lifetime)
+        let (key, token) = try await withKeyStore(database) {
+            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope)
+        }
+        print("created API key \(key.id)")
+        print("  description: \(key.description)")
+        print("  expires:     \(formatTime(key.expiresAt))")
+        print("  read:        \(key.read)")
+        print("  write:       \(key.write)")
+        print("This is the only time the key is shown; store it now. Use it as: Authorization: Bearer <key>")
+        print(token.text)
+    }
+
+    /// `30d`, `12h`, `90m`, `3600s`, `2w` in microseconds (positive, at most ten years).
+    static func lifetimeMicroseconds(_ text: String) throws -> Int64 {
+        guard let unit = text.last, let n = Int64(text.dropLast()), n > 0 else {
+            throw ValidationError("--expires-in must be a positive number followed by s, m, h, d or w (e.g. 30d)")
+        }
+        let seconds: Int64
+        switch unit {
+        case "s": seconds = 1
+        case "m": seconds = 60
+        case "h": seconds = 3600
+        case "d": seconds = 86_400
+        case "w": seconds = 7 * 86_400
+        default: throw ValidationError("--expires-in unit must be s, m, h, d or w, not \(unit)")
+        }
+        let (total, overflow) = n.multipliedReportingOverflow(by: seconds)
+        guard !overflow, total <= 3650 * 86_400 else { throw ValidationError("--expires-in is at most 3650d") }
+        return total * 1_000_000
+    }
+
+    static func scope(_ list: String?, all: Bool) throws -> CollectionScope {
+        if all { return .all }
+        guard let list else { return .none }
+        let names = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 255 }) else {
+            throw ValidationError("collection lists are comma-separated non-empty names (e.g. cars,people)")
+        }
+        return .only(Set(names))
+    }
+}
+
+struct ListKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List keys (never shows the keys themselves).")
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        let keys = try await withKeyStore(database) { try await $0.list() }
+        let now = APIKeyStore.now()
+        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "DESCRIPTION"].joined(separator: "\t"))
+        for k in keys {
+            let status = k.revokedAt != nil ? "revoked" : (k.expiresAt <= now ? "expired" : "active")
+            print([k.id, status, formatTime(k.createdAt), formatTime(k.expiresAt), k.lastUsedAt.map(formatTime) ?? "never",
+                   k.read.description, k.write.description, k.description].joined(separator: "\t"))
+        }
+    }
+}
+
+struct RevokeKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke",
+        abstract: "Revoke a key (running servers stop accepting it within their key cache period, 5 s by default).")
+    @Argument(help: "The key id (the 16 hex digits after bpk_, as `keys list` shows).") var id: String
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        guard try await withKeyStore(database, { try await $0.revoke(id: id) }) else {
+            throw ValidationError("no key with id \(id)")
+        }
+        print("revoked \(id)")
+    }
+}
+
+/// `2026-11-22 09:30:00 UTC` (seconds precision).
+func formatTime(_ t: PostgresTimestamp) -> String {
+    String(t.postgresText.prefix(19)) + " UTC"
+}
