@@ -13,6 +13,9 @@ let package = Package(
     products: [
         .executable(name: "bigpeer", targets: ["bigpeer"]),
         .library(name: "SmallPeer", targets: ["SmallPeer"]),
+        // For the out-of-tree conformance/benchmark hosts under Benchmarks/ (not shipped API).
+        .library(name: "WebSocket", targets: ["WebSocket"]),
+        .library(name: "Sockets", targets: ["Sockets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
