@@ -44,6 +44,8 @@ public struct WebSocketConnection {
     var frameOpcode: WebSocketOpcode = .binary
     var frameFin = false
     var controlPayload: [UInt8] = []
+    /// Set when a step delivered a message: `receive` returns so the application can answer it.
+    var delivered = false
 
     // Output and flow control.
     var pendingWrite: [UInt8] = []
@@ -87,14 +89,28 @@ public struct WebSocketConnection {
 
     // MARK: Input
 
-    /// Feeds bytes read from the socket.
+    /// Feeds bytes read from the socket and processes them up to and including the first
+    /// complete message. Stopping there lets the application answer that message before later
+    /// frames are acted on (a protocol error right behind a message must not swallow its echo).
+    /// While `hasBufferedInput`, call again with no bytes after applying the actions:
+    ///
+    ///     var actions = ws.receive(bytes, now: now)
+    ///     while true {
+    ///         apply(actions)
+    ///         guard ws.hasBufferedInput else { break }
+    ///         actions = ws.receive([], now: now)
+    ///         if actions.isEmpty { break } // the rest is an incomplete frame
+    ///     }
     public mutating func receive(_ bytes: UnsafeRawBufferPointer, now: NanoTime) -> [WebSocketAction] {
         var actions: [WebSocketAction] = []
         guard state != .closed else { return actions }
-        lastReceive = now
-        pongDeadline = nil // any byte proves the peer is alive
-        parser.append(bytes)
-        while state != .closed {
+        if bytes.count > 0 {
+            lastReceive = now
+            pongDeadline = nil // any byte proves the peer is alive
+            parser.append(bytes)
+        }
+        delivered = false
+        while state != .closed && !delivered {
             do {
                 guard let event = try parser.next() else { break }
                 try handle(event, now: now, &actions)
@@ -105,6 +121,10 @@ public struct WebSocketConnection {
         flush(&actions)
         return actions
     }
+
+    /// Received bytes not yet processed (a message was delivered before them, or they are an
+    /// incomplete frame).
+    public var hasBufferedInput: Bool { state != .closed && parser.bufferedByteCount > 0 }
 
     public mutating func receive(_ bytes: [UInt8], now: NanoTime) -> [WebSocketAction] {
         bytes.withUnsafeBytes { receive($0, now: now) }
@@ -201,6 +221,7 @@ public struct WebSocketConnection {
         // §1.4: after sending Close an endpoint may discard what still arrives.
         guard state == .open else { return }
         flush(&actions)
+        delivered = true
         actions.append(.deliver(opcode == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(bytes)))
     }
 
