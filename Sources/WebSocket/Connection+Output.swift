@@ -94,7 +94,7 @@ extension WebSocketConnection {
                 pingCounter &+= 1
                 writeFrame(.ping, withUnsafeBytes(of: pingCounter.bigEndian) { Array($0) }, now: now)
                 pongDeadline = now.adding(configuration.pingTimeout)
-                flush(&actions)
+                actions += takeActions(now: now)
             }
         }
         return actions
@@ -131,7 +131,7 @@ extension WebSocketConnection {
     /// Flushes, enforces the queue limit and updates read pausing after a send.
     mutating func takeActions(now: NanoTime) -> [WebSocketAction] {
         var actions: [WebSocketAction] = []
-        if queuedBytes + pendingWrite.count > configuration.maxQueuedBytes {
+        if queuedBytes + pendingWrite.count > configuration.maxQueuedBytes && !requestedTransportClose {
             // The peer is not reading: buffering more would grow without bound.
             pendingWrite = []
             state = .closed

@@ -110,7 +110,9 @@ public struct WebSocketConnection {
             parser.append(bytes)
         }
         delivered = false
-        while state != .closed && !delivered {
+        // Stop at a delivered message, and when our own output (Pongs, Close) reaches the
+        // high-water mark: the rest stays buffered until the peer reads what we owe it.
+        while state != .closed && !delivered && queuedBytes + pendingWrite.count < configuration.highWaterMark {
             do {
                 guard let event = try parser.next() else { break }
                 try handle(event, now: now, &actions)
@@ -118,12 +120,12 @@ public struct WebSocketConnection {
                 fail(error, &actions)
             }
         }
-        flush(&actions)
+        actions += takeActions(now: now)
         return actions
     }
 
-    /// Received bytes not yet processed (a message was delivered before them, or they are an
-    /// incomplete frame).
+    /// Received bytes not yet processed: a message was delivered before them, output reached the
+    /// high-water mark (call again once `wantsToRead` is true), or they are an incomplete frame.
     public var hasBufferedInput: Bool { state != .closed && parser.bufferedByteCount > 0 }
 
     public mutating func receive(_ bytes: [UInt8], now: NanoTime) -> [WebSocketAction] {

@@ -24,7 +24,10 @@ final class EchoConnection {
     }
 
     func onEvent(_ readiness: Readiness) {
-        if readiness.isWritable && outputOffset < output.count { flush() }
+        if readiness.isWritable && outputOffset < output.count {
+            flush()
+            if ws?.wantsToRead == true { drainBufferedInput() } // input held back while we were over the high-water mark
+        }
         if readiness.isReadable && !closing && (ws?.wantsToRead ?? true) { readOnce() }
         if readiness.isHangup && ws == nil { close() }
         afterStep()
