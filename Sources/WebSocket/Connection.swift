@@ -271,6 +271,7 @@ public struct WebSocketConnection {
     /// without waiting for the peer's answer.
     private mutating func fail(_ error: WebSocketProtocolError, _ actions: inout [WebSocketAction]) {
         codec?.abandonReceive()
+        assembly = Assembly() // release a partial message now, not when the connection is freed
         if state == .open {
             writeFrame(.close, Self.closePayload(error.closeCode, error.description), now: lastReceive)
         }

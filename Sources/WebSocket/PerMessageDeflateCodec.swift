@@ -58,6 +58,8 @@ final class PerMessageDeflateCodec {
     private let receive: (noContextTakeover: Bool, windowBits: Int)
     private var deflater: ZlibStream?
     private var inflater: ZlibStream?
+    /// The current message's DEFLATE stream hit a final block (see `inflate`).
+    private var inflateEnded = false
 
     init(agreement: PerMessageDeflateAgreement, role: WebSocketRole) {
         self.agreement = agreement
@@ -111,8 +113,11 @@ final class PerMessageDeflateCodec {
     ) throws(WebSocketProtocolError) {
         if inflater == nil { inflater = ZlibStream(inflateWindowBits: max(9, receive.windowBits)) }
         guard let z = inflater else { throw .invalidCompressedData }
-        try inflate(z, input, sink: sink)
+        if !inflateEnded { try inflate(z, input, sink: sink) }
         if isFinal {
+            defer { inflateEnded = false }
+            // After a BFINAL block the stream is already reset: the tail belongs to no stream.
+            if inflateEnded { return }
             var failure: WebSocketProtocolError?
             Self.tail.withUnsafeBytes { t in
                 do throws(WebSocketProtocolError) { try inflate(z, t, sink: sink) } catch { failure = error }
@@ -123,7 +128,10 @@ final class PerMessageDeflateCodec {
     }
 
     /// Drops the decompression state after a failed message so nothing half-inflated survives.
-    func abandonReceive() { inflater = nil }
+    func abandonReceive() {
+        inflater = nil
+        inflateEnded = false
+    }
 
     private func inflate(
         _ z: ZlibStream, _ input: UnsafeRawBufferPointer,
@@ -148,9 +156,11 @@ final class PerMessageDeflateCodec {
                 case Z_BUF_ERROR:
                     return nil // no progress possible: all input consumed, nothing pending
                 case Z_STREAM_END:
-                    // A block with BFINAL ended the stream (allowed, RFC 7692 §7.2.3.4). The next
-                    // message starts a new one; bytes after it (such as our re-added tail) are moot.
+                    // A block with BFINAL ended the stream (RFC 7692 §7.2.3.4 lets a sender do
+                    // that). The next message starts a new stream; the rest of this one
+                    // (normally nothing but our re-added tail) is ignored.
                     z.reset()
+                    inflateEnded = true
                     return nil
                 default:
                     return .invalidCompressedData // Z_DATA_ERROR, Z_NEED_DICT, Z_MEM_ERROR
