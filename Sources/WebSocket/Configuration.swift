@@ -5,6 +5,9 @@ import Sockets
 /// Autobahn echo endpoint raises them (section 9 sends 16 MiB messages in up to 65,536 frames).
 public struct WebSocketConfiguration: Sendable, Hashable {
     /// Largest payload of one frame; checked from the header, before any payload is read (1009).
+    /// Payloads stream through the parser unbuffered, so memory is bounded by `maxMessageSize`;
+    /// this limit only refuses absurd headers early. It defaults to the message limit because
+    /// peers (including our own writer) send a whole message as one frame.
     public var maxFrameSize: Int
     /// Largest message, after decompression (1009).
     public var maxMessageSize: Int
@@ -26,7 +29,7 @@ public struct WebSocketConfiguration: Sendable, Hashable {
     public var writeStallTimeout: Duration
 
     public init(
-        maxFrameSize: Int = 1 << 20, maxMessageSize: Int = 4 << 20, maxFragmentsPerMessage: Int = 1024,
+        maxFrameSize: Int = 4 << 20, maxMessageSize: Int = 4 << 20, maxFragmentsPerMessage: Int = 1024,
         pingInterval: Duration? = .seconds(30), pingTimeout: Duration = .seconds(20),
         closeTimeout: Duration = .seconds(5), highWaterMark: Int = 1 << 20, lowWaterMark: Int = 256 << 10,
         maxQueuedBytes: Int = 16 << 20, writeStallTimeout: Duration = .seconds(30)

@@ -108,6 +108,13 @@ public struct WebSocketConnection {
             lastReceive = now
             pongDeadline = nil // any byte proves the peer is alive
             parser.append(bytes)
+            // An adapter that keeps reading while `wantsToRead` is false would make the parser
+            // buffer without bound; refuse instead.
+            if readingPaused && parser.bufferedByteCount > configuration.highWaterMark {
+                state = .closed
+                finish(.policyViolation, "peer not reading", &actions)
+                return actions
+            }
         }
         delivered = false
         // Stop at a delivered message, and when our own output (Pongs, Close) reaches the

@@ -245,6 +245,26 @@ import Testing
         #expect(wrote < 1200)          // …after about one high-water mark of Pongs
     }
 
+    @Test func pausedConnection_heldBackInput_isProcessedAfterDrain() throws {
+        var ws = server(WebSocketConfiguration(highWaterMark: 1000, lowWaterMark: 0, maxQueuedBytes: 10_000))
+        _ = try ws.send(.binary(Array(repeating: 1, count: 1000)), now: clock.now)
+        #expect(!ws.wantsToRead)
+        // Bytes that arrive anyway (already in flight) are kept, not acted on…
+        #expect(ws.receive(frame(.text, Array("held".utf8)), now: clock.now).isEmpty)
+        #expect(ws.hasBufferedInput)
+        ws.didWrite(byteCount: 1004, now: clock.now)
+        #expect(ws.wantsToRead)
+        // …and delivered once the queue drains.
+        #expect(ws.receiveAll([], now: clock.now).delivered == [.text("held")])
+    }
+
+    @Test func readingWhilePaused_isRefused_notBuffered() throws {
+        var ws = server(WebSocketConfiguration(highWaterMark: 1000, lowWaterMark: 0, maxQueuedBytes: 10_000))
+        _ = try ws.send(.binary(Array(repeating: 1, count: 1000)), now: clock.now)
+        let actions = ws.receive(frame(.binary, Array(repeating: 0, count: 1200)), now: clock.now)
+        #expect(actions == [.closed(code: .policyViolation, reason: "peer not reading"), .closeTransport])
+    }
+
     @Test func transportClosed_reports1006_once() {
         var ws = server()
         let r9 = ws.transportClosed(now: clock.now)

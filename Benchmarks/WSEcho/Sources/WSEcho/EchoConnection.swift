@@ -34,18 +34,16 @@ final class EchoConnection {
     }
 
     private func readOnce() {
-        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
-        let result = try? buffer.withUnsafeMutableBytes { b in
-            try Syscall.nonBlocking("read") { read(fd, b.baseAddress, b.count) }
-        }
+        let buffer = server.readBuffer
+        let result = try? Syscall.nonBlocking("read") { read(fd, buffer.baseAddress, buffer.count) }
         switch result {
         case .processed(let n) where n > 0:
-            let bytes = buffer[0..<n]
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             if ws == nil {
                 requestBytes.append(contentsOf: bytes)
                 upgradeIfComplete()
             } else {
-                bytes.withUnsafeBytes { apply(ws!.receive($0, now: .now())) }
+                apply(ws!.receive(bytes, now: .now()))
                 drainBufferedInput()
             }
         case .wouldBlock:

@@ -12,6 +12,8 @@ final class EchoServer {
     let port: UInt16
     let handshake: WebSocketServerHandshake
     var connections: [Int32: EchoConnection] = [:]
+    /// One read buffer for the whole loop: every read is consumed before the next one.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
 
     init(loop: EventLoop, port: UInt16, deflate: Bool) throws(IOError) {
         self.loop = loop
