@@ -16,5 +16,12 @@ let package = Package(
                 .product(name: "Sockets", package: "BigPeer"),
             ],
             path: "Sources/WSEcho"),
+        .executableTarget(
+            name: "ws-autobahn-client",
+            dependencies: [
+                .product(name: "WebSocket", package: "BigPeer"),
+                .product(name: "Sockets", package: "BigPeer"),
+            ],
+            path: "Sources/WSAutobahnClient"),
     ]
 )

@@ -283,3 +283,14 @@ import Testing
         #expect(String(validating: payload[2...], as: UTF8.self) != nil)
     }
 }
+
+@Suite struct ClientConnectionTests {
+    @Test func largeServerFrame_inTwoReads_isDelivered() {
+        let clock = ManualClock()
+        var ws = WebSocketConnection(role: .client, configuration: .echo, maskKeys: .seeded(2), now: clock.now)
+        let bytes = frame(.text, Array(repeating: 0x2A, count: 65_535), from: .server)
+        var actions = ws.receiveAll(Array(bytes[..<65_536]), now: clock.now)
+        actions += ws.receiveAll(Array(bytes[65_536...]), now: clock.now)
+        #expect(actions.delivered == [.text(String(repeating: "*", count: 65_535))])
+    }
+}
