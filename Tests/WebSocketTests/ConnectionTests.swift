@@ -294,3 +294,43 @@ import Testing
         #expect(actions.delivered == [.text(String(repeating: "*", count: 65_535))])
     }
 }
+
+@Suite struct ClientServerConversationTests {
+    @Test mutating func fullConversation_clientInitiatesClose_bothSidesReportOnce() throws {
+        var clock = ManualClock()
+        var client = WebSocketConnection(role: .client, maskKeys: .seeded(4), now: clock.now)
+        var server = WebSocketConnection(role: .server, now: clock.now)
+        var up = try client.send(.text("hello"), now: clock.now).written
+        up += try client.ping([1, 2], now: clock.now).written
+        let s1 = server.receiveAll(up, now: clock.now)
+        #expect(s1.delivered == [.text("hello")])
+        let c1 = client.receiveAll(s1.written, now: clock.now) // the Pong
+        #expect(c1.isEmpty)
+
+        clock.advance(.milliseconds(10))
+        let closing = client.close(.goingAway, reason: "bye", now: clock.now)
+        let s2 = server.receiveAll(closing.written, now: clock.now)
+        #expect(s2.closeCode == .goingAway && s2.closesTransport)
+        let c2 = client.receiveAll(s2.written, now: clock.now)
+        #expect(c2 == [.closed(code: .goingAway, reason: "")])
+        // The server closed TCP: the client sees EOF and only closes its socket.
+        #expect(client.transportClosed(now: clock.now) == [.closeTransport])
+        #expect(client.isClosed && server.isClosed)
+    }
+
+    @Test func violationsThroughTheConnection_useTheParserCodes() throws {
+        let clock = ManualClock()
+        let cases: [([UInt8], WebSocketCloseCode)] = [
+            ([0x83, 0x80, 0, 0, 0, 0], .protocolError),                   // reserved opcode
+            ([0x09, 0x80, 0, 0, 0, 0], .protocolError),                   // fragmented ping
+            ([0x89, 0xFE, 0x00, 0x7E], .protocolError),                   // 126-byte ping
+            ([0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0], .protocolError),    // 64-bit length, top bit
+        ]
+        for (bytes, code) in cases {
+            var ws = WebSocketConnection(role: .server, now: clock.now)
+            let actions = ws.receiveAll(bytes, now: clock.now)
+            #expect(actions.closeCode == code)
+            #expect(try sentCloseCode(actions, by: .server) == code.rawValue)
+        }
+    }
+}

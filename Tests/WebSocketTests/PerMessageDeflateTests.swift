@@ -128,6 +128,21 @@ import Testing
         }
     }
 
+    @Test func serverImposedParameters_roundTrip() throws {
+        let policies: [PerMessageDeflateConfiguration] = [
+            .init(serverNoContextTakeover: true),
+            .init(clientNoContextTakeover: true),
+            .init(serverMaxWindowBits: 10),
+            .init(clientMaxWindowBits: 9),
+            .init(serverNoContextTakeover: true, clientNoContextTakeover: true, serverMaxWindowBits: 9, clientMaxWindowBits: 11,
+                  compressionLevel: 1, memoryLevel: 2),
+        ]
+        for policy in policies {
+            var (client, server, _) = try negotiate(client: .init(), server: policy)
+            #expect(try exchange(&client, &server) == [true, true, false, true, true, false])
+        }
+    }
+
     @Test func windowBits8_isNegotiated_butSentUncompressed() throws {
         var (client, server, response) = try negotiate(
             client: .init(serverMaxWindowBits: 8, clientMaxWindowBits: 8), server: .init())
