@@ -23,5 +23,12 @@ let package = Package(
                 .product(name: "Sockets", package: "BigPeer"),
             ],
             path: "Sources/WSAutobahnClient"),
+        .executableTarget(
+            name: "ws-codec-bench",
+            dependencies: [
+                .product(name: "WebSocket", package: "BigPeer"),
+                .product(name: "Sockets", package: "BigPeer"),
+            ],
+            path: "Sources/WSCodecBench"),
     ]
 )
