@@ -15,11 +15,14 @@
 /// The parts of an upgrade request the handshake needs.
 public struct WebSocketUpgradeRequest: Sendable {
     public var method: String
+    /// The request line's version; §4.2.1 item 1 requires HTTP/1.1 or later.
+    public var httpVersion: (major: Int, minor: Int)
     /// Header lines in arrival order; names compare case-insensitively, repeats are kept.
     public var headers: [(name: String, value: String)]
 
-    public init(method: String, headers: [(name: String, value: String)]) {
+    public init(method: String, httpVersion: (major: Int, minor: Int) = (1, 1), headers: [(name: String, value: String)]) {
         self.method = method
+        self.httpVersion = httpVersion
         self.headers = headers
     }
 
@@ -32,6 +35,7 @@ public struct WebSocketUpgradeRequest: Sendable {
 /// Why an upgrade was refused, and the HTTP status that says so.
 public enum WebSocketHandshakeError: Error, Hashable, Sendable, CustomStringConvertible {
     case methodNotGET                 // §4.2.1 item 1 → 405
+    case httpVersionTooOld            // §4.2.1 item 1 → 400 (HTTP/1.0 has no Upgrade)
     case missingHost                  // §4.2.1 item 2 → 400
     case missingUpgradeWebSocket      // §4.2.1 item 3 → 400
     case missingConnectionUpgrade     // §4.2.1 item 4 → 400
@@ -58,6 +62,7 @@ public enum WebSocketHandshakeError: Error, Hashable, Sendable, CustomStringConv
     public var description: String {
         switch self {
         case .methodNotGET: "WebSocket upgrade requires GET"
+        case .httpVersionTooOld: "WebSocket upgrade requires HTTP/1.1 or later"
         case .missingHost: "missing Host header"
         case .missingUpgradeWebSocket: "missing 'Upgrade: websocket'"
         case .missingConnectionUpgrade: "missing 'Connection: Upgrade'"
@@ -115,6 +120,9 @@ public struct WebSocketServerHandshake: Sendable {
     public func accept(_ request: WebSocketUpgradeRequest) -> Result<Accepted, Rejected> {
         func reject(_ e: WebSocketHandshakeError) -> Result<Accepted, Rejected> { .failure(Rejected(error: e)) }
         guard request.method == "GET" else { return reject(.methodNotGET) }
+        guard request.httpVersion.major > 1 || (request.httpVersion.major == 1 && request.httpVersion.minor >= 1) else {
+            return reject(.httpVersionTooOld)
+        }
         guard let host = request.values("Host").first, !host.isEmpty else { return reject(.missingHost) }
         guard headerListItems(request.values("Upgrade")).contains(where: { asciiEqualsIgnoringCase($0, "websocket") })
         else { return reject(.missingUpgradeWebSocket) }

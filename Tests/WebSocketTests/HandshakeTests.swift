@@ -71,6 +71,7 @@ import Testing
     @Test func eachMissingRequirement_isRefusedWithItsStatus() {
         let cases: [(WebSocketUpgradeRequest, WebSocketHandshakeError, Int)] = [
             (request(method: "POST"), .methodNotGET, 405),
+            (WebSocketUpgradeRequest(method: "GET", httpVersion: (1, 0), headers: request().headers), .httpVersionTooOld, 400),
             (request(replacing: "Host"), .missingHost, 400),
             (request(replacing: "Upgrade", with: "h2c"), .missingUpgradeWebSocket, 400),
             (request(replacing: "Connection", with: "keep-alive"), .missingConnectionUpgrade, 400),

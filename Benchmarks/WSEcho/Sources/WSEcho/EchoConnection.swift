@@ -67,7 +67,7 @@ final class EchoConnection {
         requestBytes = []
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
         let requestLine = lines.removeFirst().split(separator: " ")
-        guard requestLine.count == 3, requestLine[2] == "HTTP/1.1" else {
+        guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
             respond(status: 400, headers: []); closing = true; return
         }
         var headers: [(name: String, value: String)] = []
@@ -75,7 +75,8 @@ final class EchoConnection {
             guard let colon = line.firstIndex(of: ":") else { respond(status: 400, headers: []); closing = true; return }
             headers.append((String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingSpaces))
         }
-        switch server.handshake.accept(WebSocketUpgradeRequest(method: String(requestLine[0]), headers: headers)) {
+        let minor = requestLine[2] == "HTTP/1.0" ? 0 : 1
+        switch server.handshake.accept(WebSocketUpgradeRequest(method: String(requestLine[0]), httpVersion: (1, minor), headers: headers)) {
         case .failure(let rejection):
             respond(status: rejection.status, headers: rejection.responseHeaders)
             closing = true
