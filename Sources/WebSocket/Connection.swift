@@ -213,8 +213,8 @@ public struct WebSocketConnection {
             if let failure { throw failure }
         } else {
             if assembly.opcode == .text { guard assembly.utf8.feed(chunk) else { throw .invalidUTF8 } }
-            if assembly.bytes.isEmpty && chunk.count > 64 {
-                assembly.bytes = chunk // take the buffer instead of copying it
+            if assembly.bytes.isEmpty {
+                assembly.bytes = chunk // take the parser's buffer instead of copying it
             } else {
                 assembly.bytes.append(contentsOf: chunk)
             }
