@@ -91,6 +91,8 @@ extension WebSocketConnection {
                     finish(.abnormalClosure, "ping timeout", &actions)
                 }
             } else if let interval = configuration.pingInterval, now >= lastReceive.adding(interval) {
+                // Idle for a whole interval: let go of memory a quiet connection does not need.
+                if !assembly.inProgress { codec?.releaseIdleState() }
                 pingCounter &+= 1
                 writeFrame(.ping, withUnsafeBytes(of: pingCounter.bigEndian) { Array($0) }, now: now)
                 pongDeadline = now.adding(configuration.pingTimeout)

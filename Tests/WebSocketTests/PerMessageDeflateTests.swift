@@ -161,6 +161,24 @@ import Testing
         }
     }
 
+    @Test func idleConnection_releasesZlibState_onlyWithoutContextTakeover() throws {
+        var clock = ManualClock()
+        for reset in [false, true] {
+            var (client, server, _) = try negotiate(
+                client: .init(serverNoContextTakeover: reset, clientNoContextTakeover: reset), server: .init())
+            _ = try exchange(&client, &server)
+            let before = try #require(server.codec?.hasAllocatedState)
+            #expect(before == (true, true))
+            clock.advance(.seconds(30)) // one keep-alive interval of silence
+            _ = server.tick(now: clock.now)
+            let held = try #require(server.codec?.hasAllocatedState)
+            #expect(held == (!reset, !reset), "reset \(reset)")
+            // The state comes back on demand and messages still round-trip.
+            let up = try client.send(.text(String(repeating: "again ", count: 50)), now: clock.now).written
+            #expect(server.receiveAll(up, now: clock.now).delivered.count == 1)
+        }
+    }
+
     @Test func compressedMessage_splitIntoFragments_withRSV1OnlyOnTheFirst() throws {
         var (client, server, _) = try negotiate(client: .init(), server: .init())
         let text = String(repeating: "fragmented and compressed ", count: 200)

@@ -6,9 +6,10 @@
 import Sockets
 import WebSocket
 
-func bench(size: Int, deflate: Bool, seconds: Double) {
+func bench(size: Int, deflate: Bool, noContextTakeover: Bool = false, seconds: Double) {
     let now = NanoTime.now()
-    let agreement = deflate ? PerMessageDeflateConfiguration().negotiate(offers: [.init(name: "permessage-deflate")])?.0 : nil
+    let policy = PerMessageDeflateConfiguration(serverNoContextTakeover: noContextTakeover, clientNoContextTakeover: noContextTakeover)
+    let agreement = deflate ? policy.negotiate(offers: [.init(name: "permessage-deflate")])?.0 : nil
     var client = WebSocketConnection(role: .client, configuration: .echo, deflate: agreement, now: now)
     var server = WebSocketConnection(role: .server, configuration: .echo, deflate: agreement, now: now)
     let words = ["sync ", "delta ", "document ", "peer ", "replica "]
@@ -39,10 +40,12 @@ func bench(size: Int, deflate: Bool, seconds: Double) {
     let elapsed = Double(NanoTime.now().duration(since: start).components.attoseconds) / 1e18
         + Double(NanoTime.now().duration(since: start).components.seconds)
     let perSecond = Double(rounds) / elapsed
-    print("size \(size) B, deflate \(deflate): \(Int(perSecond)) round trips/s, "
+    print("size \(size) B, deflate \(deflate)\(noContextTakeover ? " (no context takeover)" : ""): \(Int(perSecond)) round trips/s, "
         + "\(Int(perSecond * Double(size) * 2 / 1_000_000)) MB/s payload, wire \(wireBytes / rounds) B/message")
 }
 
 for (size, deflate) in [(64, false), (64, true), (65_536, false), (65_536, true)] {
     bench(size: size, deflate: deflate, seconds: 1.5)
 }
+bench(size: 64, deflate: true, noContextTakeover: true, seconds: 1.5)
+bench(size: 65_536, deflate: true, noContextTakeover: true, seconds: 1.5)
