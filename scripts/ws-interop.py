@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Interop check: the Python `websockets` library as a real client against a BigPeer echo endpoint.
+"""Interop checks with the Python `websockets` library, both ways.
 
     python3 -m venv /tmp/ws-venv && /tmp/ws-venv/bin/pip install websockets
-    /tmp/ws-venv/bin/python scripts/ws-interop.py ws://127.0.0.1:PORT[/path]
+    /tmp/ws-venv/bin/python scripts/ws-interop.py ws://127.0.0.1:PORT[/path]   # their client, our server
+    /tmp/ws-venv/bin/python scripts/ws-interop.py --server CLIENT_BINARY        # their server, our client
+
+The second form starts a `websockets` echo server on a free port and runs our client driver
+(`Benchmarks/WSEcho` product `ws-interop-client`) against it, with and without deflate.
 
 Until the HTTP server lands, the endpoint is Benchmarks/WSEcho (`ws-echo 0` prints its port).
 Checks, with and without permessage-deflate: text and binary echo at sizes around every length
@@ -62,5 +66,24 @@ async def main(url: str) -> None:
     print(f"websockets {websockets.__version__}: all interop checks passed")
 
 
+async def serve_for(binary: str) -> None:
+    from websockets.asyncio.server import serve
+
+    async def echo(ws):
+        async for message in ws:
+            await ws.send(message)
+
+    async with serve(echo, "127.0.0.1", 0, compression="deflate", subprotocols=["bigpeer-sync.v1"],
+                     max_size=32 * 1024 * 1024) as server:
+        port = server.sockets[0].getsockname()[1]
+        for flags in ([], ["--no-deflate"]):
+            proc = await asyncio.create_subprocess_exec(binary, "127.0.0.1", str(port), "/", *flags)
+            assert await proc.wait() == 0, f"our client failed against websockets {websockets.__version__} {flags}"
+    print(f"websockets {websockets.__version__} server: our client passed, with and without deflate")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "ws://127.0.0.1:9001"))
+    if len(sys.argv) > 2 and sys.argv[1] == "--server":
+        asyncio.run(serve_for(sys.argv[2]))
+    else:
+        asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "ws://127.0.0.1:9001"))

@@ -16,13 +16,21 @@ let package = Package(
                 .product(name: "Sockets", package: "BigPeer"),
             ],
             path: "Sources/WSEcho"),
-        .executableTarget(
-            name: "ws-autobahn-client",
+        .target(
+            name: "WSBlockingClient",
             dependencies: [
                 .product(name: "WebSocket", package: "BigPeer"),
                 .product(name: "Sockets", package: "BigPeer"),
             ],
+            path: "Sources/WSBlockingClient"),
+        .executableTarget(
+            name: "ws-autobahn-client",
+            dependencies: ["WSBlockingClient", .product(name: "WebSocket", package: "BigPeer")],
             path: "Sources/WSAutobahnClient"),
+        .executableTarget(
+            name: "ws-interop-client",
+            dependencies: ["WSBlockingClient", .product(name: "WebSocket", package: "BigPeer")],
+            path: "Sources/WSInteropClient"),
         .executableTarget(
             name: "ws-codec-bench",
             dependencies: [

@@ -89,7 +89,7 @@ final class EchoConnection {
 
     /// `receive` stops after each message so its echo goes out before later frames are handled.
     private func drainBufferedInput() {
-        while let w = ws, w.hasBufferedInput {
+        while ws?.hasBufferedInput == true { // no `let` copy: it would force copy-on-write of the buffers
             let actions = ws!.receive([], now: .now())
             if actions.isEmpty { break }
             apply(actions)
