@@ -110,9 +110,11 @@ private struct Scanner {
         case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
             return true
         default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(c)
+            return tokenSymbols.contains(c)
         }
     }
+
+    private static let tokenSymbols: [UInt8] = Array("!#$%&'*+-.^_`|~".utf8)
 
     static func isToken(_ s: String) -> Bool { !s.isEmpty && s.utf8.allSatisfy(isTokenChar) }
 
