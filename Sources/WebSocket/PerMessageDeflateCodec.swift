@@ -75,7 +75,9 @@ final class PerMessageDeflateCodec {
     /// Compresses a whole message, or returns nil to send it uncompressed: too short to gain,
     /// a negotiated 8-bit window zlib cannot honour (see the negotiation file), or zlib failure.
     func compress(_ message: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard message.count >= agreement.minimumSizeToCompress, send.windowBits >= 9 else { return nil }
+        // zlib counts in UInt32: a (theoretical) 4 GiB message simply goes out uncompressed.
+        guard message.count >= agreement.minimumSizeToCompress, send.windowBits >= 9,
+              message.count < Int(UInt32.max) else { return nil }
         if deflater == nil {
             deflater = ZlibStream(deflateLevel: agreement.compressionLevel, windowBits: send.windowBits,
                                   memoryLevel: agreement.memoryLevel)
@@ -147,6 +149,17 @@ final class PerMessageDeflateCodec {
         sink: (UnsafeRawBufferPointer) throws(WebSocketProtocolError) -> Void
     ) throws(WebSocketProtocolError) {
         guard input.count > 0 else { return }
+        // zlib counts in UInt32: feed anything larger in slices.
+        let slice = 1 << 30
+        if input.count > slice {
+            var start = 0
+            while start < input.count && !inflateEnded {
+                let end = min(input.count, start + slice)
+                try inflate(z, UnsafeRawBufferPointer(rebasing: input[start..<end]), sink: sink)
+                start = end
+            }
+            return
+        }
         let result: WebSocketProtocolError? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.chunkSize) { scratch in
             z.stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self))
             z.stream.pointee.avail_in = UInt32(input.count)
