@@ -79,8 +79,12 @@ public final class BlockingWebSocketClient {
         }
         fd = sock
         ws = WebSocketConnection(role: .client, configuration: .echo, deflate: agreement.deflate, now: .now())
-        feed(Array(buffer[(end + 4)...]))
+        // Frames that came with the response wait for the first pump, so a message handler
+        // set after init sees them in order with everything that follows.
+        leftover = Array(buffer[(end + 4)...])
     }
+
+    private var leftover: [UInt8] = []
 
     deinit { Glibc.close(fd) }
 
@@ -114,6 +118,12 @@ public final class BlockingWebSocketClient {
     public var onMessage: ((WebSocketMessage, BlockingWebSocketClient) -> Void)?
 
     private func pump() {
+        if !leftover.isEmpty {
+            let bytes = leftover
+            leftover = []
+            feed(bytes)
+            return
+        }
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let now = NanoTime.now()
         var timeout: Int32 = 60_000
