@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CRDT", targets: ["CRDT"]),
         .library(name: "DQL", targets: ["DQL"]),
         .library(name: "Values", targets: ["Values"]),
+        .library(name: "WebSocket", targets: ["WebSocket"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -1,6 +1,0 @@
-import Testing
-@testable import WebSocket
-
-@Suite struct WebSocketModuleTests {
-    @Test func moduleIsNamed() { #expect(WebSocketModule.name == "WebSocket") }
-}
