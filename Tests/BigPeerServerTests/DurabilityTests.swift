@@ -9,7 +9,7 @@ import Values
 @Suite struct DurabilityTests {
     @Test func acknowledgedWritesSurviveSIGKILL() async throws {
         try await TestPostgres.withDatabase { db in
-            let server = try await ServerProcess.start(databaseURL: db.url)
+            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev"])
             let port = server.port
             let acknowledgedInserts = MutexBox<[String]>([])
             let acknowledgedIncrements = MutexBox(0)
@@ -47,7 +47,7 @@ import Values
             let acked = acknowledgedInserts.withLock { $0 }
             #expect(acked.count >= 100)  // the load really ran before the kill
 
-            let restarted = try await ServerProcess.start(databaseURL: db.url)
+            let restarted = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev"])
             let check = try HTTPClient()
             let all = try await check.execute(Self.request(restarted.port, #"{"statement":"SELECT _id FROM d"}"#))
             let items = try JSON.parse(all.body)["items"]?.arrayValue ?? []
