@@ -22,6 +22,8 @@ src="$root/Fuzz/$target"
 # Modules each target links, in dependency order.
 case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
+    DQLParse) modules=(Values DQL) ;;
+    JSONParse) modules=(Values) ;;
     *) echo "unknown fuzz target $target (add its modules to scripts/fuzz.sh)" >&2; exit 2 ;;
 esac
 

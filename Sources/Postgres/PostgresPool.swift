@@ -54,6 +54,8 @@ public final class PostgresPool: Sendable {
     /// Sessions currently open (idle + leased + connecting).
     public var openConnections: Int { state.withLock { $0.open } }
     public var idleConnections: Int { state.withLock { $0.idle.count } }
+    /// Callers waiting for a session right now.
+    public var waitingCount: Int { state.withLock { $0.waiters.count } }
 
     // MARK: - Use
 

