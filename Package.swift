@@ -73,6 +73,7 @@ let package = Package(
         .testTarget(name: "DQLTests", dependencies: ["DQL", "Values"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]
 )
