@@ -115,12 +115,12 @@ extension SyncSession {
             held.insert(DocumentHash.of(ref))
         }
         sendBatched(entries, into: &out) { .documents(subscription: id, entries: $0) }
-        if page.isLast || page.rows.isEmpty {
+        if page.isLast {
             sub.phase = .live
             subscriptions[id] = sub
             send(.synced(subscription: id, checkpoint: cursor ?? page.txn), into: &out)
         } else {
-            sub.phase = .paging(after: page.rows.last?.id)
+            sub.phase = .paging(after: page.nextAfter ?? page.rows.last?.id)
             subscriptions[id] = sub
         }
     }

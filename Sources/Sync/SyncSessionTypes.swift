@@ -64,11 +64,15 @@ public struct DocumentPage: Sendable, Equatable {
     public var txn: Int64
     /// No rows remain after these.
     public var isLast: Bool
+    /// Where the next page starts (the last id the store looked at, which may be past the last row
+    /// returned when the rest of the page did not match); nil: after the last row.
+    public var nextAfter: Value?
 
-    public init(rows: [Row], txn: Int64, isLast: Bool) {
+    public init(rows: [Row], txn: Int64, isLast: Bool, nextAfter: Value? = nil) {
         self.rows = rows
         self.txn = txn
         self.isLast = isLast
+        self.nextAfter = nextAfter
     }
 }
 
