@@ -335,3 +335,35 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(closeCode(h.receive(.credit(bytes: 1))) == 4004)
     }
 }
+
+@Suite struct SyncSessionRobustnessTests {
+    /// Random inputs in random order (messages of every type, store results that match nothing the
+    /// session asked for, ticks): the session never traps, keeps its bounds, and closes at most once.
+    @Test func randomInputs_neverCrash_andKeepInvariants() {
+        var rng = SeededRandom(seed: 0xC0FFEE)
+        for round in 0..<200 {
+            var h = round % 2 == 0 ? SessionHarness.ready() : SessionHarness()
+            var closes = 0
+            for _ in 0..<60 {
+                let input: SyncSessionInput
+                switch Int.random(in: 0...9, using: &rng) {
+                case 0...3: input = .received(SampleMessages.all.randomElement(using: &rng)!.encode())
+                case 4: input = .page(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
+                                      DocumentPage(rows: [.init(id: "x", state: [1])], txn: Int64.random(in: 0...20, using: &rng), isLast: Bool.random(using: &rng)))
+                case 5: input = .log(LogBatch(entries: [LogEntry(txn: 5, document: car1, kind: .upsert, delta: [1], value: red)], through: Int64.random(in: 0...9, using: &rng)))
+                case 6: input = .fetched(request: UInt64.random(in: 0...4, using: &rng), [FetchedDocument(document: car1, state: [2], value: red)])
+                case 7: input = .uploadCommitted(seq: UInt64.random(in: 0...6, using: &rng), txn: 3, rejected: [])
+                case 8: input = .logHead(Int64.random(in: 0...30, using: &rng))
+                default:
+                    h.now += UInt64.random(in: 0...30_000, using: &rng)
+                    input = .tick
+                }
+                let actions = h.feed(input)
+                closes += actions.filter { if case .close = $0 { true } else { false } }.count
+                #expect(h.session.credit >= -Int64(h.session.configuration.limits.maxMessageSize))
+                #expect(h.session.pendingWants.count <= SyncSession.maxPendingWants)
+            }
+            #expect(closes <= 1)
+        }
+    }
+}
