@@ -72,7 +72,7 @@ public final class SyncConnection: Sendable {
     public func receive(_ bytes: [UInt8]) { deliver(.received(bytes)) }
 
     /// The link is gone: stop everything (unacknowledged uploads are re-sent by the peer).
-    public func transportClosed() { stop() }
+    public func transportClosed() { deliver(.transportClosed) }
 
     public var state: SyncSession.State { session.withLock { $0.state } }
 

@@ -153,6 +153,8 @@ public struct SyncSession: Sendable {
             logHead = max(logHead, n)
         case .tick:
             tick(now: now, into: &out)
+        case .transportClosed:
+            state = .closed
         }
         if state == .ready { pump(now: now, into: &out) }
         return out

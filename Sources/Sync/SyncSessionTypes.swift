@@ -109,6 +109,8 @@ public enum SyncSessionInput: Sendable {
     case logHead(Int64)
     /// Time passes (the driver calls this at `nextDeadline` or whenever convenient).
     case tick
+    /// The link went away: the session ends without sending anything.
+    case transportClosed
 }
 
 public enum SyncSessionAction: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import CRDT
+import Postgres
 import Store
 import Testing
 import Values
@@ -150,4 +151,34 @@ import Values
 
 extension TestPeer {
     func adoptAll(_ held: [DocumentRef: Document]) { docs.merge(held) { _, new in new } }
+}
+
+extension SyncIntegrationTests {
+    /// NOTIFY is not durable: a write committed while the instance's listener is disconnected is
+    /// still delivered, because the feed catches up from the change log on `.reconnected`.
+    @Test func writesWhileTheListenerIsDown_areDeliveredAfterItReconnects() async throws {
+        try await withSyncServer { store, feed in
+            let peer = TestPeer(site: 501)
+            try await peer.connect(store: store, feed: feed)
+            await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+            #expect(try await store.pool.query(PostgresQuery(unsafeSQL: listening))[0].decode(0, as: Int64.self) == 1)
+            _ = try await store.pool.query(PostgresQuery(unsafeSQL: """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()
+                """))
+            // Write while nobody listens (the listener waits 250 ms before reconnecting).
+            var idle = false
+            for _ in 0..<100 where !idle {
+                idle = try await store.pool.query(PostgresQuery(unsafeSQL: listening))[0].decode(0, as: Int64.self) == 0
+                if !idle { try await Task.sleep(for: .milliseconds(2)) }
+            }
+            #expect(idle)
+            let t = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-9', 'color': 'red'})").transactionID
+            try await peer.waitForCheckpoint(t)
+            #expect(await peer.value(DocumentRef(collection: "cars", id: "car-9")) == (try await serverValue(store, "cars", "car-9")))
+            await peer.disconnect()
+        }
+    }
 }

@@ -131,6 +131,13 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(closeCode(h.advance(1000)) == 4008)
     }
 
+    @Test func transportClosed_endsTheSessionSilently() {
+        var h = SessionHarness.ready()
+        #expect(h.feed(.transportClosed).isEmpty)
+        #expect(h.session.state == .closed)
+        #expect(h.feed(.uploadCommitted(seq: 1, txn: 1, rejected: [])).isEmpty, "late store results are dropped")
+    }
+
     @Test func peerPing_isAnswered_andByeCloses() {
         var h = SessionHarness.ready()
         #expect(sent(h.receive(.ping(77))) == [.pong(77)])
