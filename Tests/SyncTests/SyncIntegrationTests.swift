@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import CRDT
 import Postgres
 import Store
@@ -178,6 +179,66 @@ extension SyncIntegrationTests {
             let t = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-9', 'color': 'red'})").transactionID
             try await peer.waitForCheckpoint(t)
             #expect(await peer.value(DocumentRef(collection: "cars", id: "car-9")) == (try await serverValue(store, "cars", "car-9")))
+            await peer.disconnect()
+        }
+    }
+}
+
+extension SyncIntegrationTests {
+    /// Two BigPeer instances (stores, feeds, listeners) on one database: a peer on instance A
+    /// receives a REST write made through instance B and an upload made by a peer on B.
+    @Test func twoInstancesOnOneDatabase_fanOutToEachOther() async throws {
+        try await TestPostgres.withDatabase { db in
+            try await db.migrate()
+            var instances: [(DocumentStore, ChangeFeed, PostgresListener, Task<Void, Never>)] = []
+            for _ in 0..<2 {
+                let store = try await DocumentStore.open(pool: db.makePool())
+                let feed = ChangeFeed(store: store)
+                try await feed.start()
+                let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next())
+                instances.append((store, feed, listener, Task { await feed.follow(listener) }))
+            }
+            let (storeA, feedA, _, _) = instances[0], (storeB, feedB, _, _) = instances[1]
+            let onA = TestPeer(site: 601), onB = TestPeer(site: 602)
+            try await onA.connect(store: storeA, feed: feedA)
+            try await onB.connect(store: storeB, feed: feedB)
+            for p in [onA, onB] {
+                await p.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+                _ = try await p.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            }
+            let t1 = try await storeB.execute("INSERT INTO cars DOCUMENTS ({'_id': 'rest-b', 'color': 'red'})").transactionID
+            try await onA.waitForCheckpoint(t1)
+            #expect(await onA.value(DocumentRef(collection: "cars", id: "rest-b"))?["color"] == "red")
+
+            let ref = DocumentRef(collection: "cars", id: "peer-b")
+            let delta = try await onB.edit(ref, ["color": "green"])
+            guard case .ack(_, let t2, _) = try await onB.upload([UploadEntry(document: ref, delta: delta)]) else { return }
+            try await onA.waitForCheckpoint(t2)
+            #expect(await onA.value(ref) == (try await serverValue(storeA, "cars", "peer-b")))
+            await onA.disconnect()
+            await onB.disconnect()
+            for (_, _, listener, task) in instances {
+                task.cancel()
+                await listener.stop()
+            }
+        }
+    }
+
+    /// docs/PERFORMANCE goal from issue #8: a one-field update of a 250 KB document costs under
+    /// 200 bytes on the wire (the whole `changes` message, CBOR, before transport framing).
+    @Test func oneFieldUpdateOfA250KBDocument_isASmallMessage() async throws {
+        try await withSyncServer { store, feed in
+            let big = String(repeating: "z", count: 250_000)
+            _ = try await store.execute("INSERT INTO docs DOCUMENTS ({'_id': 'big', 'body': :b, 'n': 1})", arguments: ["b": .string(big)])
+            let peer = TestPeer(site: 701)
+            try await peer.connect(store: store, feed: feed)
+            await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM docs")))
+            _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            let t = try await store.execute("UPDATE docs SET n = 2 WHERE _id = 'big'").transactionID
+            let m = try await peer.waitFor { if case .changes(let txn, _) = $0 { txn == t } else { false } }
+            let size = m.encode().count
+            #expect(size < 200, "changes message of \(size) bytes")
+            #expect(await peer.value(DocumentRef(collection: "docs", id: "big"))?["n"] == 2)
             await peer.disconnect()
         }
     }
