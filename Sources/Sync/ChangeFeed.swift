@@ -1,5 +1,5 @@
 // The per-instance change reader: one reader of the change log shared by every session of this
-// BigPeer instance (PROTOCOL.md §9). It follows `bigpeer_changes` notifications, reads the new
+// BigPeer instance (PROTOCOL.md §10). It follows `bigpeer_changes` notifications, reads the new
 // change-log rows once (with each document's current value), keeps the most recent ones in a
 // bounded ring, and tells sessions the newest transaction number. Sessions then read from the
 // ring; a session that fell behind the ring reads the database directly. NOTIFY is not durable:
