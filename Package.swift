@@ -76,6 +76,7 @@ let package = Package(
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]

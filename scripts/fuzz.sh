@@ -19,11 +19,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 src="$root/Fuzz/$target"
 [[ -f "$src/main.swift" ]] || { echo "no fuzz target at $src/main.swift" >&2; exit 2; }
 
-# Modules each target links, in dependency order.
+# Modules each target links, in dependency order; `sources`: extra files compiled with main.swift.
+sources=()
 case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
     DQLParse) modules=(Values DQL) ;;
     JSONParse) modules=(Values) ;;
+    # The sync codec needs only Values: its files are compiled into the fuzz binary itself.
+    SyncDecode) modules=(Values)
+                sources=("$root"/Sources/Sync/SyncMessage*.swift "$root"/Sources/Sync/SyncProtocolError.swift
+                         "$root"/Sources/Sync/SyncLimits.swift "$root"/Sources/Sync/DocumentHash.swift) ;;
     *) echo "unknown fuzz target $target (add its modules to scripts/fuzz.sh)" >&2; exit 2 ;;
 esac
 
@@ -39,7 +44,7 @@ for m in "${modules[@]}"; do
         -c "$root"/Sources/"$m"/*.swift -o "$build/$m.o"
     objects+=("$build/$m.o")
 done
-swiftc "${flags[@]}" -module-name "${target}Fuzz" "$src/main.swift" "${objects[@]}" -o "$build/fuzz-$target"
+swiftc "${flags[@]}" -module-name "${target}Fuzz" "$src/main.swift" ${sources[@]+"${sources[@]}"} "${objects[@]}" -o "$build/fuzz-$target"
 
 # Seed the corpus with valid encodings on the first run.
 if [[ -z "$(ls -A "$corpus")" ]]; then

@@ -42,7 +42,7 @@ extension DocumentStore {
         }
         if statements.isEmpty { return [] }
         let now = Int64(Replica.systemMillis())
-        let jobs = statements.map { WriteBatcher.Job(statement: $0.statement, arguments: $0.arguments, nowMillis: now) }
+        let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             let (results, txn, registered) = try await pool.withTransaction { conn in

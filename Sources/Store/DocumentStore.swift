@@ -22,7 +22,7 @@ public final class DocumentStore: Sendable {
     let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\""))
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
-    private let batcher: WriteBatcher
+    let batcher: WriteBatcher
     /// `_id`s generated for INSERTs without one come from here (tests may inject a deterministic one).
     let generateID: @Sendable () -> Value
 
@@ -73,7 +73,7 @@ public final class DocumentStore: Sendable {
             case .createIndex, .dropIndex:
                 return try await runDDL(statement)
             case .insert, .update, .delete, .evict, .system:
-                return try await batcher.submit(WriteBatcher.Job(statement: statement, arguments: arguments, nowMillis: now), store: self)
+                return try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
             }
         } catch {
             throw StoreError.from(error)

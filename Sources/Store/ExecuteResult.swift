@@ -11,6 +11,8 @@ public struct ExecuteResult: Sendable {
     /// `_id`s of the documents the statement changed, in statement order.
     public var mutatedDocumentIDs: [Value]
     public var warnings: [String]
+    /// Sync uploads only: the entries that were not merged, by index, with the reason.
+    public var rejections: [(index: Int, message: String)] = []
 
     public init(transactionID: Int64, queryType: String, items: [Value] = [], mutatedDocumentIDs: [Value] = [], warnings: [String] = []) {
         self.transactionID = transactionID

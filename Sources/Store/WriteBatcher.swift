@@ -13,8 +13,13 @@ import Values
 /// Nothing is acknowledged before its transaction has committed.
 final class WriteBatcher: Sendable {
     struct Job: Sendable {
-        var statement: Statement
-        var arguments: [String: Value]
+        enum Work: Sendable {
+            /// A DQL write statement with its arguments.
+            case statement(Statement, [String: Value])
+            /// Sync uploads: CRDT deltas to merge, with the uploading peer's site id as change-log origin.
+            case merge([MergeItem], origin: Int64)
+        }
+        var work: Work
         var nowMillis: Int64
     }
 

@@ -41,7 +41,11 @@ struct WriteTransaction {
         var key: DocumentKey
         var kind: String
         var delta: [UInt8]?
+        /// The uploading peer's site id for sync uploads (change_log.origin, migrations/0005).
+        var origin: Int64? = nil
     }
+    /// Origin recorded with the changes `write` appends (set while merging a sync upload).
+    var currentOrigin: Int64?
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite {
@@ -57,14 +61,19 @@ struct WriteTransaction {
     }
 
     mutating func run(_ job: WriteBatcher.Job) async throws -> ExecuteResult {
-        let context = EvaluationContext(arguments: job.arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
-        switch job.statement {
+        let statement: Statement, arguments: [String: Value]
+        switch job.work {
+        case .merge(let items, let origin): return try await merge(items, origin: origin)
+        case .statement(let s, let a): (statement, arguments) = (s, a)
+        }
+        let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+        switch statement {
         case .insert(let s): return try await insert(InsertPlan(s, context: context))
         case .update(let u): return try await update(u, context: context)
         case .delete(let r): return try await remove(r, context: context, evict: false)
         case .evict(let r): return try await remove(r, context: context, evict: true)
         case .system(let command): return try await system(command)
-        default: throw StoreError.invalid("\(job.statement.queryType) is not a write")
+        default: throw StoreError.invalid("\(statement.queryType) is not a write")
         }
     }
 
@@ -83,10 +92,11 @@ struct WriteTransaction {
             let ids = PostgresArray<PostgresJSON>(part.map { $0.key.idJSON })
             let kinds = PostgresArray<String>(part.map { $0.kind })
             let deltas = PostgresArray<PostgresBytea>(part.map { $0.delta.map(PostgresBytea.init) })
+            let origins = PostgresArray<Int64>(part.map(\.origin))
             _ = try await conn.query("""
-                INSERT INTO change_log (txn, seq, collection, id, kind, delta)
-                SELECT \(txn), (\(chunk) + ord - 1)::int, c, i, k, d
-                FROM unnest(\(collections)::text[], \(ids)::jsonb[], \(kinds)::text[], \(deltas)::bytea[]) WITH ORDINALITY AS u(c, i, k, d, ord)
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                SELECT \(txn), (\(chunk) + ord - 1)::int, c, i, k, d, o
+                FROM unnest(\(collections)::text[], \(ids)::jsonb[], \(kinds)::text[], \(deltas)::bytea[], \(origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
                 """)
         }
         _ = try await conn.query("SELECT pg_notify('bigpeer_changes', \(String(txn)))")
@@ -142,7 +152,7 @@ struct WriteTransaction {
                     updated_at = now()
                 """)
         }
-        for w in writes { changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode())) }
+        for w in writes { changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin)) }
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it

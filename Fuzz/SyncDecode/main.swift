@@ -1,0 +1,60 @@
+// libFuzzer entry point for the sync protocol message decoder (docs/PROTOCOL.md §3, §4).
+// Build and run with `scripts/fuzz.sh SyncDecode <seconds>`; the codec's source files are compiled
+// into this binary directly (they need only `Values`), so the fuzzer does not build Store/Postgres.
+//
+// Oracles beyond "does not crash": a message that decodes re-encodes canonically to bytes that
+// decode to the same message and encode to the same bytes again.
+
+import Values
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private func check(_ condition: Bool, _ message: String) {
+    if !condition {
+        fputs("fuzz oracle failed: \(message)\n", stderr)
+        abort()
+    }
+}
+
+private let seeds: [SyncMessage] = [
+    .hello(Hello(site: 7, peerKey: [1, 2], deviceName: "d", metadata: ["a": [1, 2.5, nil]], credentials: .jwt("x.y.z"),
+                 credit: 65536, maxMessageSize: 1 << 20)),
+    .subscribe(Subscribe(id: 1, query: "SELECT * FROM cars WHERE color = :c", arguments: ["c": "red"], checkpoint: 9, have: [1, 2])),
+    .changes(txn: 5, entries: [ChangeEntry(document: DocumentRef(collection: "c", id: ["k": 1]), kind: .delete, payload: .delta([1, 2]))]),
+    .documents(subscription: 2, entries: [ChangeEntry(document: DocumentRef(collection: "c", id: "a"), kind: .upsert, payload: .state([3]))]),
+    .upload(seq: 3, entries: [UploadEntry(document: DocumentRef(collection: "c", id: "a"), delta: [4])]),
+    .ack(seq: 3, txn: 4, rejected: [UploadRejection(index: 0, message: "m")]),
+    .want([DocumentRef(collection: "c", id: "a")]),
+    .welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20000, maxMessageSize: 1 << 24, credit: 1 << 20)),
+    .bye(code: 1000, reason: "bye"),
+]
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>) -> CInt {
+    // `CRDT_FUZZ_SEEDS=dir` (the variable scripts/fuzz.sh sets) writes valid messages there.
+    guard let dir = getenv("CRDT_FUZZ_SEEDS") else { return 0 }
+    for (i, m) in seeds.enumerated() {
+        let bytes = m.encode()
+        if let f = fopen(String(cString: dir) + "/seed\(i)", "wb") {
+            _ = bytes.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, f) }
+            fclose(f)
+        }
+    }
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    guard let m = try? SyncMessageDecoder.decode(bytes) else { return 0 }
+    let encoded = m.encode()
+    guard let again = try? SyncMessageDecoder.decode(encoded) else {
+        check(false, "re-encoding of a decoded \(m.typeName) does not decode")
+        return 0
+    }
+    check(again == m, "\(m.typeName) changed in a round trip")
+    check(again.encode() == encoded, "\(m.typeName) re-encodes differently")
+    return 0
+}

@@ -1,0 +1,230 @@
+// What the sync protocol (Sources/Sync, docs/PROTOCOL.md) needs from the store: merging uploaded
+// CRDT deltas through the group-commit write path, paging a subscription's documents by id,
+// reading the change log with each document's current value, fetching full states, and checking
+// whether the change log still reaches back to a checkpoint.
+
+import CRDT
+import DQL
+import Postgres
+import Values
+
+/// One uploaded delta for `mergeDeltas`.
+public struct MergeItem: Sendable {
+    public var collection: String
+    public var id: Value
+    public var delta: [UInt8]
+    public init(collection: String, id: Value, delta: [UInt8]) {
+        self.collection = collection
+        self.id = id
+        self.delta = delta
+    }
+}
+
+/// A document as initial sync and `want` need it.
+public struct StoredDocument: Sendable {
+    public var collection: String
+    public var id: Value
+    public var state: [UInt8]
+    public var value: Value?
+}
+
+/// One change-log row joined with the document's current value.
+public struct ChangeLogRow: Sendable {
+    public var txn: Int64
+    public var collection: String
+    public var id: Value
+    public var kind: String
+    public var delta: [UInt8]?
+    public var origin: Int64?
+    public var value: Value?
+}
+
+extension DocumentStore {
+    /// Merges uploaded deltas in one write transaction (group-committed with other writes) and
+    /// returns after COMMIT: the transaction number and the entries that were not applied.
+    public func mergeDeltas(_ items: [MergeItem], origin: Int64) async throws(StoreError) -> (txn: Int64, rejected: [(index: Int, message: String)]) {
+        do {
+            let job = WriteBatcher.Job(work: .merge(items, origin: origin), nowMillis: Int64(Replica.systemMillis()))
+            let r = try await batcher.submit(job, store: self)
+            return (r.transactionID, r.rejections)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// One page of live documents of a subscription, in `id` order after `after`: at most `limit`
+    /// rows from PostgreSQL, cut where the states' running size passes `maxBytes` (the first row
+    /// always stays), then filtered by the part of the WHERE clause PostgreSQL could not run.
+    /// `nextAfter` is where the next page starts; `txn` is the snapshot the page was read at.
+    public func syncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
+        async throws(StoreError) -> (rows: [StoredDocument], nextAfter: Value?, txn: Int64, isLast: Bool) {
+        do {
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode())
+            let plan = try planner.plan(statement, context: context)
+            let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
+            guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {
+                throw StoreError.invalid("a subscription must be SELECT * FROM collection [WHERE ...]")
+            }
+            var binds = plan.parameters.map(\.postgresBind)
+            var conditions = String(plan.sql.dropFirst(prefix.count))
+            if let after {
+                binds.append(PostgresBind(type: PostgresType.jsonb, text: JSON.string(after)))
+                conditions = "(" + conditions + ") AND id > $\(binds.count)::jsonb"
+            }
+            binds.append(PostgresBind(type: PostgresType.int8, text: String(max(1, limit))))
+            let limitParam = binds.count
+            binds.append(PostgresBind(type: PostgresType.int8, text: String(max(1, maxBytes))))
+            let bytesParam = binds.count
+            let sql = """
+                SELECT t.n, q.id, q.state, q.value, q.total FROM bigpeer_txn t LEFT JOIN LATERAL (
+                  SELECT * FROM (
+                    SELECT id, state, value, count(*) OVER () AS total,
+                           sum(octet_length(state)) OVER (ORDER BY id) - octet_length(state) AS before
+                    FROM (SELECT id, state, value FROM documents WHERE \(conditions) ORDER BY id LIMIT $\(limitParam)::bigint) p
+                  ) s WHERE before < $\(bytesParam)::bigint ORDER BY id
+                ) q ON true
+                """
+            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: binds))
+            let txn = try result[0].decode(0, as: Int64.self)
+            var rows: [StoredDocument] = []
+            var last: Value? = nil
+            var total: Int64 = 0
+            var fetched = 0
+            for row in result where !row.isNull(1) {
+                fetched += 1
+                total = try row.decode(4, as: Int64.self)
+                let id = try Self.decodeJSON(row, column: 1)
+                last = id
+                let value = try Self.decodeJSON(row, column: 3)
+                guard try plan.memoryQuery.matches(value) else { continue }
+                rows.append(StoredDocument(collection: statement.from.name, id: id, state: try row.decode(2, as: PostgresBytea.self).bytes, value: value))
+            }
+            let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
+            return (rows, last ?? after, txn, isLast)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Whether every change after `checkpoint` is still in the change log. Committed transaction
+    /// numbers have no gaps, each has at least one change-log row, and pruning only removes the
+    /// oldest rows, so the log is complete after `checkpoint` iff `checkpoint >= min(txn) - 1`
+    /// (an empty log: iff `checkpoint` is the newest number). A checkpoint above the newest
+    /// transaction comes from another database: not reachable.
+    public func changeLogReaches(back checkpoint: Int64) async throws(StoreError) -> Bool {
+        do {
+            let row = try await pool.query("SELECT n, (SELECT min(txn) FROM change_log) FROM bigpeer_txn")[0]
+            let newest = try row.decode(0, as: Int64.self)
+            guard checkpoint >= 0, checkpoint <= newest else { return false }
+            if row.isNull(1) { return checkpoint == newest }
+            return checkpoint >= (try row.decode(1, as: Int64.self)) - 1
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Change-log rows of the transactions after `after`, at most `maxTransactions` of them, whole,
+    /// in (txn, seq) order, each with its document's current value; `through` is the last
+    /// transaction number covered (the newest committed one when fewer were available).
+    public func readChangeLog(after: Int64, maxTransactions: Int64 = 100) async throws(StoreError) -> (rows: [ChangeLogRow], through: Int64) {
+        do {
+            let upper = after &+ max(1, maxTransactions)
+            let result = try await pool.query("""
+                SELECT t.n, q.txn, q.collection, q.id, q.kind, q.delta, q.origin, q.value FROM bigpeer_txn t LEFT JOIN LATERAL (
+                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, c.origin, d.value
+                  FROM change_log c LEFT JOIN documents d ON d.collection = c.collection AND d.id = c.id
+                  WHERE c.txn > \(after) AND c.txn <= least(t.n, \(upper)) ORDER BY c.txn, c.seq
+                ) q ON true
+                """)
+            let newest = try result[0].decode(0, as: Int64.self)
+            var rows: [ChangeLogRow] = []
+            for row in result where !row.isNull(1) {
+                rows.append(ChangeLogRow(
+                    txn: try row.decode(1, as: Int64.self), collection: try row.decode(2, as: String.self),
+                    id: try Self.decodeJSON(row, column: 3), kind: try row.decode(4, as: String.self),
+                    delta: row.isNull(5) ? nil : try row.decode(5, as: PostgresBytea.self).bytes,
+                    origin: row.isNull(6) ? nil : try row.decode(6, as: Int64.self),
+                    value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7)))
+            }
+            return (rows, max(after, min(newest, upper)))
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Full states and values of these documents (missing ones are left out).
+    public func fetchDocuments(_ refs: [(collection: String, id: Value)]) async throws(StoreError) -> [StoredDocument] {
+        do {
+            var byCollection: [String: [Value]] = [:]
+            for r in refs { byCollection[r.collection, default: []].append(r.id) }
+            var out: [StoredDocument] = []
+            for (collection, ids) in byCollection {
+                let array = PostgresArray<PostgresJSON>(ids.map { PostgresJSON(JSON.string($0)) })
+                for row in try await pool.query("SELECT id, state, value FROM documents WHERE collection = \(collection) AND id = ANY(\(array)::jsonb[])") {
+                    out.append(StoredDocument(collection: collection, id: try Self.decodeJSON(row, column: 0),
+                                              state: try row.decode(1, as: PostgresBytea.self).bytes,
+                                              value: row.isNull(2) ? nil : try Self.decodeJSON(row, column: 2)))
+                }
+            }
+            return out
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+}
+
+extension WriteTransaction {
+    /// Merges uploaded deltas: lock, merge, write state + value, change log with `origin`.
+    /// Entries that cannot be applied are rejected one by one; the others are written.
+    mutating func merge(_ items: [MergeItem], origin: Int64) async throws -> ExecuteResult {
+        var rejections: [(index: Int, message: String)] = []
+        var order: [String] = []
+        var byCollection: [String: [Int]] = [:]
+        for (i, item) in items.enumerated() {
+            if byCollection[item.collection] == nil { order.append(item.collection) }
+            byCollection[item.collection, default: []].append(i)
+        }
+        var mutated: [Value] = []
+        for collection in order {
+            let indexes = byCollection[collection] ?? []
+            var seen = Set<Value>(), ids: [Value] = []
+            for i in indexes where seen.insert(items[i].id).inserted { ids.append(items[i].id) }
+            var docs = try await lockDocuments(collection, ids)
+            var before: [Value: VersionVector] = [:]
+            for i in indexes {
+                let item = items[i]
+                do {
+                    let delta = try Delta.decode(item.delta)
+                    var doc = try docs[item.id] ?? Document(id: item.id)
+                    if before[item.id] == nil { before[item.id] = doc.versionVector }
+                    _ = try doc.merge(delta)
+                    if let value = doc.materialize(), JSON.serialize(value).count > documentLimitBytes {
+                        throw StoreError.tooLarge("the document would be larger than \(documentLimitBytes) bytes")
+                    }
+                    store.replica.withLock { $0.observe(delta) }
+                    docs[item.id] = doc
+                } catch CRDTError.deltaGap {
+                    rejections.append((i, "delta does not follow the stored version: send the full state"))
+                } catch {
+                    rejections.append((i, "\(StoreError.from(error))"))
+                }
+            }
+            var upserts: [PendingWrite] = [], deletes: [PendingWrite] = []
+            for id in ids {
+                guard let doc = docs[id], let base = before[id] else { continue }
+                let delta = doc.delta(since: base)
+                if delta.isEmpty { continue }
+                let w = PendingWrite(key: DocumentKey(collection: collection, id: id), document: doc, delta: delta)
+                if doc.exists { upserts.append(w) } else { deletes.append(w) }
+                mutated.append(id)
+            }
+            currentOrigin = origin
+            defer { currentOrigin = nil }
+            try await write(upserts, kind: "upsert")
+            try await write(deletes, kind: "delete")
+        }
+        var result = ExecuteResult(transactionID: 0, queryType: "sync", mutatedDocumentIDs: mutated)
+        result.rejections = rejections
+        return result
+    }
+}

@@ -1,0 +1,131 @@
+// The per-instance change reader: one reader of the change log shared by every session of this
+// BigPeer instance (PROTOCOL.md §10). It follows `bigpeer_changes` notifications, reads the new
+// change-log rows once (with each document's current value), keeps the most recent ones in a
+// bounded ring, and tells sessions the newest transaction number. Sessions then read from the
+// ring; a session that fell behind the ring reads the database directly. NOTIFY is not durable:
+// after `.reconnected` (database restart) the feed simply catches up from the change log.
+
+import Postgres
+import Store
+import Synchronization
+import Values
+
+public final class ChangeFeed: Sendable {
+    struct State {
+        /// Rows of the transactions in (ringFrom, head], in order.
+        var ring: [LogEntry] = []
+        var ringBytes = 0
+        var ringFrom: Int64 = 0
+        var head: Int64 = 0
+        var listeners: [UInt64: @Sendable (Int64) -> Void] = [:]
+        var nextListener: UInt64 = 0
+        var refreshing = false
+        var refreshAgain = false
+    }
+
+    let store: DocumentStore
+    let maxRingEntries: Int
+    let maxRingBytes: Int
+    let state = Mutex(State())
+
+    public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20) {
+        self.store = store
+        self.maxRingEntries = maxRingEntries
+        self.maxRingBytes = maxRingBytes
+    }
+
+    /// Starts following the change log from the current newest transaction.
+    public func start() async throws {
+        let n = try await store.currentTransaction()
+        state.withLock { s in
+            s.head = max(s.head, n)
+            s.ringFrom = max(s.ringFrom, n)
+        }
+    }
+
+    /// Consumes a listener's events until it stops: every notification or reconnect triggers a catch-up.
+    public func follow(_ listener: PostgresListener) async {
+        for await _ in listener.events { await refresh() }
+    }
+
+    public var head: Int64 { state.withLock { $0.head } }
+
+    /// Registers a callback for every new head; returns a token for `removeListener`.
+    public func addListener(_ onHead: @escaping @Sendable (Int64) -> Void) -> UInt64 {
+        state.withLock { s in
+            s.nextListener += 1
+            s.listeners[s.nextListener] = onHead
+            return s.nextListener
+        }
+    }
+
+    public func removeListener(_ token: UInt64) { state.withLock { _ = $0.listeners.removeValue(forKey: token) } }
+
+    /// Reads everything new since `head` into the ring (one refresh at a time; concurrent calls coalesce).
+    public func refresh() async {
+        let start = state.withLock { s -> Bool in
+            if s.refreshing { s.refreshAgain = true; return false }
+            s.refreshing = true
+            return true
+        }
+        guard start else { return }
+        while true {
+            do {
+                while true {
+                    let from = state.withLock { $0.head }
+                    let (rows, through) = try await store.readChangeLog(after: from, maxTransactions: 1000)
+                    if through <= from { break }
+                    let listeners = state.withLock { s -> [@Sendable (Int64) -> Void] in
+                        for r in rows { append(Self.entry(r), to: &s) }
+                        s.head = through
+                        return Array(s.listeners.values)
+                    }
+                    for l in listeners { l(through) }
+                }
+            } catch {
+                // The database is unreachable: the listener's `.reconnected` triggers the next catch-up.
+            }
+            let again = state.withLock { s -> Bool in
+                if s.refreshAgain { s.refreshAgain = false; return true }
+                s.refreshing = false
+                return false
+            }
+            if !again { return }
+        }
+    }
+
+    private func append(_ e: LogEntry, to s: inout State) {
+        s.ring.append(e)
+        s.ringBytes += Self.size(e)
+        // Drop whole transactions from the front until within bounds.
+        while s.ring.count > maxRingEntries || s.ringBytes > maxRingBytes, let first = s.ring.first {
+            let txn = first.txn
+            let n = s.ring.firstIndex { $0.txn != txn } ?? s.ring.endIndex
+            for r in s.ring[0..<n] { s.ringBytes -= Self.size(r) }
+            s.ring.removeFirst(n)
+            s.ringFrom = txn
+        }
+    }
+
+    static func size(_ e: LogEntry) -> Int { 64 + (e.delta?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0) }
+
+    static func entry(_ r: ChangeLogRow) -> LogEntry {
+        LogEntry(txn: r.txn, document: DocumentRef(collection: r.collection, id: r.id),
+                 kind: LogEntry.Kind(rawValue: r.kind) ?? .evict, delta: r.delta, value: r.value,
+                 origin: r.origin.map { UInt64(bitPattern: $0) })
+    }
+
+    /// The change log after `after`: from the ring when it reaches back that far, else from the database.
+    public func read(after: Int64, maxTransactions: Int64 = 100) async throws(StoreError) -> LogBatch {
+        let cached = state.withLock { s -> LogBatch? in
+            guard after >= s.ringFrom else { return nil }
+            let start = s.ring.firstIndex { $0.txn > after } ?? s.ring.endIndex
+            let upper = min(s.head, after &+ maxTransactions)
+            let end = s.ring[start...].firstIndex { $0.txn > upper } ?? s.ring.endIndex
+            return LogBatch(entries: Array(s.ring[start..<end]), through: max(after, upper))
+        }
+        if let cached { return cached }
+        let (rows, through) = try await store.readChangeLog(after: after, maxTransactions: maxTransactions)
+        return LogBatch(entries: rows.map(Self.entry), through: through)
+    }
+}

@@ -1,0 +1,143 @@
+// The driver of one server-side session: connects a `SyncSession` (pure state machine) to the
+// store, the shared `ChangeFeed`, a clock, and a transport given as two closures. Transport
+// adapters (WebSocket endpoint, TCP, BLE, the in-memory link of the tests) call `receive` with each
+// complete protocol message and `transportClosed` when the link goes away.
+//
+// Ordering: the session runs under a mutex, and the transport's `send` is called inside it, so
+// messages leave in exactly the order the session produced them. `send` must not block (it queues).
+// Store requests run as tasks and feed their results back as inputs.
+
+import Glibc
+import Store
+import Synchronization
+import Values
+
+public final class SyncConnection: Sendable {
+    public struct Transport: Sendable {
+        public var send: @Sendable ([UInt8]) -> Void
+        public var close: @Sendable (UInt16, String) -> Void
+        public init(send: @escaping @Sendable ([UInt8]) -> Void, close: @escaping @Sendable (UInt16, String) -> Void) {
+            self.send = send
+            self.close = close
+        }
+    }
+
+    let session: Mutex<SyncSession>
+    let store: DocumentStore
+    let feed: ChangeFeed
+    let transport: Transport
+    let authenticate: @Sendable (Hello) async -> AuthDecision
+    let clock: @Sendable () -> UInt64
+    let feedToken = Mutex<UInt64?>(nil)
+    let timer = Mutex<Task<Void, Never>?>(nil)
+
+    public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
+                clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
+                authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
+        self.clock = clock
+        session = Mutex(SyncSession(configuration: configuration, now: clock()))
+        self.store = store
+        self.feed = feed
+        self.transport = transport
+        self.authenticate = authenticate
+    }
+
+    /// Milliseconds on a monotonic clock (heartbeats must not jump with the wall clock).
+    public static let monotonicMillis: @Sendable () -> UInt64 = {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1000 + UInt64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Starts the heartbeat timer and the change-feed subscription.
+    public func start() {
+        let token = feed.addListener { [weak self] head in self?.deliver(.logHead(head)) }
+        feedToken.withLock { $0 = token }
+        deliver(.logHead(feed.head))
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let self else { return }
+                let (deadline, closed) = self.session.withLock { ($0.nextDeadline, $0.state == .closed) }
+                if closed { return }
+                let now = self.clock()
+                let wait = deadline > now ? min(deadline - now, 1000) : 0
+                if wait > 0 { try? await Task.sleep(for: .milliseconds(wait)) }
+                self.deliver(.tick)
+            }
+        }
+        timer.withLock { $0 = task }
+    }
+
+    /// One complete protocol message from the transport.
+    public func receive(_ bytes: [UInt8]) { deliver(.received(bytes)) }
+
+    /// The link is gone: stop everything (unacknowledged uploads are re-sent by the peer).
+    public func transportClosed() { deliver(.transportClosed) }
+
+    public var state: SyncSession.State { session.withLock { $0.state } }
+
+    /// Read-only view of the session (tests, metrics).
+    public func inspect<R>(_ body: (SyncSession) -> R) -> R { session.withLock { body($0) } }
+
+    func stop() {
+        if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { feed.removeListener(token) }
+        timer.withLock { $0?.cancel(); $0 = nil }
+    }
+
+    func deliver(_ input: SyncSessionInput) {
+        let (actions, closed) = session.withLock { s -> ([SyncSessionAction], Bool) in
+            let actions = s.handle(input, now: clock())
+            for case .send(let bytes, _) in actions { transport.send(bytes) }
+            return (actions, s.state == .closed)
+        }
+        for action in actions { perform(action) }
+        if closed { stop() }
+    }
+
+    func perform(_ action: SyncSessionAction) {
+        switch action {
+        case .send:
+            break  // sent in order inside `deliver`
+        case .close(let code, let reason):
+            transport.close(code, reason)
+        case .authenticate(let hello):
+            Task { self.deliver(.authenticated(await self.authenticate(hello))) }
+        case .readPage(let id, let generation, let query, let after, let limit, let maxBytes):
+            run {
+                let page = try await self.store.syncPage(query.value.statement, arguments: query.value.arguments,
+                                                         after: after, limit: limit, maxBytes: maxBytes)
+                return .page(subscription: id, generation: generation, DocumentPage(
+                    rows: page.rows.map { DocumentPage.Row(id: $0.id, state: $0.state) }, txn: page.txn,
+                    isLast: page.isLast, nextAfter: page.nextAfter))
+            }
+        case .checkResume(let id, let generation, let checkpoint):
+            run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.store.changeLogReaches(back: checkpoint)) }
+        case .readLog(let after):
+            run { .log(try await self.feed.read(after: after)) }
+        case .fetchDocuments(let request, let refs):
+            run {
+                let docs = try await self.store.fetchDocuments(refs.map { ($0.collection, $0.id) })
+                return .fetched(request: request, docs.map { FetchedDocument(document: DocumentRef(collection: $0.collection, id: $0.id), state: $0.state, value: $0.value) })
+            }
+        case .applyUpload(let seq, let origin, let entries):
+            run {
+                let items = entries.map { MergeItem(collection: $0.document.collection, id: $0.document.id, delta: $0.delta) }
+                let r = try await self.store.mergeDeltas(items, origin: Int64(bitPattern: origin))
+                return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected.map { UploadRejection(index: $0.index, message: $0.message) })
+            }
+        }
+    }
+
+    /// Runs a store request and feeds its result (or the failure, as a close) back to the session.
+    func run(_ body: @escaping @Sendable () async throws -> SyncSessionInput) {
+        Task {
+            do {
+                self.deliver(try await body())
+            } catch StoreError.unavailable, StoreError.timeout {
+                self.deliver(.storeFailed(code: .tryAgainLater, reason: "the database is unavailable; retry later"))
+            } catch {
+                self.deliver(.storeFailed(code: .internalError, reason: "internal error"))
+            }
+        }
+    }
+}

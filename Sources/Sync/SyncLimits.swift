@@ -1,0 +1,27 @@
+/// Bounds on what a peer may send (PROTOCOL.md §8). Every one is checked before the thing it bounds
+/// is kept, so nothing a peer sends can size an allocation beyond them.
+public struct SyncLimits: Sendable, Equatable {
+    /// Largest message accepted (`welcome.max`).
+    public var maxMessageSize = 16 << 20
+    /// Smallest `hello.max` / `hello.credit` a peer may announce.
+    public var minPeerWindow: UInt64 = 64 << 10
+    public var maxSubscriptions = 256
+    public var maxQueryBytes = 64 << 10
+    public var maxArgumentsBytes = 1 << 20
+    public var maxWantDocuments = 1000
+    public var maxUploadDocuments = 10_000
+    public var maxMetadataEntries = 64
+    public var maxMetadataBytes = 16 << 10
+    public var maxCredentialBytes = 16 << 10
+    public var maxDeviceNameBytes = 256
+    public var maxPeerKeyBytes = 256
+    public var maxCollectionBytes = 1024
+    public var maxValueDepth = 32
+    public var maxReasonBytes = 123
+    /// Credit outstanding in one direction may not exceed this (PROTOCOL.md §6).
+    public var maxOutstandingCredit: Int64 = 1 << 40
+
+    public init() {}
+
+    public static let `default` = SyncLimits()
+}

@@ -1,0 +1,210 @@
+// Sync: the replication protocol between peers and BigPeer (docs/PROTOCOL.md).
+// This file: the protocol's messages as Swift values. Encoding: SyncMessageEncoder.swift;
+// decoding and validation: SyncMessageDecoder.swift.
+
+import Values
+
+/// The protocol version this code speaks (PROTOCOL.md §4.1).
+public enum SyncProtocol {
+    public static let version: UInt64 = 1
+    /// The WebSocket subprotocol name (PROTOCOL.md §2).
+    public static let webSocketSubprotocol = "bigpeer-sync.v1"
+}
+
+/// A document named by collection and `_id` (a text `Value` or an object).
+public struct DocumentRef: Hashable, Sendable {
+    public var collection: String
+    public var id: Value
+
+    public init(collection: String, id: Value) {
+        self.collection = collection
+        self.id = id
+    }
+}
+
+/// Whether a document exists after a change (`delete`: it is a tombstone now).
+public enum ChangeKind: String, Sendable, Equatable {
+    case upsert
+    case delete
+}
+
+/// What an entry carries: an incremental CRDT delta, or a complete CRDT document state.
+public enum EntryPayload: Sendable, Equatable {
+    case delta([UInt8])
+    case state([UInt8])
+
+    public var bytes: [UInt8] {
+        switch self {
+        case .delta(let b), .state(let b): b
+        }
+    }
+}
+
+/// One document in `docs` / `changes` (PROTOCOL.md §3 `entry`).
+public struct ChangeEntry: Sendable, Equatable {
+    public var document: DocumentRef
+    public var kind: ChangeKind
+    public var payload: EntryPayload
+
+    public init(document: DocumentRef, kind: ChangeKind, payload: EntryPayload) {
+        self.document = document
+        self.kind = kind
+        self.payload = payload
+    }
+}
+
+/// One document in `up`.
+public struct UploadEntry: Sendable, Equatable {
+    public var document: DocumentRef
+    public var delta: [UInt8]
+
+    public init(document: DocumentRef, delta: [UInt8]) {
+        self.document = document
+        self.delta = delta
+    }
+}
+
+/// An `up` entry the server did not apply (`ack.rejected`).
+public struct UploadRejection: Sendable, Equatable {
+    public var index: Int
+    public var message: String
+
+    public init(index: Int, message: String) {
+        self.index = index
+        self.message = message
+    }
+}
+
+public enum SyncCredentials: Sendable, Equatable {
+    case apiKey(String)
+    case jwt(String)
+}
+
+public struct Hello: Sendable, Equatable {
+    public var version: UInt64
+    public var site: UInt64
+    public var peerKey: [UInt8]
+    public var deviceName: String
+    public var metadata: [String: Value]
+    public var credentials: SyncCredentials?
+    /// Initial download credit (bytes) the server may send.
+    public var credit: UInt64
+    /// The largest message the peer accepts.
+    public var maxMessageSize: UInt64
+
+    public init(version: UInt64 = SyncProtocol.version, site: UInt64, peerKey: [UInt8], deviceName: String,
+                metadata: [String: Value] = [:], credentials: SyncCredentials?, credit: UInt64, maxMessageSize: UInt64) {
+        self.version = version
+        self.site = site
+        self.peerKey = peerKey
+        self.deviceName = deviceName
+        self.metadata = metadata
+        self.credentials = credentials
+        self.credit = credit
+        self.maxMessageSize = maxMessageSize
+    }
+}
+
+public struct Welcome: Sendable, Equatable {
+    public var version: UInt64
+    public var site: UInt64
+    public var sessionID: String
+    public var heartbeatMillis: UInt64
+    public var maxMessageSize: UInt64
+    /// Initial upload credit (bytes) the peer may send.
+    public var credit: UInt64
+
+    public init(version: UInt64 = SyncProtocol.version, site: UInt64, sessionID: String, heartbeatMillis: UInt64,
+                maxMessageSize: UInt64, credit: UInt64) {
+        self.version = version
+        self.site = site
+        self.sessionID = sessionID
+        self.heartbeatMillis = heartbeatMillis
+        self.maxMessageSize = maxMessageSize
+        self.credit = credit
+    }
+}
+
+public struct Subscribe: Sendable, Equatable {
+    public var id: UInt32
+    public var query: String
+    public var arguments: [String: Value]
+    /// Resume from this checkpoint (transaction number).
+    public var checkpoint: Int64?
+    /// Resume: hashes (`DocumentHash`) of the documents the peer holds in the collection, ascending.
+    public var have: [UInt64]?
+
+    public init(id: UInt32, query: String, arguments: [String: Value] = [:], checkpoint: Int64? = nil, have: [UInt64]? = nil) {
+        self.id = id
+        self.query = query
+        self.arguments = arguments
+        self.checkpoint = checkpoint
+        self.have = have
+    }
+}
+
+/// Every message of protocol version 1 (PROTOCOL.md §4). The `"t"` key on the wire is in comments.
+public enum SyncMessage: Sendable, Equatable {
+    case hello(Hello)                                             // "hello"
+    case welcome(Welcome)                                         // "welcome"
+    case refuse(code: UInt16, reason: String)                     // "refuse"
+    case subscribe(Subscribe)                                     // "sub"
+    case unsubscribe(id: UInt32)                                  // "unsub"
+    case subscriptionError(id: UInt32, message: String)           // "sub_error"
+    case documents(subscription: UInt32, entries: [ChangeEntry])  // "docs"
+    case synced(subscription: UInt32, checkpoint: Int64)          // "synced"
+    case changes(txn: Int64, entries: [ChangeEntry])              // "changes"
+    case checkpoint(txn: Int64)                                   // "checkpoint"
+    case upload(seq: UInt64, entries: [UploadEntry])              // "up"
+    case ack(seq: UInt64, txn: Int64, rejected: [UploadRejection]) // "ack"
+    case want([DocumentRef])                                      // "want"
+    case credit(bytes: UInt64)                                    // "credit"
+    case ping(UInt64)                                             // "ping"
+    case pong(UInt64)                                             // "pong"
+    case bye(code: UInt16, reason: String)                        // "bye"
+
+    /// The `"t"` value on the wire.
+    public var typeName: String {
+        switch self {
+        case .hello: "hello"
+        case .welcome: "welcome"
+        case .refuse: "refuse"
+        case .subscribe: "sub"
+        case .unsubscribe: "unsub"
+        case .subscriptionError: "sub_error"
+        case .documents: "docs"
+        case .synced: "synced"
+        case .changes: "changes"
+        case .checkpoint: "checkpoint"
+        case .upload: "up"
+        case .ack: "ack"
+        case .want: "want"
+        case .credit: "credit"
+        case .ping: "ping"
+        case .pong: "pong"
+        case .bye: "bye"
+        }
+    }
+
+    /// Data messages consume flow-control credit (PROTOCOL.md §6); control messages never wait.
+    public var consumesCredit: Bool {
+        switch self {
+        case .documents, .changes, .upload: true
+        default: false
+        }
+    }
+}
+
+/// Close codes (PROTOCOL.md §7). WebSocket close frames and `bye`/`refuse` carry the raw value.
+public enum SyncCloseCode: UInt16, Sendable {
+    case normal = 1000
+    case goingAway = 1001
+    case internalError = 1011
+    case tryAgainLater = 1013
+    case unauthorized = 4001
+    case unsupportedVersion = 4002
+    case policy = 4003
+    case protocolViolation = 4004
+    case timeout = 4008
+    case messageTooLarge = 4009
+}

@@ -1,0 +1,125 @@
+// Live changes from the change log (PROTOCOL.md §4.6) and uploads (§4.8).
+//
+// Per change-log row, with H = "the peer holds the document", M = "a live subscription matches its
+// current value":   H∧M → delta;  H∧¬M → delta, forget it (the change that makes it leave);
+//                   ¬H∧M → full state (fetched), hold it;  ¬H∧¬M → nothing.
+// Rows the peer itself uploaded are not echoed; they only update H (and fetch the full state if
+// the document enters a subscription the peer did not hold it for).
+
+import Values
+
+/// A log batch interrupted at transaction `txn` to fetch the full states of documents entering a
+/// subscription; resumed when `.fetched` arrives.
+struct SuspendedBatch: Sendable {
+    var txn: Int64
+    var built: [ChangeEntry]
+    var remaining: ArraySlice<LogEntry>
+    var through: Int64
+    var sentChanges: Bool
+}
+
+extension SyncSession {
+    mutating func logArrived(_ batch: LogBatch, now: UInt64, into out: inout [SyncSessionAction]) {
+        logHead = max(logHead, batch.through)
+        guard suspended == nil, let cursor, batch.through > cursor, !isSyncing else { return }
+        let start = batch.entries.firstIndex { $0.txn > cursor } ?? batch.entries.endIndex
+        process(batch.entries[start...], through: batch.through, sentChanges: false, now: now, into: &out)
+    }
+
+    /// Handles transactions in order until the batch ends, credit runs out, or full states are needed.
+    mutating func process(_ entries: ArraySlice<LogEntry>, through: Int64, sentChanges: Bool, now: UInt64,
+                          into out: inout [SyncSessionAction]) {
+        var rest = entries
+        var sent = sentChanges
+        while let txn = rest.first?.txn {
+            if credit <= 0 {
+                // Not buffered: the rest is dropped and re-read from the cursor when credit returns.
+                return finishBatch(sent: sent, now: now, into: &out)
+            }
+            let end = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
+            var built: [ChangeEntry] = []
+            var entering: [DocumentRef] = []
+            for e in rest[rest.startIndex..<end] { decide(e, &built, &entering) }
+            rest = rest[end...]
+            if !entering.isEmpty {
+                suspended = SuspendedBatch(txn: txn, built: built, remaining: rest, through: through, sentChanges: sent)
+                requestCounter += 1
+                outstanding = .fetch(request: requestCounter, purpose: .entering)
+                out.append(.fetchDocuments(request: requestCounter, entering))
+                return
+            }
+            sent = finishTransaction(txn, built, into: &out) || sent
+        }
+        if let cursor, through > cursor { self.cursor = through }
+        finishBatch(sent: sent, now: now, into: &out)
+    }
+
+    mutating func resumeSuspended(with entering: [ChangeEntry], now: UInt64, into out: inout [SyncSessionAction]) {
+        guard let s = suspended else { return }
+        suspended = nil
+        let sent = finishTransaction(s.txn, s.built + entering, into: &out) || s.sentChanges
+        process(s.remaining, through: s.through, sentChanges: sent, now: now, into: &out)
+    }
+
+    /// Sends one transaction's entries; the cursor moves past it. Returns whether anything was sent.
+    mutating func finishTransaction(_ txn: Int64, _ entries: [ChangeEntry], into out: inout [SyncSessionAction]) -> Bool {
+        sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
+        cursor = max(cursor ?? txn, txn)
+        return !entries.isEmpty
+    }
+
+    /// After changes were sent the checkpoint follows at once; idle advances wait for `tick`.
+    mutating func finishBatch(sent: Bool, now: UInt64, into out: inout [SyncSessionAction]) {
+        if sent, let cursor, cursor > lastCheckpointSent { sendCheckpoint(cursor, now: now, into: &out) }
+    }
+
+    mutating func decide(_ e: LogEntry, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
+        if e.kind == .evict { return }  // the server dropped its copy; peers keep theirs
+        let hash = DocumentHash.of(e.document)
+        let isHeld = held.contains(hash)
+        let matches = matchesLive(e.document, e.value)
+        if let origin = e.origin, origin == peer?.site {
+            if !matches { held.remove(hash) } else if !isHeld { entering.append(e.document) }
+            return
+        }
+        let kind: ChangeKind = e.kind == .delete ? .delete : .upsert
+        switch (isHeld, matches) {
+        case (true, _):
+            if let delta = e.delta {
+                built.append(ChangeEntry(document: e.document, kind: kind, payload: .delta(delta)))
+                if !matches { held.remove(hash) }
+            } else if matches {
+                entering.append(e.document)
+            } else {
+                held.remove(hash)
+            }
+        case (false, true):
+            entering.append(e.document)
+        case (false, false):
+            break
+        }
+    }
+
+    // MARK: - Uploads
+
+    mutating func upload(_ seq: UInt64, _ entries: [UploadEntry], size: Int, into out: inout [SyncSessionAction]) {
+        guard uploadCredit > 0, let peer else {
+            return close(.protocolViolation, "up sent without upload credit", into: &out)
+        }
+        uploadCredit -= Int64(size)
+        uploads.append((seq: seq, size: size, ack: nil))
+        out.append(.applyUpload(seq: seq, origin: peer.site, entries: entries))
+    }
+
+    /// Acks go out in the order the uploads arrived, each followed by the credit it used.
+    mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], into out: inout [SyncSessionAction]) {
+        guard let i = uploads.firstIndex(where: { $0.seq == seq && $0.ack == nil }) else { return }
+        uploads[i].ack = .ack(seq: seq, txn: txn, rejected: rejected)
+        while let first = uploads.first, let ack = first.ack {
+            uploads.removeFirst()
+            send(ack, into: &out)
+            uploadCredit += Int64(first.size)
+            send(.credit(bytes: UInt64(first.size)), into: &out)
+        }
+    }
+}

@@ -1,0 +1,207 @@
+// Subscriptions: validation, initial sync by pages, resume from a checkpoint, `want`, and the
+// scheduler (`pump`) that decides the session's next store read (PROTOCOL.md §4.3–§4.7).
+
+import DQL
+import Values
+
+extension SyncSession {
+    static let maxPendingWants = 4000
+
+    var isSyncing: Bool { subscriptions.values.contains { $0.phase != .live } }
+
+    var peerMaxMessage: Int { Int(clamping: peer?.maxMessageSize ?? 65536) }
+
+    /// Decides the next store read, if none is outstanding. Initial syncs run one at a time, in the
+    /// order requested, and pause live delivery (the cursor stays; the log is read afterwards).
+    mutating func pump(now: UInt64, into out: inout [SyncSessionAction]) {
+        guard outstanding == nil, suspended == nil, credit > 0 else { return }
+        if !pendingWants.isEmpty {
+            let n = min(pendingWants.count, configuration.limits.maxWantDocuments)
+            let refs = Array(pendingWants.prefix(n))
+            pendingWants.removeFirst(n)
+            requestCounter += 1
+            outstanding = .fetch(request: requestCounter, purpose: .want)
+            out.append(.fetchDocuments(request: requestCounter, refs))
+            return
+        }
+        for id in order {
+            guard var sub = subscriptions[id] else { continue }
+            switch sub.phase {
+            case .live, .checkingResume:
+                continue
+            case .queued:
+                if let cp = sub.checkpoint {
+                    sub.phase = .checkingResume
+                    subscriptions[id] = sub
+                    outstanding = .resume(id)
+                    out.append(.checkResume(subscription: id, generation: sub.generation, checkpoint: cp))
+                    return
+                }
+                sub.phase = .paging(after: nil)
+                subscriptions[id] = sub
+                requestPage(sub, after: nil, into: &out)
+                return
+            case .paging(let after):
+                requestPage(sub, after: after, into: &out)
+                return
+            }
+        }
+        if isSyncing { return }
+        if let cursor, cursor < logHead, subscriptions.values.contains(where: { $0.phase == .live }) {
+            outstanding = .log
+            out.append(.readLog(after: cursor))
+        }
+    }
+
+    mutating func requestPage(_ sub: Subscription, after: Value?, into out: inout [SyncSessionAction]) {
+        outstanding = .page(sub.id)
+        let budget = max(1, min(Int(clamping: credit), peerMaxMessage - 4096))
+        out.append(.readPage(subscription: sub.id, generation: sub.generation, query: QueryBox(value: sub.query),
+                             after: after, limit: configuration.pageRows, maxBytes: budget))
+    }
+
+    // MARK: - sub / unsub
+
+    mutating func subscribe(_ s: Subscribe, now: UInt64, into out: inout [SyncSessionAction]) {
+        guard subscriptions[s.id] == nil else {
+            return send(.subscriptionError(id: s.id, message: "subscription \(s.id) already exists"), into: &out)
+        }
+        guard subscriptions.count < configuration.limits.maxSubscriptions else {
+            return send(.subscriptionError(id: s.id, message: "at most \(configuration.limits.maxSubscriptions) subscriptions per session"), into: &out)
+        }
+        let query: SubscriptionQuery
+        do {
+            query = try Self.validate(s.query, arguments: s.arguments, now: now)
+        } catch {
+            return send(.subscriptionError(id: s.id, message: "\(error)"), into: &out)
+        }
+        generations += 1
+        subscriptions[s.id] = Subscription(id: s.id, generation: generations, query: query, checkpoint: s.checkpoint,
+                                           have: s.have ?? [], phase: .queued)
+        order.append(s.id)
+    }
+
+    /// A subscription query must be `SELECT * FROM collection [WHERE ...]` (PROTOCOL.md §4.3).
+    static func validate(_ text: String, arguments: [String: Value], now: UInt64) throws -> SubscriptionQuery {
+        guard case .select(let s) = try DQL.parse(text) else {
+            throw SubscriptionQueryError("a subscription must be a SELECT")
+        }
+        guard s.projections == [.all], !s.distinct, s.groupBy.isEmpty, s.having == nil, s.orderBy.isEmpty,
+              s.limit == nil, s.offset == nil else {
+            throw SubscriptionQueryError("a subscription must be SELECT * FROM collection [WHERE condition] (no DISTINCT, GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET)")
+        }
+        let query = try SelectQuery(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: Int64(clamping: now)))
+        return SubscriptionQuery(collection: s.from.name, statement: s, arguments: arguments, query: query)
+    }
+
+    mutating func unsubscribe(_ id: UInt32) {
+        subscriptions[id] = nil
+        order.removeAll { $0 == id }
+        // An outstanding page or resume check for it is ignored on arrival (generation check).
+    }
+
+    // MARK: - Initial sync
+
+    mutating func pageArrived(_ id: UInt32, _ generation: UInt64, _ page: DocumentPage, into out: inout [SyncSessionAction]) {
+        if outstanding == .page(id) { outstanding = nil }
+        guard var sub = subscriptions[id], sub.generation == generation, case .paging = sub.phase else { return }
+        // The first page's snapshot: everything committed up to it is in every page (later pages are newer).
+        if cursor == nil { cursor = page.txn }
+        var entries: [ChangeEntry] = []
+        entries.reserveCapacity(page.rows.count)
+        for row in page.rows {
+            let ref = DocumentRef(collection: sub.query.collection, id: row.id)
+            entries.append(ChangeEntry(document: ref, kind: .upsert, payload: .state(row.state)))
+            held.insert(DocumentHash.of(ref))
+        }
+        sendBatched(entries, into: &out) { .documents(subscription: id, entries: $0) }
+        if page.isLast {
+            sub.phase = .live
+            subscriptions[id] = sub
+            send(.synced(subscription: id, checkpoint: cursor ?? page.txn), into: &out)
+        } else {
+            sub.phase = .paging(after: page.nextAfter ?? page.rows.last?.id)
+            subscriptions[id] = sub
+        }
+    }
+
+    mutating func resumeChecked(_ id: UInt32, _ generation: UInt64, _ reachable: Bool, into out: inout [SyncSessionAction]) {
+        if outstanding == .resume(id) { outstanding = nil }
+        guard var sub = subscriptions[id], sub.generation == generation, sub.phase == .checkingResume,
+              let cp = sub.checkpoint else { return }
+        held.formUnion(sub.have)
+        sub.have = []
+        if reachable {
+            // Lowering the cursor re-delivers (cp, cursor] to the other subscriptions: harmless, merge is idempotent.
+            cursor = min(cursor ?? cp, cp)
+            sub.phase = .live
+            subscriptions[id] = sub
+            send(.synced(subscription: id, checkpoint: cp), into: &out)
+        } else {
+            sub.phase = .paging(after: nil)  // full resync (PROTOCOL.md §4.5)
+            subscriptions[id] = sub
+        }
+    }
+
+    /// Sends entries in as many messages as the peer's maximum message size needs.
+    mutating func sendBatched(_ entries: [ChangeEntry], into out: inout [SyncSessionAction],
+                              _ make: ([ChangeEntry]) -> SyncMessage) {
+        let limit = peerMaxMessage - 64  // room for the message's own keys and heads
+        var batch: [ChangeEntry] = []
+        var size = 0
+        for e in entries {
+            let n = e.encodedSize
+            if n > limit { skippedOversized += 1; continue }
+            if size + n > limit, !batch.isEmpty {
+                send(make(batch), into: &out)
+                batch = []
+                size = 0
+            }
+            batch.append(e)
+            size += n
+        }
+        if !batch.isEmpty { send(make(batch), into: &out) }
+    }
+
+    // MARK: - want
+
+    mutating func want(_ refs: [DocumentRef], into out: inout [SyncSessionAction]) {
+        guard pendingWants.count + refs.count <= Self.maxPendingWants else {
+            return close(.protocolViolation, "more than \(Self.maxPendingWants) documents wanted at once", into: &out)
+        }
+        pendingWants.append(contentsOf: refs)
+    }
+
+    /// True if a live subscription on the document's collection matches `value`.
+    func matchesLive(_ ref: DocumentRef, _ value: Value?) -> Bool {
+        guard let value else { return false }
+        for sub in subscriptions.values where sub.phase == .live && sub.query.collection == ref.collection {
+            // An evaluation error (e.g. a type error in the condition) means "does not match", as in queries.
+            if (try? sub.query.query.matches(value)) == true { return true }
+        }
+        return false
+    }
+
+    mutating func fetched(_ request: UInt64, _ docs: [FetchedDocument], now: UInt64, into out: inout [SyncSessionAction]) {
+        guard case .fetch(request, let purpose) = outstanding else { return }
+        outstanding = nil
+        var entries: [ChangeEntry] = []
+        for d in docs where matchesLive(d.document, d.value) {
+            entries.append(ChangeEntry(document: d.document, kind: .upsert, payload: .state(d.state)))
+            held.insert(DocumentHash.of(d.document))
+        }
+        switch purpose {
+        case .want:
+            let txn = cursor ?? 0
+            sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
+        case .entering:
+            resumeSuspended(with: entries, now: now, into: &out)
+        }
+    }
+}
+
+/// Why a subscription query was refused (sent in `sub_error`).
+struct SubscriptionQueryError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

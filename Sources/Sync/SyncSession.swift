@@ -1,0 +1,288 @@
+// The server side of one sync session, as a sans-I/O state machine (PROTOCOL.md §5).
+//
+//   driver ──input──► SyncSession.handle(input, now:) ──► [action]  ──► driver does I/O
+//        ▲                                                                 │
+//        └──────────── results of the store requests it asked for ◄────────┘
+//
+//   awaitingHello ─hello─► authenticating ─accept─► ready ─bye/violation/timeout─► closed
+//                                 └─refuse──────────────────────────────────────► closed
+//
+// Delivery state per session is small and bounded: the change-log cursor, the set of 64-bit hashes
+// of the documents the peer holds, the subscriptions, at most one outstanding store read, and the
+// uploads awaiting commit (bounded by the upload credit). Nothing is queued for a peer without
+// credit: the session just stops reading the log and resumes from its cursor when credit returns.
+
+import DQL
+import Values
+
+public struct SyncSession: Sendable {
+    public struct Configuration: Sendable {
+        public var serverSite: UInt64
+        public var sessionID: String
+        public var heartbeatMillis: UInt64 = 20_000
+        public var handshakeTimeoutMillis: UInt64 = 10_000
+        /// Upload credit granted in `welcome` (bytes).
+        public var uploadCredit: UInt64 = 4 << 20
+        /// Rows per initial-sync page.
+        public var pageRows = 500
+        /// How often a checkpoint is sent when the cursor moved over transactions the peer did not need.
+        public var idleCheckpointMillis: UInt64 = 5_000
+        public var limits = SyncLimits.default
+        public var supportedVersions: [UInt64] = [SyncProtocol.version]
+
+        public init(serverSite: UInt64, sessionID: String) {
+            self.serverSite = serverSite
+            self.sessionID = sessionID
+        }
+    }
+
+    public enum State: Sendable, Equatable { case awaitingHello, authenticating, ready, closed }
+
+    struct Subscription {
+        enum Phase: Equatable {
+            /// Waiting for its turn (one initial sync at a time).
+            case queued
+            /// Checking whether the change log reaches back to the resume checkpoint.
+            case checkingResume
+            /// Streaming pages; `after` is the last id sent.
+            case paging(after: Value?)
+            case live
+        }
+        var id: UInt32
+        var generation: UInt64
+        var query: SubscriptionQuery
+        var checkpoint: Int64?
+        var have: [UInt64]
+        var phase: Phase
+    }
+
+    /// The one store read a session may have outstanding (pages, log and fetches are serialized).
+    enum Outstanding: Equatable {
+        case page(UInt32)
+        case resume(UInt32)
+        case log
+        case fetch(request: UInt64, purpose: FetchPurpose)
+    }
+
+    enum FetchPurpose: Equatable {
+        case want
+        /// Documents entering a subscription in the middle of transaction `txn` of a log batch.
+        case entering
+    }
+
+    public let configuration: Configuration
+    public private(set) var state: State = .awaitingHello
+    public private(set) var peer: Hello?
+    let openedAt: UInt64
+    var lastReceived: UInt64
+    var lastPingSent: UInt64 = 0
+    var pingCounter: UInt64 = 0
+
+    /// Download credit left (may go negative by one message, PROTOCOL.md §6).
+    public internal(set) var credit: Int64 = 0
+    public internal(set) var uploadCredit: Int64 = 0
+    /// Everything in the change log up to this transaction has been handled for the live subscriptions.
+    public internal(set) var cursor: Int64?
+    var lastCheckpointSent: Int64 = -1
+    var lastCheckpointAt: UInt64 = 0
+    var logHead: Int64 = 0
+
+    var subscriptions: [UInt32: Subscription] = [:]
+    /// Subscription ids in the order they were requested (initial syncs run in this order).
+    var order: [UInt32] = []
+    var generations: UInt64 = 0
+    /// Hashes (`DocumentHash`) of the documents the peer holds.
+    public internal(set) var held: Set<UInt64> = []
+    var outstanding: Outstanding?
+    var requestCounter: UInt64 = 0
+    /// A log batch interrupted to fetch the full states of documents entering a subscription.
+    var suspended: SuspendedBatch?
+    /// Documents the peer asked for with `want`, not yet fetched (bounded: `maxPendingWants`).
+    var pendingWants: [DocumentRef] = []
+    /// Entries skipped because one alone exceeds the peer's maximum message size.
+    public internal(set) var skippedOversized = 0
+    /// Uploads in the order received, with their size and, once committed, their ack.
+    var uploads: [(seq: UInt64, size: Int, ack: SyncMessage?)] = []
+
+    public init(configuration: Configuration, now: UInt64) {
+        self.configuration = configuration
+        openedAt = now
+        lastReceived = now
+    }
+
+    public var subscriptionCount: Int { subscriptions.count }
+
+    /// When the driver should call `.tick` at the latest.
+    public var nextDeadline: UInt64 {
+        switch state {
+        case .awaitingHello, .authenticating: return openedAt + configuration.handshakeTimeoutMillis
+        case .closed: return UInt64.max
+        case .ready:
+            let hb = configuration.heartbeatMillis
+            var next = lastReceived + 3 * hb
+            next = min(next, max(lastReceived, lastPingSent) + hb)
+            if let cursor, cursor > lastCheckpointSent { next = min(next, lastCheckpointAt + configuration.idleCheckpointMillis) }
+            return next
+        }
+    }
+
+    /// Feeds one input; returns what to do, in order.
+    public mutating func handle(_ input: SyncSessionInput, now: UInt64) -> [SyncSessionAction] {
+        guard state != .closed else { return [] }
+        var out: [SyncSessionAction] = []
+        switch input {
+        case .received(let bytes):
+            lastReceived = now
+            received(bytes, now: now, into: &out)
+        case .authenticated(let decision):
+            authenticated(decision, into: &out)
+        case .page(let id, let generation, let page):
+            pageArrived(id, generation, page, into: &out)
+        case .resumeChecked(let id, let generation, let reachable):
+            resumeChecked(id, generation, reachable, into: &out)
+        case .log(let batch):
+            if outstanding == .log { outstanding = nil }
+            logArrived(batch, now: now, into: &out)
+        case .fetched(let request, let docs):
+            fetched(request, docs, now: now, into: &out)
+        case .uploadCommitted(let seq, let txn, let rejected):
+            uploadCommitted(seq, txn, rejected, into: &out)
+        case .storeFailed(let code, let reason):
+            close(code, reason, into: &out)
+        case .logHead(let n):
+            logHead = max(logHead, n)
+        case .tick:
+            tick(now: now, into: &out)
+        case .transportClosed:
+            state = .closed
+        }
+        if state == .ready { pump(now: now, into: &out) }
+        return out
+    }
+
+    // MARK: - Receiving
+
+    mutating func received(_ bytes: [UInt8], now: UInt64, into out: inout [SyncSessionAction]) {
+        let message: SyncMessage
+        do {
+            message = try SyncMessageDecoder.decode(bytes, limits: configuration.limits)
+        } catch {
+            return close(error.closeCode, error.description, into: &out)
+        }
+        if case .bye = message { return close(.normal, "", into: &out) }
+        switch (state, message) {
+        case (.awaitingHello, .hello(let h)):
+            handshake(h, into: &out)
+        case (.ready, .subscribe(let s)):
+            subscribe(s, now: now, into: &out)
+        case (.ready, .unsubscribe(let id)):
+            unsubscribe(id)
+        case (.ready, .want(let refs)):
+            want(refs, into: &out)
+        case (.ready, .upload(let seq, let entries)):
+            upload(seq, entries, size: bytes.count, into: &out)
+        case (.ready, .credit(let bytes)):
+            guard credit <= configuration.limits.maxOutstandingCredit - Int64(bytes) else {
+                return close(.protocolViolation, "credit above 2^40 bytes", into: &out)
+            }
+            credit += Int64(bytes)
+        case (.ready, .ping(let n)):
+            send(.pong(n), into: &out)
+        case (.ready, .pong):
+            break  // any message counts as a sign of life (lastReceived)
+        default:
+            close(.protocolViolation, "unexpected \"\(message.typeName)\" in state \(state)", into: &out)
+        }
+    }
+
+    // MARK: - Handshake
+
+    mutating func handshake(_ hello: Hello, into out: inout [SyncSessionAction]) {
+        let limits = configuration.limits
+        guard hello.credit >= limits.minPeerWindow, hello.maxMessageSize >= limits.minPeerWindow,
+              hello.credit <= UInt64(limits.maxOutstandingCredit) else {
+            return close(.protocolViolation, "hello: credit and max must be at least \(limits.minPeerWindow) bytes", into: &out)
+        }
+        guard configuration.supportedVersions.contains(hello.version) else {
+            let list = configuration.supportedVersions.map(String.init).joined(separator: ", ")
+            return refuse(.unsupportedVersion, "unsupported protocol version \(hello.version); supported: \(list)", into: &out)
+        }
+        guard hello.site != configuration.serverSite else {
+            return refuse(.policy, "the peer's site id is the server's own", into: &out)
+        }
+        peer = hello
+        state = .authenticating
+        out.append(.authenticate(hello))
+    }
+
+    mutating func authenticated(_ decision: AuthDecision, into out: inout [SyncSessionAction]) {
+        guard state == .authenticating, let peer else { return }
+        switch decision {
+        case .refuse(let code, let reason):
+            refuse(code, reason, into: &out)
+        case .accept:
+            state = .ready
+            credit = Int64(peer.credit)
+            uploadCredit = Int64(configuration.uploadCredit)
+            send(.welcome(Welcome(site: configuration.serverSite, sessionID: configuration.sessionID,
+                                  heartbeatMillis: configuration.heartbeatMillis,
+                                  maxMessageSize: UInt64(configuration.limits.maxMessageSize),
+                                  credit: configuration.uploadCredit)), into: &out)
+        }
+    }
+
+    mutating func refuse(_ code: SyncCloseCode, _ reason: String, into out: inout [SyncSessionAction]) {
+        send(.refuse(code: code.rawValue, reason: reason), into: &out)
+        close(code, reason, into: &out)
+    }
+
+    // MARK: - Time
+
+    mutating func tick(now: UInt64, into out: inout [SyncSessionAction]) {
+        switch state {
+        case .awaitingHello, .authenticating:
+            if now >= openedAt + configuration.handshakeTimeoutMillis { close(.timeout, "no handshake within \(configuration.handshakeTimeoutMillis) ms", into: &out) }
+        case .ready:
+            let hb = configuration.heartbeatMillis
+            let idle = now >= lastReceived ? now - lastReceived : 0
+            if idle >= 3 * hb { return close(.timeout, "nothing received for \(idle) ms", into: &out) }
+            if idle >= hb && now >= max(lastReceived, lastPingSent) + hb {
+                pingCounter += 1
+                lastPingSent = now
+                send(.ping(pingCounter), into: &out)
+            }
+            if let cursor, cursor > lastCheckpointSent, suspended == nil, !isSyncing,
+               now >= lastCheckpointAt + configuration.idleCheckpointMillis {
+                sendCheckpoint(cursor, now: now, into: &out)
+            }
+        case .closed:
+            break
+        }
+    }
+
+    // MARK: - Sending and closing
+
+    mutating func send(_ m: SyncMessage, into out: inout [SyncSessionAction]) {
+        let bytes = m.encode()
+        if m.consumesCredit { credit -= Int64(bytes.count) }
+        out.append(.send(bytes, m))
+    }
+
+    mutating func sendCheckpoint(_ txn: Int64, now: UInt64, into out: inout [SyncSessionAction]) {
+        lastCheckpointSent = txn
+        lastCheckpointAt = now
+        send(.checkpoint(txn: txn), into: &out)
+    }
+
+    /// Closes with `code`; the reason is cut to the close-frame limit at a character boundary.
+    mutating func close(_ code: SyncCloseCode, _ reason: String, into out: inout [SyncSessionAction]) {
+        guard state != .closed else { return }
+        state = .closed
+        var r = ""
+        for ch in reason {
+            if r.utf8.count + String(ch).utf8.count > configuration.limits.maxReasonBytes { break }
+            r.append(ch)
+        }
+        out.append(.close(code: code.rawValue, reason: r))
+    }
+}

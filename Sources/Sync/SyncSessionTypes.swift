@@ -1,0 +1,143 @@
+// The inputs and actions of the server-side session state machine (SyncSession.swift).
+// The session does no I/O: a driver feeds it inputs (bytes received, results of the store
+// requests it asked for, clock ticks) and carries out the actions it returns.
+
+import DQL
+import Values
+
+/// A subscription's query, validated: a plain `SELECT *` over one collection with a WHERE clause.
+public struct SubscriptionQuery: Sendable {
+    public var collection: String
+    public var statement: SelectStatement
+    public var arguments: [String: Value]
+    /// Evaluates the WHERE clause against a materialized document (with `_id`).
+    public var query: SelectQuery
+}
+
+/// One change-log row as the shared reader delivers it: the row plus the document's current value.
+public struct LogEntry: Sendable, Equatable {
+    public enum Kind: String, Sendable { case upsert, delete, evict }
+    public var txn: Int64
+    public var document: DocumentRef
+    public var kind: Kind
+    /// The CRDT delta of the change (nil for evict).
+    public var delta: [UInt8]?
+    /// The document's materialized value when the reader read the row (nil: deleted or gone).
+    public var value: Value?
+    /// Site id of the peer whose upload made this change (nil: REST or server-side writes).
+    public var origin: UInt64?
+
+    public init(txn: Int64, document: DocumentRef, kind: Kind, delta: [UInt8]?, value: Value?, origin: UInt64? = nil) {
+        self.txn = txn
+        self.document = document
+        self.kind = kind
+        self.delta = delta
+        self.value = value
+        self.origin = origin
+    }
+}
+
+/// Change-log rows with `after < txn <= through`, in (txn, seq) order: every committed transaction
+/// in that range is complete in `entries` (PROTOCOL.md §4.6; docs/STORAGE.md on why none is skipped).
+public struct LogBatch: Sendable, Equatable {
+    public var entries: [LogEntry]
+    public var through: Int64
+
+    public init(entries: [LogEntry], through: Int64) {
+        self.entries = entries
+        self.through = through
+    }
+}
+
+/// A page of initial sync: live documents matching the subscription with `id` above the request's
+/// `after`, in id order, read at transaction `txn`.
+public struct DocumentPage: Sendable, Equatable {
+    public struct Row: Sendable, Equatable {
+        public var id: Value
+        public var state: [UInt8]
+        public init(id: Value, state: [UInt8]) {
+            self.id = id
+            self.state = state
+        }
+    }
+    public var rows: [Row]
+    public var txn: Int64
+    /// No rows remain after these.
+    public var isLast: Bool
+    /// Where the next page starts (the last id the store looked at, which may be past the last row
+    /// returned when the rest of the page did not match); nil: after the last row.
+    public var nextAfter: Value?
+
+    public init(rows: [Row], txn: Int64, isLast: Bool, nextAfter: Value? = nil) {
+        self.rows = rows
+        self.txn = txn
+        self.isLast = isLast
+        self.nextAfter = nextAfter
+    }
+}
+
+/// A document read for `fetchDocuments` (full state, for `want` and for documents entering a subscription).
+public struct FetchedDocument: Sendable, Equatable {
+    public var document: DocumentRef
+    public var state: [UInt8]
+    public var value: Value?
+    public init(document: DocumentRef, state: [UInt8], value: Value?) {
+        self.document = document
+        self.state = state
+        self.value = value
+    }
+}
+
+public enum AuthDecision: Sendable, Equatable {
+    case accept
+    case refuse(code: SyncCloseCode, reason: String)
+}
+
+public enum SyncSessionInput: Sendable {
+    /// One protocol message as received from the transport.
+    case received([UInt8])
+    case authenticated(AuthDecision)
+    case page(subscription: UInt32, generation: UInt64, DocumentPage)
+    /// Answer to `checkResume`: whether the change log still reaches back to the checkpoint.
+    case resumeChecked(subscription: UInt32, generation: UInt64, reachable: Bool)
+    case log(LogBatch)
+    case fetched(request: UInt64, [FetchedDocument])
+    case uploadCommitted(seq: UInt64, txn: Int64, rejected: [UploadRejection])
+    /// A store request failed (database unavailable, ...): the session closes with `code`.
+    case storeFailed(code: SyncCloseCode, reason: String)
+    /// The newest committed transaction number known to the instance (from NOTIFY or a read).
+    case logHead(Int64)
+    /// Time passes (the driver calls this at `nextDeadline` or whenever convenient).
+    case tick
+    /// The link went away: the session ends without sending anything.
+    case transportClosed
+}
+
+public enum SyncSessionAction: Sendable, Equatable {
+    /// Send this encoded message (`message` is what it encodes, for logging and tests).
+    case send([UInt8], SyncMessage)
+    /// Check the credentials and connection policy; answer with `.authenticated`.
+    case authenticate(Hello)
+    /// Read the next page of a subscription's initial sync: at most `limit` rows whose states add up
+    /// to at most `maxBytes` (but always at least one row); answer with `.page`.
+    case readPage(subscription: UInt32, generation: UInt64, query: QueryBox, after: Value?, limit: Int, maxBytes: Int)
+    /// Does the change log reach back to `checkpoint`? Answer with `.resumeChecked`.
+    case checkResume(subscription: UInt32, generation: UInt64, checkpoint: Int64)
+    /// Read the change log after `after` (the shared reader's ring or the database); answer with `.log`.
+    case readLog(after: Int64)
+    /// Read these documents' full states and values; answer with `.fetched`.
+    case fetchDocuments(request: UInt64, [DocumentRef])
+    /// Merge these deltas in one transaction with `origin` as the change-log origin; answer with
+    /// `.uploadCommitted` after COMMIT.
+    case applyUpload(seq: UInt64, origin: UInt64, entries: [UploadEntry])
+    /// Close the transport with this code (WebSocket: close frame; TCP/BLE: `bye`, then close).
+    case close(code: UInt16, reason: String)
+}
+
+/// Wraps a `SubscriptionQuery` so actions stay `Equatable` (compared by collection and statement).
+public struct QueryBox: Sendable, Equatable {
+    public var value: SubscriptionQuery
+    public static func == (a: QueryBox, b: QueryBox) -> Bool {
+        a.value.collection == b.value.collection && a.value.statement == b.value.statement && a.value.arguments == b.value.arguments
+    }
+}

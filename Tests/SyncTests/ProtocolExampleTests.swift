@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+import Values
+@testable import Sync
+
+/// Every hex example in docs/PROTOCOL.md decodes to the message listed here and re-encodes to the
+/// same bytes, and every message listed here has an example: the document cannot drift.
+@Suite struct ProtocolExampleTests {
+    static let delta: [UInt8] = [0x01, 0xA0]
+    static let redCars = "SELECT * FROM cars WHERE color = :c"
+
+    static let expected: [String: SyncMessage] = [
+        "hello": .hello(Hello(site: 0x1122_3344_5566_7788, peerKey: [0xA1, 0xB2, 0xC3, 0xD4], deviceName: "tablet-7",
+                              metadata: ["app": "pos"], credentials: .apiKey("k_live_1"), credit: 262_144, maxMessageSize: 1_048_576)),
+        "welcome": .welcome(Welcome(site: 42, sessionID: "s-9f2c", heartbeatMillis: 20000, maxMessageSize: 16_777_216, credit: 1_048_576)),
+        "refuse": .refuse(code: 4001, reason: "invalid API key"),
+        "sub": .subscribe(Subscribe(id: 1, query: redCars, arguments: ["c": "red"])),
+        "sub-resume": .subscribe(Subscribe(id: 1, query: redCars, arguments: ["c": "red"], checkpoint: 1207, have: [1, 0xFFFF_FFFF_FFFF_FF00])),
+        "unsub": .unsubscribe(id: 1),
+        "sub_error": .subscriptionError(id: 2, message: "syntax error at 1:8: expected FROM, found end of input"),
+        "docs": .documents(subscription: 1, entries: [ChangeEntry(document: DocumentRef(collection: "cars", id: "car-1"), kind: .upsert, payload: .state(delta))]),
+        "synced": .synced(subscription: 1, checkpoint: 1207),
+        "changes": .changes(txn: 1208, entries: [
+            ChangeEntry(document: DocumentRef(collection: "cars", id: "car-1"), kind: .upsert, payload: .delta(delta)),
+            ChangeEntry(document: DocumentRef(collection: "cars", id: ["vin": "W0L1"]), kind: .delete, payload: .delta(delta)),
+        ]),
+        "checkpoint": .checkpoint(txn: 1208),
+        "up": .upload(seq: 5, entries: [UploadEntry(document: DocumentRef(collection: "cars", id: "car-1"), delta: delta)]),
+        "ack": .ack(seq: 5, txn: 1209, rejected: []),
+        "ack-rejected": .ack(seq: 6, txn: 1209, rejected: [UploadRejection(index: 0, message: "delta does not follow the stored version: send the full state")]),
+        "want": .want([DocumentRef(collection: "cars", id: "car-9")]),
+        "credit": .credit(bytes: 65536),
+        "ping": .ping(7),
+        "pong": .pong(7),
+        "bye": .bye(code: 1000, reason: ""),
+    ]
+
+    /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.
+    static func examples() throws -> [String: [UInt8]] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/PROTOCOL.md"), encoding: .utf8)
+        var out: [String: [UInt8]] = [:]
+        var current: String? = nil
+        var bytes: [UInt8] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```hex example=") {
+                current = String(line.dropFirst("```hex example=".count))
+                bytes = []
+            } else if let name = current {
+                if line.hasPrefix("```") {
+                    out[name] = bytes
+                    current = nil
+                } else {
+                    for pair in line.split(separator: " ") {
+                        guard let b = UInt8(pair, radix: 16) else { throw CocoaError(.fileReadCorruptFile) }
+                        bytes.append(b)
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    @Test func documentExamples_decodeToTheListedMessages() throws {
+        let examples = try Self.examples()
+        #expect(Set(examples.keys) == Set(Self.expected.keys))
+        for (name, bytes) in examples {
+            let decoded = try SyncMessageDecoder.decode(bytes)
+            #expect(decoded == Self.expected[name], "\(name)")
+            #expect(decoded.encode() == bytes, "\(name) re-encodes to the same bytes")
+        }
+    }
+}

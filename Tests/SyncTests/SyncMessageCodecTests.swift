@@ -1,0 +1,188 @@
+import Testing
+import Values
+@testable import Sync
+
+@Suite struct SyncMessageCodecTests {
+    @Test func roundTrip_everyMessage() throws {
+        var types = Set<String>()
+        for m in SampleMessages.all {
+            let bytes = m.encode()
+            let decoded = try SyncMessageDecoder.decode(bytes)
+            #expect(decoded == m, "\(m.typeName)")
+            #expect(decoded.encode() == bytes)
+            types.insert(m.typeName)
+        }
+        #expect(types.count == 17, "every message type is covered")
+    }
+
+    @Test func entrySize_matchesEncoding() {
+        let entries = [ChangeEntry(document: SampleMessages.car1, kind: .upsert, payload: .state(Array(repeating: 7, count: 300))),
+                       ChangeEntry(document: SampleMessages.objectID, kind: .delete, payload: .delta([]))]
+        for e in entries {
+            let whole = SyncMessage.changes(txn: 1, entries: [e]).encode().count
+            let empty = SyncMessage.changes(txn: 1, entries: []).encode().count
+            #expect(whole - empty == e.encodedSize)
+        }
+    }
+
+    @Test func documentHash_matchesTheDocumentedExamples() {
+        #expect(DocumentHash.of(collection: "cars", id: "car-1") == 0x31b3_3814_aadb_b9ef)
+        #expect(DocumentHash.of(collection: "cars", id: ["vin": "W0L1"]) == 0xc993_e1e0_4ab4_5955)
+    }
+
+    // MARK: - Rejections
+
+    func expectError(_ bytes: [UInt8], limits: SyncLimits = .default, _ check: (SyncProtocolError) -> Bool,
+                     sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            let m = try SyncMessageDecoder.decode(bytes, limits: limits)
+            Issue.record("decoded \(m) instead of failing", sourceLocation: sourceLocation)
+        } catch {
+            #expect(check(error), "\(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    func encode(_ v: Value) -> [UInt8] { CBORValueCodec.encode(v) }
+
+    @Test func unknownType_isRejected() {
+        expectError(encode(["t": "gossip"])) { $0 == .unknownType("gossip") }
+    }
+
+    @Test func notAMap_orNoType_isRejected() {
+        expectError(encode([1, 2])) { if case .notAMessage = $0 { true } else { false } }
+        expectError(encode(["x": 1])) { if case .notAMessage = $0 { true } else { false } }
+        expectError(encode(["t": 5])) { if case .notAMessage = $0 { true } else { false } }
+        expectError([]) { if case .malformed = $0 { true } else { false } }
+    }
+
+    @Test func missingAndMistypedFields_areRejected() {
+        expectError(encode(["t": "credit"])) { $0 == .missingField(type: "credit", field: "bytes") }
+        expectError(encode(["t": "credit", "bytes": "many"])) { $0 == .wrongType(type: "credit", field: "bytes", expected: "an unsigned integer") }
+        expectError(encode(["t": "credit", "bytes": -1])) { if case .wrongType = $0 { true } else { false } }
+        expectError(encode(["t": "credit", "bytes": 0])) { if case .outOfRange = $0 { true } else { false } }
+        expectError(encode(["t": "unsub", "id": 4_294_967_296])) { if case .outOfRange = $0 { true } else { false } }
+        expectError(encode(["t": "bye", "code": 70000, "reason": ""])) { if case .outOfRange = $0 { true } else { false } }
+        expectError(encode(["t": "sub", "id": 1, "q": ""])) { if case .outOfRange = $0 { true } else { false } }
+        expectError(encode(["t": "changes", "txn": 1, "docs": []])) { if case .outOfRange = $0 { true } else { false } }
+    }
+
+    @Test func unknownKeys_areIgnored() throws {
+        #expect(try SyncMessageDecoder.decode(encode(["t": "ping", "n": 3, "zzz": [1, 2]])) == .ping(3))
+    }
+
+    @Test func entries_needExactlyOnePayload_andAValidID() {
+        func changes(_ entry: Value) -> [UInt8] { encode(["t": "changes", "txn": 1, "docs": [entry]]) }
+        expectError(changes(["c": "cars", "id": "a", "kind": "upsert"])) { if case .wrongType = $0 { true } else { false } }
+        expectError(changes(["c": "cars", "id": 5, "kind": "upsert"])) { if case .missingField = $0 { true } else if case .wrongType = $0 { true } else { false } }
+        expectError(changes(["c": "", "id": "a", "kind": "upsert"])) { if case .outOfRange = $0 { true } else { false } }
+        expectError(changes(["c": "cars", "id": "a", "kind": "evict"])) { if case .wrongType = $0 { true } else { false } }
+        // Both payloads: build by hand since Value has no byte strings.
+        var w = CBORWriter()
+        w.mapHeader(3); w.text("t"); w.text("changes"); w.text("txn"); w.unsigned(1); w.text("docs"); w.arrayHeader(1)
+        w.mapHeader(5); w.text("c"); w.text("x"); w.text("id"); w.text("a"); w.text("kind"); w.text("upsert")
+        w.text("delta"); w.byteString([1]); w.text("state"); w.byteString([2])
+        expectError(w.bytes) { if case .wrongType = $0 { true } else { false } }
+    }
+
+    @Test func hello_validation() {
+        var base: [String: Value] = ["t": "hello", "v": 1, "site": 7, "name": "n", "meta": [:], "credit": 65536, "max": 65536]
+        // "key" is a byte string: write the message by hand with the writer.
+        func hello(site: UInt64 = 7, key: [UInt8] = [1], cred: Value? = nil, meta: Value = [:]) -> [UInt8] {
+            var w = CBORWriter()
+            w.mapHeader(cred == nil ? 8 : 9)
+            w.text("t"); w.text("hello"); w.text("v"); w.unsigned(1); w.text("key"); w.byteString(key); w.text("max"); w.unsigned(65536)
+            if let cred { w.text("cred"); w.value(cred) }
+            w.text("meta"); w.value(meta); w.text("name"); w.text("n"); w.text("site"); w.unsigned(site); w.text("credit"); w.unsigned(65536)
+            return w.bytes
+        }
+        base["x"] = nil
+        #expect((try? SyncMessageDecoder.decode(hello())) != nil)
+        expectError(hello(site: 0)) { if case .outOfRange(_, "site", _) = $0 { true } else { false } }
+        expectError(hello(key: [])) { if case .outOfRange(_, "key", _) = $0 { true } else { false } }
+        expectError(hello(key: Array(repeating: 1, count: 257))) { if case .outOfRange(_, "key", _) = $0 { true } else { false } }
+        expectError(hello(cred: ["apiKey": "a", "jwt": "b"])) { if case .wrongType(_, "cred", _) = $0 { true } else { false } }
+        expectError(hello(cred: ["password": "x"])) { if case .wrongType(_, "cred", _) = $0 { true } else { false } }
+        var many: [String: Value] = [:]
+        for i in 0..<65 { many["k\(i)"] = .int(Int64(i)) }
+        expectError(hello(meta: .object(many))) { if case .outOfRange(_, "meta", _) = $0 { true } else { false } }
+        var deep: Value = 1
+        for _ in 0..<40 { deep = [deep] }
+        expectError(hello(meta: ["d": deep])) { _ in true }
+    }
+
+    @Test func have_mustBeAscendingMultiplesOf8() {
+        func sub(_ have: [UInt8]) -> [UInt8] {
+            var w = CBORWriter()
+            w.mapHeader(4); w.text("q"); w.text("SELECT * FROM c"); w.text("t"); w.text("sub"); w.text("id"); w.unsigned(1)
+            w.text("have"); w.byteString(have)
+            return w.bytes
+        }
+        expectError(sub([1, 2, 3])) { if case .outOfRange(_, "have", _) = $0 { true } else { false } }
+        expectError(sub([0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2])) { if case .outOfRange(_, "have", _) = $0 { true } else { false } }
+        #expect((try? SyncMessageDecoder.decode(sub([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]))) != nil)
+    }
+
+    @Test func nonCanonicalEncodings_areRejected() {
+        // Keys out of order: {"t": "ping", "n": 1} written with "t" first.
+        var w = CBORWriter()
+        w.mapHeader(2); w.text("t"); w.text("ping"); w.text("n"); w.unsigned(1)
+        expectError(w.bytes) { if case .malformed(.duplicateOrUnsortedKey) = $0 { true } else { false } }
+        // Integer not in shortest form: n = 1 as 0x18 0x01.
+        let long: [UInt8] = [0xA2, 0x61, 0x6E, 0x18, 0x01, 0x61, 0x74, 0x64] + Array("ping".utf8)
+        expectError(long) { if case .malformed(.nonCanonical) = $0 { true } else { false } }
+        // Trailing bytes after the message.
+        expectError(SyncMessage.ping(1).encode() + [0]) { if case .malformed(.trailingBytes) = $0 { true } else { false } }
+        // Indefinite-length map.
+        expectError([0xBF, 0x61, 0x74, 0x64] + Array("ping".utf8) + [0xFF]) { if case .malformed(.indefiniteLength) = $0 { true } else { false } }
+        // A tag.
+        expectError([0xA2, 0x61, 0x6E, 0xC1, 0x01, 0x61, 0x74, 0x64] + Array("ping".utf8)) { if case .malformed = $0 { true } else { false } }
+    }
+
+    @Test func oversizedMessage_isRejectedBeforeDecoding() {
+        var limits = SyncLimits()
+        limits.maxMessageSize = 100
+        let big = SyncMessage.upload(seq: 1, entries: [UploadEntry(document: SampleMessages.car1, delta: Array(repeating: 0, count: 200))]).encode()
+        expectError(big, limits: limits) { $0 == .tooLarge(size: big.count, limit: 100) && $0.closeCode == .messageTooLarge }
+        // A hostile length claim never sizes an allocation: 2^32 array elements in 10 bytes.
+        expectError([0xA2, 0x61, 0x74, 0x62, 0x75, 0x70, 0x64, 0x64, 0x6F, 0x63, 0x73, 0x9A, 0xFF, 0xFF, 0xFF, 0xFF]) { if case .malformed = $0 { true } else { false } }
+    }
+
+    @Test func randomAndMutatedBytes_neverCrash() {
+        var rng = SeededRandom(seed: 0x5EED_0008)
+        var decodedCount = 0
+        let valid = SampleMessages.all.map { $0.encode() }
+        for i in 0..<20_000 {
+            var bytes: [UInt8]
+            if i % 4 == 0 {
+                bytes = (0..<Int.random(in: 0...64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            } else {
+                bytes = valid[Int.random(in: 0..<valid.count, using: &rng)]
+                for _ in 0..<Int.random(in: 1...4, using: &rng) where !bytes.isEmpty {
+                    let at = Int.random(in: 0..<bytes.count, using: &rng)
+                    switch Int.random(in: 0...3, using: &rng) {
+                    case 0: bytes[at] = UInt8.random(in: 0...255, using: &rng)
+                    case 1: bytes.remove(at: at)
+                    case 2: bytes.insert(UInt8.random(in: 0...255, using: &rng), at: at)
+                    default: bytes = Array(bytes.prefix(at))
+                    }
+                }
+            }
+            if let m = try? SyncMessageDecoder.decode(bytes) {
+                decodedCount += 1
+                // Whatever decodes re-encodes canonically to the same bytes (unknown keys aside).
+                let again = m.encode()
+                #expect((try? SyncMessageDecoder.decode(again)) == m)
+            }
+        }
+        #expect(decodedCount > 0)
+    }
+
+    @Test func everyTruncation_isAnError() {
+        for m in SampleMessages.all {
+            let bytes = m.encode()
+            for n in 0..<bytes.count {
+                #expect((try? SyncMessageDecoder.decode(Array(bytes.prefix(n)))) == nil)
+            }
+        }
+    }
+}

@@ -1,0 +1,376 @@
+import Testing
+import Values
+@testable import Sync
+
+/// Drives a `SyncSession` with a manual clock and records what it does.
+struct SessionHarness {
+    static let peerSite: UInt64 = 0xAB
+    var session: SyncSession
+    var now: UInt64 = 1_000_000
+
+    init(configure: (inout SyncSession.Configuration) -> Void = { _ in }) {
+        var c = SyncSession.Configuration(serverSite: 1, sessionID: "s-test")
+        configure(&c)
+        session = SyncSession(configuration: c, now: now)
+    }
+
+    static func hello(credit: UInt64 = 65536, version: UInt64 = 1, site: UInt64 = peerSite, max: UInt64 = 1 << 20) -> Hello {
+        Hello(version: version, site: site, peerKey: [1], deviceName: "d", credentials: .apiKey("k"), credit: credit, maxMessageSize: max)
+    }
+
+    /// A session that completed the handshake.
+    static func ready(credit: UInt64 = 65536, configure: (inout SyncSession.Configuration) -> Void = { _ in }) -> SessionHarness {
+        var h = SessionHarness(configure: configure)
+        _ = h.receive(.hello(hello(credit: credit)))
+        _ = h.feed(.authenticated(.accept))
+        return h
+    }
+
+    mutating func feed(_ input: SyncSessionInput) -> [SyncSessionAction] { session.handle(input, now: now) }
+    mutating func receive(_ m: SyncMessage) -> [SyncSessionAction] { feed(.received(m.encode())) }
+    mutating func advance(_ ms: UInt64) -> [SyncSessionAction] {
+        now += ms
+        return feed(.tick)
+    }
+}
+
+func sent(_ actions: [SyncSessionAction]) -> [SyncMessage] {
+    actions.compactMap { if case .send(let bytes, let m) = $0 { #expect(bytes == m.encode()); return m } else { return nil } }
+}
+
+func closeCode(_ actions: [SyncSessionAction]) -> UInt16? {
+    for case .close(let code, _) in actions { return code }
+    return nil
+}
+
+let car1 = DocumentRef(collection: "cars", id: "car-1")
+let car2 = DocumentRef(collection: "cars", id: "car-2")
+let red: Value = ["_id": "car-1", "color": "red"]
+let blue: Value = ["_id": "car-1", "color": "blue"]
+
+@Suite struct SyncSessionHandshakeTests {
+    @Test func hello_asksForAuthentication_thenWelcomes() {
+        var h = SessionHarness(configure: { $0.uploadCredit = 12345; $0.heartbeatMillis = 7000 })
+        let a = h.receive(.hello(SessionHarness.hello()))
+        #expect(a == [.authenticate(SessionHarness.hello())])
+        #expect(h.session.state == .authenticating)
+        let b = h.feed(.authenticated(.accept))
+        #expect(sent(b) == [.welcome(Welcome(site: 1, sessionID: "s-test", heartbeatMillis: 7000, maxMessageSize: 16 << 20, credit: 12345))])
+        #expect(h.session.state == .ready)
+        #expect(h.session.credit == 65536)
+    }
+
+    @Test func unsupportedVersion_isRefusedWith4002_beforeAuthentication() {
+        var h = SessionHarness()
+        let a = h.receive(.hello(SessionHarness.hello(version: 2)))
+        guard case .refuse(4002, let reason)? = sent(a).first else { Issue.record("\(a)"); return }
+        #expect(reason.contains("supported: 1"))
+        #expect(closeCode(a) == 4002)
+        #expect(!a.contains { if case .authenticate = $0 { true } else { false } })
+        #expect(h.session.state == .closed)
+        #expect(h.receive(.ping(1)).isEmpty, "nothing happens after close")
+    }
+
+    @Test func badCredentials_areRefusedWith4001() {
+        var h = SessionHarness()
+        _ = h.receive(.hello(SessionHarness.hello()))
+        let a = h.feed(.authenticated(.refuse(code: .unauthorized, reason: "invalid API key")))
+        #expect(sent(a) == [.refuse(code: 4001, reason: "invalid API key")])
+        #expect(closeCode(a) == 4001)
+    }
+
+    @Test func serversOwnSiteID_isRefusedWith4003() {
+        var h = SessionHarness()
+        #expect(closeCode(h.receive(.hello(SessionHarness.hello(site: 1)))) == 4003)
+    }
+
+    @Test func tooSmallWindow_isAViolation() {
+        var h = SessionHarness()
+        let a = h.receive(.hello(SessionHarness.hello(credit: 100)))
+        #expect(closeCode(a) == 4004)
+        #expect(sent(a).isEmpty)
+    }
+
+    @Test func messagesOutOfState_closeWith4004() {
+        var h = SessionHarness()
+        #expect(closeCode(h.receive(.ping(1))) == 4004, "before hello")
+        var h2 = SessionHarness()
+        _ = h2.receive(.hello(SessionHarness.hello()))
+        #expect(closeCode(h2.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM c")))) == 4004, "before welcome")
+        var h3 = SessionHarness.ready()
+        #expect(closeCode(h3.receive(.hello(SessionHarness.hello()))) == 4004, "second hello")
+        var h4 = SessionHarness.ready()
+        #expect(closeCode(h4.receive(.checkpoint(txn: 3))) == 4004, "a server-only message")
+    }
+
+    @Test func malformedAndOversizedMessages_close() {
+        var h = SessionHarness.ready()
+        #expect(closeCode(h.feed(.received([0xFF, 0x00]))) == 4004)
+        var h2 = SessionHarness.ready(configure: { $0.limits.maxMessageSize = 100 })
+        let big = SyncMessage.upload(seq: 1, entries: [UploadEntry(document: car1, delta: Array(repeating: 1, count: 200))])
+        #expect(closeCode(h2.receive(big)) == 4009)
+    }
+
+    @Test func handshakeTimeout_closesWith4008() {
+        var h = SessionHarness()
+        #expect(h.advance(9_999).isEmpty)
+        #expect(h.session.nextDeadline == h.now + 1)
+        #expect(closeCode(h.advance(1)) == 4008)
+    }
+
+    @Test func heartbeat_pingsWhenQuiet_andTimesOutAfterThreeIntervals() {
+        var h = SessionHarness.ready(configure: { $0.heartbeatMillis = 1000 })
+        #expect(sent(h.advance(999)).isEmpty)
+        #expect(sent(h.advance(1)) == [.ping(1)])
+        #expect(sent(h.advance(500)).isEmpty, "one ping per interval")
+        #expect(sent(h.advance(500)) == [.ping(2)])
+        _ = h.receive(.pong(2))  // a sign of life resets the timer
+        #expect(sent(h.advance(999)).isEmpty)
+        #expect(sent(h.advance(1)) == [.ping(3)])
+        _ = h.advance(1000)
+        #expect(closeCode(h.advance(1000)) == 4008)
+    }
+
+    @Test func transportClosed_endsTheSessionSilently() {
+        var h = SessionHarness.ready()
+        #expect(h.feed(.transportClosed).isEmpty)
+        #expect(h.session.state == .closed)
+        #expect(h.feed(.uploadCommitted(seq: 1, txn: 1, rejected: [])).isEmpty, "late store results are dropped")
+    }
+
+    @Test func peerPing_isAnswered_andByeCloses() {
+        var h = SessionHarness.ready()
+        #expect(sent(h.receive(.ping(77))) == [.pong(77)])
+        #expect(closeCode(h.receive(.bye(code: 1000, reason: ""))) == 1000)
+        #expect(h.session.state == .closed)
+    }
+}
+
+@Suite struct SyncSessionSubscriptionTests {
+    static let query = "SELECT * FROM cars WHERE color = :c"
+
+    /// A ready session with one synced subscription to red cars holding `car1`, cursor at 10.
+    static func syncedOnRed() -> SessionHarness {
+        var h = SessionHarness.ready()
+        _ = h.receive(.subscribe(Subscribe(id: 1, query: query, arguments: ["c": "red"])))
+        _ = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "car-1", state: [1])], txn: 10, isLast: true)))
+        return h
+    }
+
+    @Test func initialSync_pagesByID_thenSynced_thenLive() {
+        var h = SessionHarness.ready(configure: { $0.pageRows = 2 })
+        let a = h.receive(.subscribe(Subscribe(id: 1, query: Self.query, arguments: ["c": "red"])))
+        guard case .readPage(1, let gen, let q, nil, 2, let maxBytes)? = a.first else { Issue.record("\(a)"); return }
+        #expect(q.value.collection == "cars" && maxBytes > 0 && maxBytes <= 65536)
+        let b = h.feed(.page(subscription: 1, generation: gen, DocumentPage(
+            rows: [.init(id: "car-1", state: [1, 2]), .init(id: "car-2", state: [3])], txn: 10, isLast: false)))
+        #expect(sent(b) == [.documents(subscription: 1, entries: [
+            ChangeEntry(document: car1, kind: .upsert, payload: .state([1, 2])),
+            ChangeEntry(document: car2, kind: .upsert, payload: .state([3]))])])
+        guard case .readPage(1, _, _, .string("car-2")?, 2, _)? = b.last else { Issue.record("\(b)"); return }
+        _ = h.feed(.logHead(12))  // a write commits meanwhile: no log read while syncing
+        let c = h.feed(.page(subscription: 1, generation: gen, DocumentPage(rows: [], txn: 12, isLast: true)))
+        #expect(sent(c) == [.synced(subscription: 1, checkpoint: 10)], "the first page's snapshot")
+        #expect(c.last == .readLog(after: 10))
+        #expect(h.session.held == [DocumentHash.of(car1), DocumentHash.of(car2)])
+        // txn 11 changes car-1 (held, still red); txn 12 changes an unrelated blue car.
+        let d = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [9], value: red),
+            LogEntry(txn: 12, document: DocumentRef(collection: "cars", id: "car-7"), kind: .upsert, delta: [8], value: ["_id": "car-7", "color": "blue"]),
+        ], through: 12)))
+        #expect(sent(d) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([9]))]), .checkpoint(txn: 12)])
+        #expect(h.session.cursor == 12)
+    }
+
+    @Test func badSubscriptions_getSubError_andTheSessionStays() {
+        var h = SessionHarness.ready(configure: { $0.limits.maxSubscriptions = 2 })
+        for q in ["SELECT FROM", "DELETE FROM cars", "SELECT color FROM cars", "SELECT * FROM cars ORDER BY x", "SELECT COUNT(*) FROM cars"] {
+            guard case .subscriptionError(9, _)? = sent(h.receive(.subscribe(Subscribe(id: 9, query: q)))).first else {
+                Issue.record("\(q) was accepted"); continue
+            }
+        }
+        _ = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM a")))
+        guard case .subscriptionError(1, _)? = sent(h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM b")))).first else { Issue.record("duplicate id"); return }
+        _ = h.receive(.subscribe(Subscribe(id: 2, query: "SELECT * FROM b")))
+        guard case .subscriptionError(3, _)? = sent(h.receive(.subscribe(Subscribe(id: 3, query: "SELECT * FROM c")))).first else { Issue.record("limit"); return }
+        #expect(h.session.state == .ready)
+    }
+
+    @Test func redCarTurnedBlue_deliversTheLeavingChange_andNothingAfter() {
+        var h = Self.syncedOnRed()
+        _ = h.feed(.logHead(13))
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [0xB1], value: blue),
+            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [0xB2], value: blue),
+        ], through: 12)))
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([0xB1]))]), .checkpoint(txn: 12)])
+        #expect(h.session.held.isEmpty)
+        let b = h.feed(.log(LogBatch(entries: [LogEntry(txn: 13, document: car1, kind: .upsert, delta: [0xB3], value: blue)], through: 13)))
+        #expect(sent(b).isEmpty)
+    }
+
+    @Test func deletedHeldDocument_sendsTheTombstoneDelta() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .delete, delta: [0xDE], value: nil)], through: 11)))
+        #expect(sent(a).first == .changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .delta([0xDE]))]))
+    }
+
+    @Test func documentEnteringASubscription_getsItsFullState() {
+        var h = Self.syncedOnRed()
+        let car2Red: Value = ["_id": "car-2", "color": "red"]
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car2, kind: .upsert, delta: [0x01], value: car2Red),
+            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [0x02], value: red),
+            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [0x03], value: red),
+        ], through: 12)))
+        #expect(sent(a).isEmpty)
+        guard case .fetchDocuments(let req, [car2])? = a.last else { Issue.record("\(a)"); return }
+        let b = h.feed(.fetched(request: req, [FetchedDocument(document: car2, state: [0x5A], value: car2Red)]))
+        #expect(sent(b) == [
+            .changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([0x02])),
+                                        ChangeEntry(document: car2, kind: .upsert, payload: .state([0x5A]))]),
+            .changes(txn: 12, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([0x03]))]),
+            .checkpoint(txn: 12),
+        ])
+        #expect(h.session.held.contains(DocumentHash.of(car2)))
+    }
+
+    @Test func peersOwnUploads_areNotEchoed_andEvictsAreNotSent() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [1], value: red, origin: SessionHarness.peerSite),
+            LogEntry(txn: 12, document: car1, kind: .evict, delta: nil, value: nil),
+        ], through: 12)))
+        #expect(sent(a).isEmpty)
+        #expect(h.session.cursor == 12)
+        // The idle checkpoint goes out on a tick after the interval.
+        #expect(sent(h.advance(5_000)).contains(.checkpoint(txn: 12)))
+    }
+
+    @Test func unsubscribeDuringInitialSync_dropsThePage() {
+        var h = SessionHarness.ready()
+        _ = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+        _ = h.receive(.unsubscribe(id: 1))
+        let a = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "car-1", state: [1])], txn: 3, isLast: true)))
+        #expect(sent(a).isEmpty)
+        #expect(h.session.held.isEmpty && h.session.subscriptionCount == 0)
+    }
+
+    @Test func resume_reachable_sendsSyncedAtOnce_andReadsTheLogFromTheCheckpoint() {
+        var h = SessionHarness.ready()
+        _ = h.feed(.logHead(50))
+        let a = h.receive(.subscribe(Subscribe(id: 4, query: Self.query, arguments: ["c": "red"], checkpoint: 40, have: [DocumentHash.of(car1)])))
+        guard case .checkResume(4, let gen, 40)? = a.first else { Issue.record("\(a)"); return }
+        let b = h.feed(.resumeChecked(subscription: 4, generation: gen, reachable: true))
+        #expect(sent(b) == [.synced(subscription: 4, checkpoint: 40)])
+        #expect(b.last == .readLog(after: 40))
+        // car-1 left while the peer was away: it still gets the change, because it said it holds it.
+        let c = h.feed(.log(LogBatch(entries: [LogEntry(txn: 45, document: car1, kind: .upsert, delta: [7], value: blue)], through: 50)))
+        #expect(sent(c) == [.changes(txn: 45, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([7]))]), .checkpoint(txn: 50)])
+    }
+
+    @Test func resume_unreachable_fallsBackToAFullSync() {
+        var h = SessionHarness.ready()
+        let a = h.receive(.subscribe(Subscribe(id: 4, query: "SELECT * FROM cars", checkpoint: 3)))
+        guard case .checkResume(4, let gen, 3)? = a.first else { Issue.record("\(a)"); return }
+        let b = h.feed(.resumeChecked(subscription: 4, generation: gen, reachable: false))
+        guard case .readPage(4, _, _, nil, _, _)? = b.first else { Issue.record("\(b)"); return }
+    }
+
+    @Test func want_returnsFullStates_ofMatchingDocumentsOnly() {
+        var h = Self.syncedOnRed()
+        let a = h.receive(.want([car1, car2]))
+        guard case .fetchDocuments(let req, [car1, car2])? = a.last else { Issue.record("\(a)"); return }
+        let b = h.feed(.fetched(request: req, [FetchedDocument(document: car1, state: [0xF1], value: red),
+                                               FetchedDocument(document: car2, state: [0xF2], value: ["_id": "car-2", "color": "blue"])]))
+        #expect(sent(b) == [.changes(txn: 10, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0xF1]))])])
+    }
+}
+
+@Suite struct SyncSessionFlowControlTests {
+    @Test func liveChanges_stopAtTheWindow_andResumeFromTheCursorWithCredit() {
+        var h = SyncSessionSubscriptionTests.syncedOnRed()
+        let window = h.session.credit
+        _ = h.feed(.logHead(200))
+        let delta = [UInt8](repeating: 0xAA, count: 10_000)
+        let entries = (11...200).map { LogEntry(txn: Int64($0), document: car1, kind: .upsert, delta: delta, value: red) }
+        let a = h.feed(.log(LogBatch(entries: entries, through: 200)))
+        let messages = sent(a)
+        let changeBytes = messages.filter(\.consumesCredit).map { $0.encode().count }.reduce(0, +)
+        #expect(changeBytes <= Int(window) + 10_100, "never more than the window plus one message")
+        #expect(changeBytes > Int(window) - 10_100)
+        let delivered = messages.compactMap { if case .changes(let t, _) = $0 { t } else { nil } }
+        #expect(h.session.cursor == delivered.last)
+        #expect(messages.last == .checkpoint(txn: delivered.last ?? -1))
+        #expect(!a.contains(.readLog(after: h.session.cursor ?? 0)), "no read without credit")
+        #expect(h.feed(.logHead(201)).isEmpty)
+        // Credit returns: the session reads on from its cursor (nothing was buffered).
+        let b = h.receive(.credit(bytes: 100_000))
+        #expect(b == [.readLog(after: delivered.last ?? -1)])
+    }
+
+    @Test func noPageIsRead_withoutCredit() {
+        var h = SessionHarness.ready()
+        _ = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+        let big = [UInt8](repeating: 1, count: 70_000)
+        let a = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "a", state: big)], txn: 1, isLast: false)))
+        #expect(h.session.credit < 0)
+        #expect(!a.contains { if case .readPage = $0 { true } else { false } })
+        let b = h.receive(.credit(bytes: 80_000))
+        guard case .readPage(1, _, _, .string("a")?, _, let maxBytes)? = b.first else { Issue.record("\(b)"); return }
+        #expect(maxBytes == Int(h.session.credit), "a page is bounded by the credit left")
+    }
+
+    @Test func uploads_needCredit_andAreAckedInOrderAfterCommit() {
+        var h = SessionHarness.ready(configure: { $0.uploadCredit = 200 })
+        let up1 = SyncMessage.upload(seq: 1, entries: [UploadEntry(document: car1, delta: Array(repeating: 1, count: 80))])
+        let up2 = SyncMessage.upload(seq: 2, entries: [UploadEntry(document: car2, delta: [2])])
+        #expect(h.receive(up1) == [.applyUpload(seq: 1, origin: SessionHarness.peerSite, entries: [UploadEntry(document: car1, delta: Array(repeating: 1, count: 80))])])
+        #expect(h.receive(up2) == [.applyUpload(seq: 2, origin: SessionHarness.peerSite, entries: [UploadEntry(document: car2, delta: [2])])], "credit was still positive")
+        #expect(sent(h.feed(.uploadCommitted(seq: 2, txn: 8, rejected: []))).isEmpty, "acks keep arrival order")
+        let a = sent(h.feed(.uploadCommitted(seq: 1, txn: 7, rejected: [UploadRejection(index: 0, message: "gap")])))
+        #expect(a == [.ack(seq: 1, txn: 7, rejected: [UploadRejection(index: 0, message: "gap")]), .credit(bytes: UInt64(up1.encode().count)),
+                      .ack(seq: 2, txn: 8, rejected: []), .credit(bytes: UInt64(up2.encode().count))])
+        var h2 = SessionHarness.ready(configure: { $0.uploadCredit = 10 })
+        _ = h2.receive(up1)
+        #expect(closeCode(h2.receive(up2)) == 4004, "an upload without credit is a violation")
+    }
+
+    @Test func creditOverflow_isAViolation() {
+        var h = SessionHarness.ready()
+        _ = h.receive(.credit(bytes: 1 << 40 - 65536))
+        #expect(closeCode(h.receive(.credit(bytes: 1))) == 4004)
+    }
+}
+
+@Suite struct SyncSessionRobustnessTests {
+    /// Random inputs in random order (messages of every type, store results that match nothing the
+    /// session asked for, ticks): the session never traps, keeps its bounds, and closes at most once.
+    @Test func randomInputs_neverCrash_andKeepInvariants() {
+        var rng = SeededRandom(seed: 0xC0FFEE)
+        for round in 0..<200 {
+            var h = round % 2 == 0 ? SessionHarness.ready() : SessionHarness()
+            var closes = 0
+            for _ in 0..<60 {
+                let input: SyncSessionInput
+                switch Int.random(in: 0...9, using: &rng) {
+                case 0...3: input = .received(SampleMessages.all.randomElement(using: &rng)!.encode())
+                case 4: input = .page(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
+                                      DocumentPage(rows: [.init(id: "x", state: [1])], txn: Int64.random(in: 0...20, using: &rng), isLast: Bool.random(using: &rng)))
+                case 5: input = .log(LogBatch(entries: [LogEntry(txn: 5, document: car1, kind: .upsert, delta: [1], value: red)], through: Int64.random(in: 0...9, using: &rng)))
+                case 6: input = .fetched(request: UInt64.random(in: 0...4, using: &rng), [FetchedDocument(document: car1, state: [2], value: red)])
+                case 7: input = .uploadCommitted(seq: UInt64.random(in: 0...6, using: &rng), txn: 3, rejected: [])
+                case 8: input = .logHead(Int64.random(in: 0...30, using: &rng))
+                default:
+                    h.now += UInt64.random(in: 0...30_000, using: &rng)
+                    input = .tick
+                }
+                let actions = h.feed(input)
+                closes += actions.filter { if case .close = $0 { true } else { false } }.count
+                #expect(h.session.credit >= -Int64(h.session.configuration.limits.maxMessageSize))
+                #expect(h.session.pendingWants.count <= SyncSession.maxPendingWants)
+            }
+            #expect(closes <= 1)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import CRDT
+import DQL
+import Store
+import Testing
+import Values
+@testable import Sync
+
+/// The store entry points the sync protocol uses, against a real PostgreSQL.
+@Suite struct SyncStoreTests {
+    @Test func mergeDeltas_rejectsAGap_acceptsTheFullState_andIsIdempotent() async throws {
+        try await withSyncServer { store, _ in
+            var replica = Replica(site: SiteID(77))
+            var doc = try Document(id: "n1")
+            _ = try doc.upsert(["a": 1], replica: &replica)
+            let v1 = doc.versionVector
+            _ = try doc.upsert(["b": 2], replica: &replica)
+            let onlySecond = doc.delta(since: v1).encode()
+            let first = try await store.mergeDeltas([MergeItem(collection: "notes", id: "n1", delta: onlySecond),
+                                                     MergeItem(collection: "notes", id: "n2", delta: [0xFF, 0x00])], origin: 77)
+            #expect(first.rejected.map(\.index) == [0, 1], "a delta without its base and garbage are both rejected")
+            #expect(first.rejected[0].message.contains("full state"))
+            #expect(try await store.execute("SELECT * FROM notes").items.isEmpty, "nothing was written")
+
+            let full = doc.delta(since: VersionVector()).encode()
+            let second = try await store.mergeDeltas([MergeItem(collection: "notes", id: "n1", delta: full)], origin: 77)
+            #expect(second.rejected.isEmpty)
+            #expect(try await store.execute("SELECT * FROM notes").items == [["_id": "n1", "a": 1, "b": 2]])
+            let third = try await store.mergeDeltas([MergeItem(collection: "notes", id: "n1", delta: full)], origin: 77)
+            #expect(third.rejected.isEmpty && third.txn == second.txn, "a re-sent upload writes nothing")
+            let log = try await store.readChangeLog(after: 0)
+            #expect(log.rows.count == 1 && log.rows[0].origin == 77 && log.rows[0].value == ["_id": "n1", "a": 1, "b": 2])
+        }
+    }
+
+    @Test func syncPage_walksEveryMatchingDocument_inIDOrder_withinTheByteBudget() async throws {
+        try await withSyncServer { store, _ in
+            var docs: [String] = []
+            for i in 0..<23 { docs.append("{'_id': 'c\(i < 10 ? "0" : "")\(i)', 'n': \(i), 'pad': '\(String(repeating: "p", count: 100))'}") }
+            _ = try await store.execute("INSERT INTO cars DOCUMENTS " + docs.map { "(\($0))" }.joined(separator: ", "))
+            guard case .select(let s) = try DQL.parse("SELECT * FROM cars WHERE n % 3 = 0 AND lower(pad) = pad") else { return }
+            var after: Value? = nil
+            var seen: [Value] = []
+            var pages = 0
+            while true {
+                let page = try await store.syncPage(s, arguments: [:], after: after, limit: 4, maxBytes: 400)
+                pages += 1
+                seen += page.rows.map(\.id)
+                #expect(page.rows.count <= 4)
+                if page.isLast { break }
+                after = page.nextAfter
+                #expect(pages < 50)
+            }
+            let expected: [Value] = stride(from: 0, to: 23, by: 3).map { .string("c" + ($0 < 10 ? "0" : "") + String($0)) }
+            #expect(seen == expected)
+            #expect(pages >= 6, "pages were cut by rows and bytes")
+        }
+    }
+
+    @Test func changeLogReachability() async throws {
+        try await withSyncServer { store, _ in
+            #expect(try await store.changeLogReaches(back: 0), "an empty log at transaction 0")
+            #expect(!(try await store.changeLogReaches(back: 5)), "a checkpoint from the future")
+            for i in 0..<3 { _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c\(i)'})") }
+            #expect(try await store.changeLogReaches(back: 0))
+            #expect(try await store.changeLogReaches(back: 3))
+            _ = try await store.pool.query("DELETE FROM change_log WHERE txn <= 2")  // as pruning would
+            #expect(!(try await store.changeLogReaches(back: 1)))
+            #expect(try await store.changeLogReaches(back: 2))
+        }
+    }
+
+    @Test func changeFeed_servesFromItsRing_orTheDatabase_identically() async throws {
+        try await withSyncServer { store, _ in
+            let small = ChangeFeed(store: store, maxRingEntries: 3)
+            try await small.start()
+            for i in 0..<8 { _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c\(i)', 'n': \(i)})") }
+            await small.refresh()  // what a notification or a reconnect triggers: catch up from the log
+            #expect(small.head == 8)
+            let fromRing = try await small.read(after: 6)
+            let fromDatabase = try await small.read(after: 0)
+            #expect(fromRing.entries.map(\.txn) == [7, 8] && fromRing.through == 8)
+            #expect(fromDatabase.entries.map(\.txn) == Array(1...8) && fromDatabase.through == 8)
+            #expect(Array(fromDatabase.entries.suffix(2)) == fromRing.entries)
+            #expect(try await small.read(after: 8).entries.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import BigPeerTestSupport
+import CRDT
+import Postgres
+import Store
+import Values
+@testable import Sync
+
+/// A minimal small peer for integration tests: a CRDT replica per document (`Document.merge`),
+/// connected to an in-process `SyncConnection` through an in-memory transport.
+actor TestPeer {
+    let site: UInt64
+    var replica: Replica
+    var docs: [DocumentRef: Document] = [:]
+    /// Every message received, in order.
+    var received: [SyncMessage] = []
+    var receivedDataBytes = 0
+    var closed: UInt16?
+    var grantCredit: Bool
+    var connection: SyncConnection?
+    var checkpoint: Int64 = 0
+    var wants = 0
+    private var uploadSeq: UInt64 = 0
+
+    init(site: UInt64, grantCredit: Bool = true) {
+        self.site = site
+        self.replica = Replica(site: SiteID(site))
+        self.grantCredit = grantCredit
+    }
+
+    /// Connects and completes the handshake.
+    func connect(store: DocumentStore, feed: ChangeFeed, credit: UInt64 = 1 << 20) async throws {
+        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        let closeBox = MutexBox<UInt16?>(nil)
+        let transport = SyncConnection.Transport(send: { continuation.yield($0) },
+                                                 close: { code, _ in closeBox.withLock { $0 = code }; continuation.finish() })
+        var config = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: "t-\(site)")
+        config.pageRows = 2  // several pages even for small test collections
+        let conn = SyncConnection(configuration: config, store: store, feed: feed, transport: transport) { hello in
+            hello.credentials == .apiKey("test-key") ? .accept : .refuse(code: .unauthorized, reason: "invalid API key")
+        }
+        connection = conn
+        conn.start()
+        Task { [weak self] in
+            for await bytes in stream { await self?.handle(bytes) }
+            await self?.setClosed(closeBox.withLock { $0 } ?? 0)
+        }
+        send(.hello(Hello(site: site, peerKey: [1, 2], deviceName: "peer-\(site)", credentials: .apiKey("test-key"),
+                          credit: credit, maxMessageSize: 1 << 20)))
+        _ = try await waitFor { if case .welcome = $0 { true } else { false } }
+    }
+
+    func setClosed(_ code: UInt16) { closed = code }
+
+    func disconnect() {
+        connection?.transportClosed()
+        connection = nil
+    }
+
+    func send(_ m: SyncMessage) { connection?.receive(m.encode()) }
+
+    func handle(_ bytes: [UInt8]) {
+        guard let m = try? SyncMessageDecoder.decode(bytes) else { closed = 9999; return }
+        received.append(m)
+        switch m {
+        case .documents(_, let entries), .changes(_, let entries):
+            receivedDataBytes += bytes.count
+            var wanted: [DocumentRef] = []
+            for e in entries { if !apply(e) { wanted.append(e.document) } }
+            if !wanted.isEmpty { wants += 1; send(.want(wanted)) }
+            if grantCredit { send(.credit(bytes: UInt64(bytes.count))) }
+        case .synced(_, let cp): checkpoint = cp
+        case .checkpoint(let txn): checkpoint = txn
+        default: break
+        }
+    }
+
+    /// Applies an entry; false when the peer lacks the base of a delta (it then asks with `want`).
+    func apply(_ e: ChangeEntry) -> Bool {
+        do {
+            switch e.payload {
+            case .state(let bytes):
+                let remote = try Document.decode(bytes)
+                if var local = docs[e.document] {
+                    _ = try local.merge(remote.delta(since: local.versionVector))
+                    docs[e.document] = local
+                } else {
+                    docs[e.document] = remote
+                }
+            case .delta(let bytes):
+                guard var local = docs[e.document] else { return false }
+                _ = try local.merge(try Delta.decode(bytes))
+                docs[e.document] = local
+            }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    func grant(_ bytes: UInt64) { send(.credit(bytes: bytes)) }
+    func setGrantCredit(_ on: Bool) { grantCredit = on }
+
+    /// Edits a document locally (offline) and returns the delta to upload.
+    func edit(_ ref: DocumentRef, _ fields: [String: Value]) throws -> [UInt8] {
+        var doc = try docs[ref] ?? Document(id: ref.id)
+        let before = doc.versionVector
+        _ = try doc.upsert(fields, replica: &replica)
+        docs[ref] = doc
+        return doc.delta(since: before).encode()
+    }
+
+    /// Uploads deltas and waits for the ack.
+    func upload(_ entries: [UploadEntry]) async throws -> SyncMessage {
+        uploadSeq += 1
+        let seq = uploadSeq
+        send(.upload(seq: seq, entries: entries))
+        return try await waitFor { if case .ack(seq, _, _) = $0 { true } else { false } }
+    }
+
+    func value(_ ref: DocumentRef) -> Value? { docs[ref]?.materialize() }
+    func messages() -> [SyncMessage] { received }
+
+    /// Waits (up to 10 s) for a received message matching `predicate`, searching from the start.
+    func waitFor(from start: Int = 0, _ predicate: (SyncMessage) -> Bool) async throws -> SyncMessage {
+        let deadline = ContinuousClock.now + .seconds(10)
+        var index = start
+        while ContinuousClock.now < deadline {
+            while index < received.count {
+                if predicate(received[index]) { return received[index] }
+                index += 1
+            }
+            if closed != nil { break }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed))")
+    }
+
+    /// Waits until the peer has a checkpoint at or after `txn`.
+    func waitForCheckpoint(_ txn: Int64) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while checkpoint < txn {
+            guard ContinuousClock.now < deadline, closed == nil else { throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+enum TestPeerError: Error { case timeout(String) }
+
+/// A migrated database, a store and a running change feed (LISTEN + catch-up), for one test.
+func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
+    try await TestPostgres.withDatabase { db in
+        try await db.migrate()
+        let store = try await DocumentStore.open(pool: db.makePool())
+        let feed = ChangeFeed(store: store)
+        try await feed.start()
+        let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next())
+        let follower = Task { await feed.follow(listener) }
+        defer { follower.cancel() }
+        do {
+            try await body(store, feed)
+            await listener.stop()
+        } catch {
+            await listener.stop()
+            throw error
+        }
+    }
+}
