@@ -98,25 +98,10 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
-/// Runs a program to completion; returns exit status and output.
+/// Runs a program to completion; returns exit status and output (signal-safe: see TestCommand).
 func runProcess(_ path: String, _ args: [String], environment: [String: String]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    if let environment { p.environment = environment }
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let e = err.fileHandleForReading
-    // Read both pipes concurrently so neither fills up and blocks the child.
-    let errData = MutexBox<Data?>(nil)
-    let reader = Thread { let d = e.readDataToEndOfFile(); errData.withLock { $0 = d } }
-    reader.start()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    while errData.withLock({ $0 == nil }) { usleep(1000) }
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: errData.withLock { $0 } ?? Data(), as: UTF8.self))
+    let r = try TestCommand.run(path, args, environment: environment)
+    return (r.status, r.out, r.err)
 }
 
 /// libpq keyword/value connection string for a test database (for the CLI's --database-url).

@@ -1,4 +1,5 @@
 @testable import Auth
+import BigPeerTestSupport
 import Foundation
 import HTTP
 import Testing
@@ -97,24 +98,19 @@ import Values
     @Test func serveInsecureDevWarnsLoudly() async throws {
         let exe = try bigpeerExecutable()
         try await withServer { s in
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: exe)
-            p.arguments = ["serve", "--insecure-dev", "--port", "0", "--threads", "1", "--db-connections", "2",
-                           "--database-url", conninfo(s.db.configuration)]
-            let err = Pipe()
-            p.standardError = err
-            p.standardOutput = FileHandle.nullDevice
-            try p.run()
+            let log = NSTemporaryDirectory() + "bp-insecure-\(UInt64.random(in: 0...UInt64.max)).log"
+            defer { unlink(log) }
+            let pid = try TestCommand.spawn(exe, ["serve", "--insecure-dev", "--port", "0", "--threads", "1", "--db-connections", "2",
+                                                  "--database-url", conninfo(s.db.configuration)],
+                                            stdoutPath: "/dev/null", stderrPath: log)
             var seen = ""
-            let handle = err.fileHandleForReading
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(30)
             while !seen.contains("BigPeer is listening") && Date() < deadline {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                seen += String(decoding: chunk, as: UTF8.self)
+                try await Task.sleep(for: .milliseconds(50))
+                seen = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             }
-            p.interrupt()
-            p.waitUntilExit()
+            kill(pid, SIGINT)
+            _ = TestCommand.wait(pid)
             #expect(seen.contains("critical"))
             #expect(seen.contains("AUTHENTICATION IS DISABLED (--insecure-dev)"))
         }

@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import Foundation
 import Glibc
 import Synchronization
@@ -142,19 +143,12 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         let n = readlink("/proc/self/exe", &exe, exe.count - 1)
         try #require(n > 0)
         let path = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", "ulimit -n 64 && exec \"$0\" --testing-library swift-testing --filter EMFILEChild", path]
         var env = ProcessInfo.processInfo.environment
         env["BIGPEER_EMFILE_CHILD"] = "1"
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(text.suffix(2000))")
+        let r = try TestCommand.run("/bin/sh", ["-c", "ulimit -n 64 && exec \"$0\" --testing-library swift-testing --filter EMFILEChild", path],
+                                    environment: env)
+        let text = r.out + r.err
+        #expect(r.status == 0, "\(text.suffix(2000))")
         #expect(text.contains("exhaustion scenario passed"))
     }
 }
