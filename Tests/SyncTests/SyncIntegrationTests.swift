@@ -169,9 +169,9 @@ extension SyncIntegrationTests {
                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                 WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()
                 """))
-            // Write while nobody listens (the listener waits 250 ms before reconnecting).
+            // Write while nobody listens (the test's listener waits 2 s before reconnecting).
             var idle = false
-            for _ in 0..<100 where !idle {
+            for _ in 0..<500 where !idle {
                 idle = try await store.pool.query(PostgresQuery(unsafeSQL: listening))[0].decode(0, as: Int64.self) == 0
                 if !idle { try await Task.sleep(for: .milliseconds(2)) }
             }

@@ -154,7 +154,9 @@ func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) as
         let store = try await DocumentStore.open(pool: db.makePool())
         let feed = ChangeFeed(store: store)
         try await feed.start()
-        let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next())
+        // A 2 s reconnect delay gives the listener-down test a wide, timing-independent window.
+        let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next(),
+                                                  reconnectDelay: .seconds(2))
         let follower = Task { await feed.follow(listener) }
         defer { follower.cancel() }
         do {
