@@ -160,7 +160,10 @@ public struct MultipartParser: Sendable {
             let line = buffer[lineStart..<lineEnd]
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > lineStart,
                   line[lineStart..<colon].allSatisfy(ByteClass.isTchar),
-                  line[(colon + 1)...].allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) })
+                  // Values: anything but NUL (CR and LF end the line). Stricter than HTTP on purpose:
+                  // form-field names come from arbitrary user data (RFC 7578 §5.1) and browsers send
+                  // them raw; the part is delimited by the boundary, so there is no smuggling risk.
+                  !line[(colon + 1)...].contains(0)
             else { try fail(.malformedHeaders) }
             let name = String(decoding: line[lineStart..<colon], as: UTF8.self)
             let value = String(decoding: line[(colon + 1)...], as: UTF8.self)
