@@ -64,6 +64,7 @@ status=0
   -n "$examples" \
   --seed 1 \
   --generation-deterministic \
+  --generation-database none \
   --request-timeout 30 \
   --no-color || status=$?
 

@@ -47,7 +47,11 @@ struct AttachmentRoutes {
             guard let fileType = try await reader.seekFilePart() else {
                 return .error(.badRequest, message: "the form has no part named \"file\"", requestID: request.requestID)
             }
-            let stored = try await store.store(contentType: fileType, maxBytes: maxBytes, from: { try await reader.nextFileBytes() })
+            // Stored and later sent as a header: only a printable-ASCII media type (RFC 9110 §8.3) is kept.
+            let storedType = fileType.flatMap { t in
+                !t.isEmpty && t.utf8.count <= 255 && t.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) ? t : nil
+            }
+            let stored = try await store.store(contentType: storedType, maxBytes: maxBytes, from: { try await reader.nextFileBytes() })
             let out: Value = .object(["id": .string(stored.info.id.hex), "len": .int(stored.info.length)])
             return .json(JSON.serialize(out))
         } catch let e as AttachmentError {

@@ -158,12 +158,12 @@ public struct MultipartParser: Sendable {
         while lineStart < end {
             guard let lineEnd = find([0x0D, 0x0A], from: lineStart), lineEnd < end else { try fail(.malformedHeaders) }
             let line = buffer[lineStart..<lineEnd]
+            // Values may hold any bytes (CR LF ends the line). More lenient than HTTP on purpose: form
+            // field names come from arbitrary user data (RFC 7578 §5.1) and clients send them raw;
+            // the part is delimited by the boundary, so there is no smuggling risk. Users of a value
+            // validate it for their purpose (the upload route keeps only a printable media type).
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > lineStart,
-                  line[lineStart..<colon].allSatisfy(ByteClass.isTchar),
-                  // Values: anything but NUL (CR and LF end the line). Stricter than HTTP on purpose:
-                  // form-field names come from arbitrary user data (RFC 7578 §5.1) and browsers send
-                  // them raw; the part is delimited by the boundary, so there is no smuggling risk.
-                  !line[(colon + 1)...].contains(0)
+                  line[lineStart..<colon].allSatisfy(ByteClass.isTchar)
             else { try fail(.malformedHeaders) }
             let name = String(decoding: line[lineStart..<colon], as: UTF8.self)
             let value = String(decoding: line[(colon + 1)...], as: UTF8.self)

@@ -206,6 +206,21 @@ import Values
         }
     }
 
+    /// Found by schemathesis: form-field names with NUL or control bytes are valid form data.
+    @Test func oddPartHeadersAreAcceptedAndAnUnprintableContentTypeIsNotStored() async throws {
+        try await Self.withService { service, client, _ in
+            let body: [UInt8] = Array("--b\r\nContent-Disposition: form-data; name=\"".utf8) + [0, 0xC3, 0xAC, 0x0B] + Array("\"\r\n\r\nx\r\n".utf8)
+                + Array("--b\r\nContent-Disposition: form-data; name=\"file\"\r\nContent-Type: text/pl".utf8) + [0, 0x01] + Array("ain\r\n\r\nabc\r\n--b--\r\n".utf8)
+            let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(service.port)/api/v4/attachments/upload",
+                                                               headers: ["Content-Type": "multipart/form-data; boundary=b"], body: body))
+            #expect(r.status.code == 200)
+            let id = try #require(try JSON.parse(r.body)["id"]?.stringValue)
+            let get = try await client.get("http://127.0.0.1:\(service.port)/api/v4/attachments/\(id)")
+            #expect(get.body == Array("abc".utf8))
+            #expect(get.headers["Content-Type"] == "application/octet-stream")
+        }
+    }
+
     @Test func oversizeIs413AndStoresNothing() async throws {
         try await Self.withService(maxAttachmentBytes: 100_000) { service, client, db in
             let ok = try await Self.upload(client, service.port, Self.payload(100_000, seed: 3))
@@ -225,7 +240,7 @@ import Values
         try await Self.withService { service, client, db in
             let content = Self.payload(3_000_000, seed: 6)
             let body = Self.multipart(content)
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var addr = sockaddr_in()
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_port = UInt16(service.port).bigEndian
@@ -259,6 +274,8 @@ import Values
                 if !sawOpenTransaction { try await Task.sleep(for: .milliseconds(20)) }
             }
             #expect(sawOpenTransaction)
+            // shutdown first: a curl spawned by a concurrent test may have inherited the descriptor.
+            shutdown(fd, Int32(SHUT_RDWR))
             close(fd)
             var settled = false
             for _ in 0..<250 where !settled {

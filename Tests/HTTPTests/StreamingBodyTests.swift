@@ -59,6 +59,21 @@ import Testing
         return r
     }
 
+    /// Sends everything without blocking a cooperative thread (a blocked thread would starve
+    /// concurrently running tests' timers): non-blocking send, a short sleep when the socket is full.
+    static func sendAll(_ c: RawClient, _ bytes: [UInt8]) async throws {
+        let flags = fcntl(c.fd, F_GETFL)
+        _ = fcntl(c.fd, F_SETFL, flags | O_NONBLOCK)
+        defer { _ = fcntl(c.fd, F_SETFL, flags) }
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { off += n; continue }
+            guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK else { return }  // the server closed
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
     static func fnv(_ bytes: [UInt8]) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
@@ -76,7 +91,7 @@ import Testing
             let data = Self.payload(3 << 20, seed: 1)
             let c = try RawClient(port: port)
             c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: \(data.count)\r\n\r\n")
-            c.send(data)
+            try await Self.sendAll(c, data)
             let r = try #require(c.readResponse())
             #expect(r.text == "\(data.count) \(Self.fnv(data))")
             #expect(r.head.keepAlive)
@@ -91,7 +106,7 @@ import Testing
                 offset += size
             }
             chunked += Array("0\r\n\r\n".utf8)
-            c.send(chunked)
+            try await Self.sendAll(c, chunked)
             let r2 = try #require(c.readResponse())
             #expect(r2.text == "\(offset) \(Self.fnv(Array(data[0..<offset])))")
 
@@ -113,7 +128,7 @@ import Testing
             let c2 = try RawClient(port: port)
             c2.send("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
             let piece = [UInt8](repeating: 1, count: 1 << 20)
-            for _ in 0..<9 { c2.send(Array("100000\r\n".utf8) + piece + Array("\r\n".utf8)) }
+            for _ in 0..<9 { try await Self.sendAll(c2, Array("100000\r\n".utf8) + piece + Array("\r\n".utf8)) }
             #expect(c2.readResponse()?.head.status.code == 413)
             #expect(await eventually(seconds: 20) { observed.failure.withLock { $0 }?.contains("size limit") == true })
         }
@@ -139,7 +154,10 @@ import Testing
                 c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
                 c.send([UInt8](repeating: 3, count: 300_000))
                 #expect(await eventually { observed.pieces.withLock { $0.reduce(0, +) } == 300_000 })
-            }  // closed here
+                // shutdown, not just close: a child process another test spawns concurrently may
+                // have inherited the descriptor (socket() without SOCK_CLOEXEC), keeping it open.
+                Glibc.shutdown(c.fd, Int32(SHUT_RDWR))
+            }
             #expect(await eventually(seconds: 20) { observed.failure.withLock { $0 }?.contains("closed the connection") == true }, "\(observed.failure.withLock { $0 } ?? "no failure")")
         }
     }
@@ -160,11 +178,7 @@ import Testing
             }
             #expect(sent < total)  // the server did not swallow 16 MiB ahead of a handler that reads ~64 KiB per 5 ms
             _ = fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) & ~O_NONBLOCK)
-            while sent < total {
-                let n = piece.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, min($0.count, total - sent), Int32(MSG_NOSIGNAL)) }
-                guard n > 0 else { break }
-                sent += n
-            }
+            try await Self.sendAll(c, [UInt8](repeating: 4, count: total - sent))
             #expect(c.readResponse()?.text == "\(total)")
         }
     }
