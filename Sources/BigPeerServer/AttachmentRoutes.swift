@@ -44,9 +44,10 @@ struct AttachmentRoutes {
         }
         let reader = UploadReader(parser: MultipartParser(boundary: boundary), body: body)
         do {
-            guard let fileType = try await reader.seekFilePart() else {
+            guard let filePart = try await reader.seekFilePart() else {
                 return .error(.badRequest, message: "the form has no part named \"file\"", requestID: request.requestID)
             }
+            let fileType = filePart.contentType
             // Stored and later sent as a header: only a printable-ASCII media type (RFC 9110 §8.3) is kept.
             let storedType = fileType.flatMap { t in
                 !t.isEmpty && t.utf8.count <= 255 && t.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) ? t : nil
@@ -141,6 +142,7 @@ struct AttachmentRoutes {
 /// Used by one task at a time (the upload handler), hence not `Sendable`.
 final class UploadReader {
     struct FormError: Error { let message: String }
+    struct FilePart { let contentType: String? }
 
     private var parser: MultipartParser
     private let body: HTTPRequestBody
@@ -152,15 +154,15 @@ final class UploadReader {
         self.body = body
     }
 
-    /// Skips parts until the one named `file` (RFC 7578 §4.2); returns its Content-Type
-    /// (`application/octet-stream` when absent, §4.4), or nil if the form ends without it.
-    func seekFilePart() async throws -> String?? {
+    /// Skips parts until the one named `file` (RFC 7578 §4.2) and returns its head (a missing
+    /// Content-Type means `application/octet-stream`, §4.4), or nil if the form ends without it.
+    func seekFilePart() async throws -> FilePart? {
         while true {
             switch try await event() {
             case .partHead(let headers):
                 let (disposition, params) = MultipartParser.parameters(of: headers["Content-Disposition"] ?? "")
                 guard disposition == "form-data" else { throw FormError(message: "a part has no Content-Disposition: form-data") }
-                if params["name"] == "file" { return .some(headers["Content-Type"]) }
+                if params["name"] == "file" { return FilePart(contentType: headers["Content-Type"]) }
             case .end:
                 try await drain()
                 return nil

@@ -17,7 +17,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     let context: HTTPLoopContext
     let tcp: TCPConnection
     private var parser: HTTPParser
-    private(set) var phase = Phase.idle
+    var phase = Phase.idle
     private var deadline: NanoTime?
     private var writeDeadline: NanoTime?
     private var writtenAtLastSweep: UInt64 = 0
@@ -25,20 +25,20 @@ final class HTTPServerConnection: ConnectionDelegate {
     private var currentID: (loop: Int, number: UInt64) = (0, 0)
     private var started = NanoTime.now()
     private var requestsServed = 0
-    private var closeAfterResponse = false
+    var closeAfterResponse = false
     private var inProcessLoop = false
-    private var streamWaiter: CheckedContinuation<Void, any Error>?
-    private var streamChunked = true
+    var streamWaiter: CheckedContinuation<Void, any Error>?
+    var streamChunked = true
     /// Bytes a `.sizedStream` body still owes (nil for chunked or close-delimited streams).
-    private var streamRemaining: Int?
+    var streamRemaining: Int?
     private lazy var remote: String? = tcp.remoteAddress?.description
     /// The streamed request body of the running `.streaming` handler, while it has one.
-    private var inbound: InboundBody?
+    var inbound: InboundBody?
     private var inboundGeneration: UInt64 = 0
     /// True while a `.streaming` handler runs and its content is still arriving.
     private var bodyStreaming = false
     /// Reading paused because the handler has `InboundBody.highWaterMark` bytes unread.
-    private var pausedForInbound = false
+    var pausedForInbound = false
     /// The route matched at the head, used when the content has arrived.
     private var currentMatch: HTTPRouter.Match?
     /// The server's body limit for ordinary routes; the parser admits up to `parserBodyLimit` at
@@ -123,7 +123,7 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     // MARK: - Requests
 
-    private func processBuffered() {
+    func processBuffered() {
         guard !inProcessLoop else { return }
         inProcessLoop = true
         defer { inProcessLoop = false }
@@ -209,26 +209,11 @@ final class HTTPServerConnection: ConnectionDelegate {
         inboundGeneration &+= 1
         inbound = InboundBody(generation: inboundGeneration)
         let reader = HTTPRequestBody(connection: LoopBound(self, loop: tcp.loop), generation: inboundGeneration)
-        if parser.isReadingBody {
-            bodyStreaming = true
-            parser.aggregatesBody = false
-        } else {
-            parser.limits.maxBodyBytes = parserBodyLimit
-            inbound?.end()
-            deadline = nil
-        }
+        // Even without content the parser still reports the message's `.end`; it must be consumed
+        // here (it ends `inbound`), not left to be mistaken for the end of the next request.
+        bodyStreaming = true
+        parser.aggregatesBody = false
         runAsync({ try await body($0, reader) }, request)
-    }
-
-    /// `HTTPRequestBody.next()`, on the loop.
-    func inboundNext(generation: UInt64, resume: CheckedContinuation<[UInt8]?, any Error>) {
-        guard inbound?.generation == generation else { return resume.resume(throwing: HTTPRequestBody.Failed(reason: .finished)) }
-        inbound?.take(resume)
-        if pausedForInbound, let buffered = inbound?.bufferedBytes, buffered < InboundBody.lowWaterMark {
-            pausedForInbound = false
-            if !tcp.isBackpressured { tcp.resumeReading() }
-            processBuffered()
-        }
     }
 
     private func dispatch(_ request: inout HTTPRequest) {
@@ -361,7 +346,7 @@ final class HTTPServerConnection: ConnectionDelegate {
         }
     }
 
-    private func completeResponse(keepAlive: Bool) {
+    func completeResponse(keepAlive: Bool) {
         current = nil
         guard keepAlive else {
             phase = .closing
@@ -372,63 +357,6 @@ final class HTTPServerConnection: ConnectionDelegate {
         deadline = NanoTime.now().adding(context.shared.configuration.timeouts.idle)
         tcp.resumeReading()
         processBuffered()
-    }
-
-    // MARK: - Streaming (called by HTTPBodyWriter on the loop)
-
-    func streamWrite(_ bytes: [UInt8], resume: CheckedContinuation<Void, any Error>) {
-        guard phase == .streaming, !tcp.isClosed else { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
-        if let remaining = streamRemaining {
-            // More than the announced Content-Length would corrupt the framing of the next response.
-            guard bytes.count <= remaining else {
-                tcp.close()
-                return resume.resume(throwing: HTTPBodyWriter.Closed())
-            }
-            streamRemaining = remaining - bytes.count
-            tcp.write(bytes)
-        } else if streamChunked {
-            let inline = bytes.count < OutputQueueCopyThreshold.value
-            tcp.writeInPlace { out in
-                ResponseHeadWriter.appendHex(bytes.count, to: &out)
-                out.append(contentsOf: ResponseHeadWriter.crlf)
-                if inline {
-                    out.append(contentsOf: bytes)
-                    out.append(contentsOf: ResponseHeadWriter.crlf)
-                }
-            }
-            if !inline {
-                tcp.write(bytes)
-                tcp.write(ResponseHeadWriter.crlf)
-            }
-        } else {
-            tcp.write(bytes)
-        }
-        if tcp.isClosed { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
-        if tcp.isBackpressured {
-            streamWaiter = resume
-        } else {
-            resume.resume()
-        }
-    }
-
-    func streamFinish() {
-        guard phase == .streaming, !tcp.isClosed else { return }
-        if let remaining = streamRemaining {
-            streamRemaining = nil
-            // Fewer bytes than announced: only closing tells the client the body is incomplete.
-            guard remaining == 0 else { return tcp.close() }
-            phase = .handling
-            return completeResponse(keepAlive: !closeAfterResponse && !context.draining)
-        }
-        if streamChunked { tcp.write(Array("0\r\n\r\n".utf8)) }
-        phase = .handling
-        completeResponse(keepAlive: !closeAfterResponse && streamChunked && !context.draining)
-    }
-
-    func streamAbort() {
-        guard phase == .streaming else { return }
-        streamRemaining = nil
-        tcp.close()
     }
 
     // MARK: - Errors, timeouts, shutdown
