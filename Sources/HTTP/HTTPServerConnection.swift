@@ -167,6 +167,9 @@ final class HTTPServerConnection: ConnectionDelegate {
                 }
             case .body(let piece):
                 guard bodyStreaming else { continue }
+                // Streamed content may take long in total (64 MiB on a slow link): the body
+                // timeout counts from the last piece instead, so only a stalled client hits it.
+                deadline = NanoTime.now().adding(context.shared.configuration.timeouts.body)
                 inbound?.deliver(piece)
                 if let buffered = inbound?.bufferedBytes, buffered > InboundBody.highWaterMark {
                     pausedForInbound = true
@@ -404,6 +407,8 @@ final class HTTPServerConnection: ConnectionDelegate {
             tcp.close()
         case .idle, .readingHead, .readingBody:
             sendErrorAndClose(.error(.requestTimeout, message: "request not received in time"))
+        case .handling where bodyStreaming && pausedForInbound:
+            deadline = now.adding(context.shared.configuration.timeouts.body)  // waiting on our handler, not the client
         case .handling where bodyStreaming:
             bodyStreaming = false
             inbound?.fail(.timeout)

@@ -52,24 +52,31 @@ import Values
             body: multipart(content, contentType: contentType)))
     }
 
-    static func sha256Hex(_ bytes: [UInt8]) throws -> String {
+    static func sha256Hex(_ bytes: [UInt8]) async throws -> String {
         let path = NSTemporaryDirectory() + "bp-sha-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let r = try run("/usr/bin/sha256sum", [path])
+        let r = try await run("/usr/bin/sha256sum", [path])
         return String(r.out.prefix(64))
     }
 
+    /// Runs a program; waits by polling so no cooperative thread is blocked meanwhile (a blocked
+    /// thread delays other tests' timers). Its output must fit in a pipe buffer (64 KiB).
     @discardableResult
-    static func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: String) {
+    static func run(_ path: String, _ args: [String]) async throws -> (status: Int32, out: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = args
-        let out = Pipe()
+        // Pipes, not FileHandle.nullDevice: Foundation closes a handle it was given once the child
+        // runs, and the shared nullDevice's descriptor number would then be reused (and closed
+        // again) under a socket of a concurrently running test.
+        let out = Pipe(), err = Pipe()
         p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
+        p.standardError = err
         try p.run()
+        while p.isRunning { try await Task.sleep(for: .milliseconds(20)) }
         let o = out.fileHandleForReading.readDataToEndOfFile()
+        _ = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: o, as: UTF8.self))
     }
@@ -86,10 +93,10 @@ import Values
             let path = NSTemporaryDirectory() + "bp-upload-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).bin"
             try Data(content).write(to: URL(fileURLWithPath: path))
             defer { try? FileManager.default.removeItem(atPath: path) }
-            let curl = try Self.run("/usr/bin/curl", ["-sS", "-F", "file=@\(path);type=image/png", "http://127.0.0.1:\(service.port)/api/v4/attachments/upload"])
+            let curl = try await Self.run("/usr/bin/curl", ["-sS", "-F", "file=@\(path);type=image/png", "http://127.0.0.1:\(service.port)/api/v4/attachments/upload"])
             #expect(curl.status == 0)
             let answer = try JSON.parse(Array(curl.out.utf8))
-            let expectedID = try Self.sha256Hex(content)
+            let expectedID = try await Self.sha256Hex(content)
             #expect(answer == .object(["id": .string(expectedID), "len": .int(2_500_000)]))
 
             let download = try await client.get("http://127.0.0.1:\(service.port)/api/v4/attachments/\(expectedID)")

@@ -80,7 +80,8 @@ final class RawClient {
     private var parser = HTTPParser(kind: .response)
 
     init(port: Int, timeoutSeconds: Int = 5) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // CLOEXEC: a child process another test spawns must not inherit (and keep open) our socket.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
@@ -90,7 +91,15 @@ final class RawClient {
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        if rc != 0 { close(fd); throw IOError(call: "connect", errno: errno) }
+        // Throw before `self.fd` is set: once every stored property is initialized, a throwing
+        // init still runs deinit, whose close would be a second close of a number another test
+        // (or a server's listener) may already have been given.
+        if rc != 0 {
+            let e = errno
+            close(fd)
+            throw IOError(call: "connect", errno: e)
+        }
+        self.fd = fd
     }
 
     deinit { close(fd) }

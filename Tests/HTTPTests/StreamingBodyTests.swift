@@ -154,6 +154,36 @@ import Testing
         }
     }
 
+    @Test func bodyTimeoutCountsFromTheLastPieceSoOnlyAStalledClientGets408() async throws {
+        let observed = Observed()
+        try await withServer({ $0.timeouts.body = .seconds(1) }, router: Self.router(observed)) { _, port in
+            // 25 pieces 100 ms apart: 2.5 s in total, well past the body timeout, never idle for it.
+            // Sent from a thread of its own: a test task's sleeps can oversleep by seconds when other
+            // tests block the cooperative pool, which would make the client itself stall.
+            let c = try RawClient(port: port)
+            c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 25\r\n\r\n")
+            let fd = c.fd
+            let done = Atomic<Bool>(false)
+            let sender = Thread {
+                for _ in 0..<25 {
+                    usleep(100_000)
+                    _ = Glibc.send(fd, "x", 1, Int32(MSG_NOSIGNAL))
+                }
+                done.store(true, ordering: .releasing)
+            }
+            sender.start()
+            // Wait without blocking a cooperative thread; the answer is then already on its way.
+            while !done.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(c.readResponse()?.text == "25 \(Self.fnv(Array(repeating: 0x78, count: 25)))")
+
+            let stalled = try RawClient(port: port)
+            stalled.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nxx")
+            try await Task.sleep(for: .milliseconds(1500))  // past the timeout, without blocking a thread
+            #expect(stalled.readResponse()?.head.status.code == 408)
+            #expect(await eventually { observed.failure.withLock { $0 }?.contains("in time") == true })
+        }
+    }
+
     @Test func handlerAnsweringBeforeReadingClosesTheConnectionAfterTheResponse() async throws {
         try await withServer(router: Self.router(Observed())) { _, port in
             let c = try RawClient(port: port)
