@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs missing Debian packages, checks the dependency graph has no
 # SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
-# themselves, conformance). Exits non-zero on any failure.
+# themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh).
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,3 +18,6 @@ echo "==> swift test"
 swift test --skip-build 2>&1 | tee /tmp/bigpeer-swift-test.log
 status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] || { echo "swift test failed (exit $status)"; exit "$status"; }
+
+echo "==> schemathesis (the running server against openapi.yaml)"
+BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/schemathesis.sh

@@ -18,16 +18,18 @@ public final class BigPeerService: Sendable {
     public let database: Database
     public let pool: PostgresPool
     public let store: DocumentStore
+    public let attachments: AttachmentStore
     public let http: HTTPServer
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 store: DocumentStore, http: HTTPServer, logger: Logger) {
+                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, logger: Logger) {
         self.configuration = configuration
         self.group = group
         self.database = database
         self.pool = pool
         self.store = store
+        self.attachments = attachments
         self.http = http
         self.logger = logger
     }
@@ -74,6 +76,11 @@ public final class BigPeerService: Sendable {
         HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
+        let attachments = AttachmentStore(pool: pool)
+        AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
+        let openAPI = OpenAPIRoute.load(migrationsDirectory: configuration.migrationsDirectory)
+        if openAPI.document == nil { logger.warning("openapi.yaml not found: GET /api/v4/openapi.yaml will answer 404 (set BIGPEER_OPENAPI)") }
+        openAPI.register(on: &router)
 
         var httpConfig = HTTPServerConfiguration()
         httpConfig.host = configuration.host
@@ -95,7 +102,7 @@ public final class BigPeerService: Sendable {
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
             "threads": "\(configuration.threads)",
         ])
-        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, http: http, logger: logger)
+        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments, http: http, logger: logger)
     }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).

@@ -15,6 +15,9 @@ public struct ServerConfiguration: Sendable {
     /// Largest request body accepted (413 above it). Documents are limited to 5 MiB each; a bulk
     /// INSERT of many documents in one request needs more.
     public var maxBodyBytes = 32 << 20
+    /// Largest attachment accepted by `POST /api/v4/attachments/upload` (413 above it). Uploads
+    /// stream to the database, so this bounds storage per attachment, not server memory.
+    public var maxAttachmentBytes = 64 << 20
     /// Longest a single database statement may run (408 to the client after that).
     public var statementTimeout: Duration = .seconds(30)
     /// How long in-flight requests may run on shutdown before connections are closed.

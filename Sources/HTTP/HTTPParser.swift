@@ -121,8 +121,7 @@ public struct HTTPParser: Sendable {
             if remaining == 0 { state = .head; return .end(trailers: HTTPHeaders()) }
             guard let bytes = try takeContent(upTo: remaining) else { return .needMoreData }
             let left = remaining - bytes
-            if left == 0 { state = .head; return .end(trailers: HTTPHeaders()) }
-            state = .fixedBody(remaining: left)
+            state = .fixedBody(remaining: left)  // at 0, the next call reports `.end`
             return aggregatesBody ? try next() : .body(pendingChunk)
         case .untilClose:
             guard try takeContent(upTo: Int.max) != nil else { return .needMoreData }

@@ -46,6 +46,11 @@ public enum HTTPResponseBody: Sendable {
     /// Produced by the closure, which runs on the connection's loop (task executor preference)
     /// and may suspend on `writer.write` when the peer is slow. Sent with chunked coding.
     case stream(@Sendable (HTTPBodyWriter) async throws -> Void)
+    /// A stream of exactly `length` bytes, sent with `Content-Length` instead of chunked coding
+    /// (downloads: clients see the size up front, and `HEAD` reports it without running the
+    /// producer). Writing more than `length`, or finishing with fewer, closes the connection, so
+    /// a wrong body is never taken for a complete one.
+    case sizedStream(length: Int, @Sendable (HTTPBodyWriter) async throws -> Void)
 }
 
 /// Appends `s` as a JSON string literal (RFC 8259 §7).

@@ -70,6 +70,11 @@ public enum HTTPHandlerResult: Sendable {
 public enum HTTPHandler: Sendable {
     case sync(@Sendable (HTTPRequest) -> HTTPHandlerResult)
     case async(@Sendable (HTTPRequest) async throws -> HTTPHandlerResult)
+    /// Runs as soon as the request head arrives and reads the content from `HTTPRequestBody` as it
+    /// arrives (uploads: never buffered whole). `maxBodyBytes` replaces the server's limit for this
+    /// route (413 above it). `request.body` is empty. If the handler answers before reading all the
+    /// content, the connection closes after the response (the rest is never parsed).
+    case streaming(maxBodyBytes: Int, @Sendable (HTTPRequest, HTTPRequestBody) async throws -> HTTPHandlerResult)
 
     /// An async handler that just returns a response.
     public static func respond(_ body: @escaping @Sendable (HTTPRequest) async throws -> HTTPResponse) -> HTTPHandler {
@@ -102,7 +107,11 @@ public struct HTTPRouter: Sendable {
         case notFound
     }
 
+    /// The largest content any streaming route accepts (the server's parser must let that through).
+    public private(set) var largestStreamingBodyLimit = 0
+
     public mutating func on(_ method: HTTPMethod, _ path: String, _ handler: HTTPHandler) {
+        if case .streaming(let limit, _) = handler { largestStreamingBodyLimit = max(largestStreamingBodyLimit, limit) }
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         if segments.allSatisfy({ !$0.hasPrefix(":") && $0 != "*" }) {
             staticRoutes[normalized(path), default: [:]][method] = handler

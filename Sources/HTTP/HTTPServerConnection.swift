@@ -8,13 +8,16 @@ import Sockets
 ///     idle ──bytes──▶ readingHead ──head──▶ readingBody ──end──▶ handling ──response──▶ idle
 ///                          │                    │                   │ (stream) ▶ streaming ─▶ idle
 ///                          └─────── timeout: 408 + close ───────────┘           (or close)
+///
+/// A `.streaming` route skips `readingBody`: its handler starts at the head (`handling` with
+/// `bodyStreaming` set) and the parser keeps feeding it content until the end of the message.
 final class HTTPServerConnection: ConnectionDelegate {
     enum Phase { case idle, readingHead, readingBody, handling, streaming, closing, upgraded, closed }
 
     let context: HTTPLoopContext
     let tcp: TCPConnection
     private var parser: HTTPParser
-    private(set) var phase = Phase.idle
+    var phase = Phase.idle
     private var deadline: NanoTime?
     private var writeDeadline: NanoTime?
     private var writtenAtLastSweep: UInt64 = 0
@@ -22,18 +25,37 @@ final class HTTPServerConnection: ConnectionDelegate {
     private var currentID: (loop: Int, number: UInt64) = (0, 0)
     private var started = NanoTime.now()
     private var requestsServed = 0
-    private var closeAfterResponse = false
+    var closeAfterResponse = false
     private var inProcessLoop = false
-    private var streamWaiter: CheckedContinuation<Void, any Error>?
-    private var streamChunked = true
+    var streamWaiter: CheckedContinuation<Void, any Error>?
+    var streamChunked = true
+    /// Bytes a `.sizedStream` body still owes (nil for chunked or close-delimited streams).
+    var streamRemaining: Int?
     private lazy var remote: String? = tcp.remoteAddress?.description
+    /// The streamed request body of the running `.streaming` handler, while it has one.
+    var inbound: InboundBody?
+    private var inboundGeneration: UInt64 = 0
+    /// True while a `.streaming` handler runs and its content is still arriving.
+    private var bodyStreaming = false
+    /// Reading paused because the handler has `InboundBody.highWaterMark` bytes unread.
+    var pausedForInbound = false
+    /// The route matched at the head, used when the content has arrived.
+    private var currentMatch: HTTPRouter.Match?
+    /// The server's body limit for ordinary routes; the parser admits up to `parserBodyLimit` at
+    /// the head (the largest streaming route) and gets the matched route's limit for the content.
+    private let baseBodyLimit: Int
+    private let parserBodyLimit: Int
 
     private static let continue100: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     init(context: HTTPLoopContext, tcp: TCPConnection) {
         self.context = context
         self.tcp = tcp
-        parser = HTTPParser(kind: .request, limits: context.shared.configuration.limits, aggregatesBody: true)
+        var limits = context.shared.configuration.limits
+        baseBodyLimit = limits.maxBodyBytes
+        limits.maxBodyBytes = max(limits.maxBodyBytes, context.shared.router.largestStreamingBodyLimit)
+        parserBodyLimit = limits.maxBodyBytes
+        parser = HTTPParser(kind: .request, limits: limits, aggregatesBody: true)
         deadline = NanoTime.now().adding(context.shared.configuration.timeouts.header)
     }
 
@@ -46,6 +68,8 @@ final class HTTPServerConnection: ConnectionDelegate {
         switch phase {
         case .idle, .readingHead, .readingBody:
             processBuffered()
+        case .handling where bodyStreaming:
+            processBuffered()
         case .handling, .streaming:
             // Pipelined bytes wait; stop reading once a full head's worth is waiting.
             if parser.bufferedByteCount > context.shared.configuration.limits.maxHeaderBytes { tcp.pauseReading() }
@@ -55,6 +79,13 @@ final class HTTPServerConnection: ConnectionDelegate {
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
+        if bodyStreaming {
+            // The upload is truncated: nothing sensible can be answered, and the handler must not
+            // mistake the part it got for the whole.
+            bodyStreaming = false
+            inbound?.fail(.disconnected)
+            return tcp.close()
+        }
         switch phase {
         case .handling, .streaming:
             closeAfterResponse = true  // answer what was asked, then close
@@ -69,7 +100,7 @@ final class HTTPServerConnection: ConnectionDelegate {
             streamWaiter = nil
             waiter.resume()
         }
-        if phase == .idle || phase == .readingHead || phase == .readingBody {
+        if phase == .idle || phase == .readingHead || phase == .readingBody || (bodyStreaming && !pausedForInbound) {
             tcp.resumeReading()
             processBuffered()
         }
@@ -78,6 +109,8 @@ final class HTTPServerConnection: ConnectionDelegate {
     func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         let wasUpgraded = phase == .upgraded
         phase = .closed
+        bodyStreaming = false
+        inbound?.fail(.disconnected)
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume(throwing: HTTPBodyWriter.Closed())
@@ -90,11 +123,11 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     // MARK: - Requests
 
-    private func processBuffered() {
+    func processBuffered() {
         guard !inProcessLoop else { return }
         inProcessLoop = true
         defer { inProcessLoop = false }
-        while phase == .idle || phase == .readingHead || phase == .readingBody {
+        while phase == .idle || phase == .readingHead || phase == .readingBody || bodyStreaming {
             if tcp.isBackpressured {
                 tcp.pauseReading()
                 return
@@ -114,30 +147,84 @@ final class HTTPServerConnection: ConnectionDelegate {
                 return
             case .requestHead(let head):
                 current = head
+                let match = context.shared.router.match(head.method, path: head.path)
+                let limit: Int
+                if case .found(.streaming(let routeLimit, _), _) = match { limit = routeLimit } else { limit = baseBodyLimit }
+                // The parser admitted the largest limit of any route; this route's applies (RFC 9110 §15.5.14).
+                if let declared = head.headers["Content-Length"].flatMap({ Int($0) }), declared > limit {
+                    return reject(.contentTooLarge)
+                }
+                parser.limits.maxBodyBytes = limit
                 if parser.isReadingBody {
-                    phase = .readingBody
                     deadline = NanoTime.now().adding(context.shared.configuration.timeouts.body)
                     if head.expectsContinue { tcp.write(Self.continue100) }  // RFC 9110 §10.1.1
                 }
+                if case .found(.streaming(_, let body), let parameters) = match {
+                    startStreaming(head, body, parameters)
+                } else {
+                    currentMatch = match
+                    if parser.isReadingBody { phase = .readingBody }
+                }
+            case .body(let piece):
+                guard bodyStreaming else { continue }
+                // Streamed content may take long in total (64 MiB on a slow link): the body
+                // timeout counts from the last piece instead, so only a stalled client hits it.
+                deadline = NanoTime.now().adding(context.shared.configuration.timeouts.body)
+                inbound?.deliver(piece)
+                if let buffered = inbound?.bufferedBytes, buffered > InboundBody.highWaterMark {
+                    pausedForInbound = true
+                    tcp.pauseReading()
+                    return
+                }
             case .end(let trailers):
+                parser.limits.maxBodyBytes = parserBodyLimit
+                if bodyStreaming {
+                    bodyStreaming = false
+                    parser.aggregatesBody = true
+                    deadline = nil
+                    inbound?.end()
+                    continue
+                }
                 guard let head = current else { return reject(.malformed(.truncated)) }
                 var request = HTTPRequest(head: head, body: parser.takeBody(), trailers: trailers)
                 dispatch(&request)
-            case .body, .responseHead:
-                continue  // not produced by an aggregating request parser
+            case .responseHead:
+                continue  // not produced by a request parser
             }
         }
     }
 
-    private func dispatch(_ request: inout HTTPRequest) {
+    private func beginHandling(_ request: inout HTTPRequest) {
         phase = .handling
-        deadline = nil
         started = NanoTime.now()
         requestsServed += 1
         currentID = context.nextRequestID()
         request.sequence = currentID
         request.remoteAddress = remote
-        switch context.shared.router.match(request.method, path: request.path) {
+    }
+
+    /// Starts a `.streaming` handler at the head; the content follows through `inbound`.
+    private func startStreaming(_ head: HTTPRequestHead, _ body: @escaping @Sendable (HTTPRequest, HTTPRequestBody) async throws -> HTTPHandlerResult,
+                                _ parameters: [String: String]) {
+        var request = HTTPRequest(head: head)
+        beginHandling(&request)
+        request.pathParameters = parameters
+        inboundGeneration &+= 1
+        inbound = InboundBody(generation: inboundGeneration)
+        let reader = HTTPRequestBody(connection: LoopBound(self, loop: tcp.loop), generation: inboundGeneration)
+        // Even without content the parser still reports the message's `.end`; it must be consumed
+        // here (it ends `inbound`), not left to be mistaken for the end of the next request.
+        bodyStreaming = true
+        parser.aggregatesBody = false
+        runAsync({ try await body($0, reader) }, request)
+    }
+
+    private func dispatch(_ request: inout HTTPRequest) {
+        beginHandling(&request)
+        deadline = nil
+        let match = currentMatch ?? context.shared.router.match(request.method, path: request.path)
+        currentMatch = nil
+        switch match {
         case .notFound:
             finish(.response(.error(.notFound, message: "no route for \(request.path)", requestID: request.requestID)))
         case .methodNotAllowed(let allow):
@@ -151,6 +238,8 @@ final class HTTPServerConnection: ConnectionDelegate {
                 finish(body(request))
             case .async(let body):
                 runAsync(body, request)
+            case .streaming:
+                break  // started at the head (startStreaming)
             }
         }
     }
@@ -164,6 +253,9 @@ final class HTTPServerConnection: ConnectionDelegate {
                 result = try await body(request)
             } catch let e as HTTPError {
                 result = .response(.error(e.status, message: e.message, requestID: request.requestID))
+            } catch let e as HTTPRequestBody.Failed {
+                // The connection was already answered or closed; this only matters if it was not.
+                result = .response(.error(e.reason == .tooLarge ? .contentTooLarge : .badRequest, message: e.description, requestID: request.requestID))
             } catch {
                 logger.error("handler failed", metadata: ["request_id": "\(request.requestID)", "error": "\(error)"])
                 result = .response(.error(.internalServerError, message: "internal error", requestID: request.requestID))
@@ -179,6 +271,15 @@ final class HTTPServerConnection: ConnectionDelegate {
     /// Sends the handler's answer and moves to the next request.
     func finish(_ result: HTTPHandlerResult) {
         guard phase == .handling, let head = current else { return }
+        if bodyStreaming {
+            // Answered before reading all the content: the rest is never parsed, so the
+            // connection cannot carry another request.
+            bodyStreaming = false
+            closeAfterResponse = true
+            pausedForInbound = false
+        }
+        inbound?.fail(.finished)
+        inbound = nil
         let config = context.shared.configuration
         var keepAlive = head.keepAlive && !closeAfterResponse && !context.draining && requestsServed < config.maxRequestsPerConnection
         switch result {
@@ -218,22 +319,37 @@ final class HTTPServerConnection: ConnectionDelegate {
                 }
                 log(head, response.status, bytes: -1)
                 guard bodyAllowed else { return completeResponse(keepAlive: keepAlive) }
-                closeAfterResponse = !keepAlive
-                phase = .streaming
-                let writer = HTTPBodyWriter(connection: LoopBound(self, loop: tcp.loop))
-                Task(executorPreference: tcp.loop) {
-                    do {
-                        try await producer(writer)
-                        writer.finish()
-                    } catch {
-                        writer.abort()
-                    }
+                startProducer(producer, keepAlive: keepAlive)
+            case .sizedStream(let length, let producer):
+                streamChunked = false
+                tcp.writeInPlace { out in
+                    ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
+                                             framing: response.status.forbidsBody ? .none : .length(length),
+                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName)
                 }
+                log(head, response.status, bytes: bodyAllowed ? length : 0)
+                guard bodyAllowed, length > 0 else { return completeResponse(keepAlive: keepAlive) }
+                streamRemaining = length
+                startProducer(producer, keepAlive: keepAlive)
             }
         }
     }
 
-    private func completeResponse(keepAlive: Bool) {
+    private func startProducer(_ producer: @escaping @Sendable (HTTPBodyWriter) async throws -> Void, keepAlive: Bool) {
+        closeAfterResponse = !keepAlive
+        phase = .streaming
+        let writer = HTTPBodyWriter(connection: LoopBound(self, loop: tcp.loop))
+        Task(executorPreference: tcp.loop) {
+            do {
+                try await producer(writer)
+                writer.finish()
+            } catch {
+                writer.abort()
+            }
+        }
+    }
+
+    func completeResponse(keepAlive: Bool) {
         current = nil
         guard keepAlive else {
             phase = .closing
@@ -246,50 +362,13 @@ final class HTTPServerConnection: ConnectionDelegate {
         processBuffered()
     }
 
-    // MARK: - Streaming (called by HTTPBodyWriter on the loop)
-
-    func streamWrite(_ bytes: [UInt8], resume: CheckedContinuation<Void, any Error>) {
-        guard phase == .streaming, !tcp.isClosed else { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
-        if streamChunked {
-            let inline = bytes.count < OutputQueueCopyThreshold.value
-            tcp.writeInPlace { out in
-                ResponseHeadWriter.appendHex(bytes.count, to: &out)
-                out.append(contentsOf: ResponseHeadWriter.crlf)
-                if inline {
-                    out.append(contentsOf: bytes)
-                    out.append(contentsOf: ResponseHeadWriter.crlf)
-                }
-            }
-            if !inline {
-                tcp.write(bytes)
-                tcp.write(ResponseHeadWriter.crlf)
-            }
-        } else {
-            tcp.write(bytes)
-        }
-        if tcp.isClosed { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
-        if tcp.isBackpressured {
-            streamWaiter = resume
-        } else {
-            resume.resume()
-        }
-    }
-
-    func streamFinish() {
-        guard phase == .streaming, !tcp.isClosed else { return }
-        if streamChunked { tcp.write(Array("0\r\n\r\n".utf8)) }
-        phase = .handling
-        completeResponse(keepAlive: !closeAfterResponse && streamChunked && !context.draining)
-    }
-
-    func streamAbort() {
-        guard phase == .streaming else { return }
-        tcp.close()
-    }
-
     // MARK: - Errors, timeouts, shutdown
 
     private func reject(_ error: HTTPParseError) {
+        if bodyStreaming {
+            bodyStreaming = false
+            inbound?.fail(error == .contentTooLarge ? .tooLarge : .malformed)
+        }
         let response = HTTPResponse.error(error.status, message: error.description)
         if context.logger.logLevel <= .info {
             context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "status": "\(error.status.code)", "reason": "\(error)"])
@@ -328,6 +407,12 @@ final class HTTPServerConnection: ConnectionDelegate {
             tcp.close()
         case .idle, .readingHead, .readingBody:
             sendErrorAndClose(.error(.requestTimeout, message: "request not received in time"))
+        case .handling where bodyStreaming && pausedForInbound:
+            deadline = now.adding(context.shared.configuration.timeouts.body)  // waiting on our handler, not the client
+        case .handling where bodyStreaming:
+            bodyStreaming = false
+            inbound?.fail(.timeout)
+            sendErrorAndClose(.error(.requestTimeout, message: "request content not received in time"))
         default:
             break
         }

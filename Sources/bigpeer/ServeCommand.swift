@@ -20,11 +20,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
+    @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
+        if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
     }
 
     func run() async throws {
@@ -39,6 +41,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.databaseConnections = databaseConnections
         config.maxBodyBytes = maxBodyBytes
         config.insecureDevelopment = insecureDevelopment
+        config.maxAttachmentBytes = maxAttachmentBytes
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

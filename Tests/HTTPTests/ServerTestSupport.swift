@@ -1,4 +1,3 @@
-import BigPeerTestSupport
 import Foundation
 import Glibc
 import HTTP
@@ -81,7 +80,8 @@ final class RawClient {
     private var parser = HTTPParser(kind: .response)
 
     init(port: Int, timeoutSeconds: Int = 5) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // CLOEXEC: a child process another test spawns must not inherit (and keep open) our socket.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
@@ -91,9 +91,15 @@ final class RawClient {
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        // No close here: every stored property is set, so Swift runs deinit (which closes fd) when
-        // this init throws. Closing here too was a double close that hit other tests' descriptors.
-        if rc != 0 { throw IOError(call: "connect", errno: errno) }
+        // Throw before `self.fd` is set: once every stored property is initialized, a throwing
+        // init still runs deinit, whose close would be a second close of a number another test
+        // (or a server's listener) may already have been given.
+        if rc != 0 {
+            let e = errno
+            close(fd)
+            throw IOError(call: "connect", errno: e)
+        }
+        self.fd = fd
     }
 
     deinit { close(fd) }
@@ -157,14 +163,26 @@ final class RawClient {
     }
 }
 
-/// Runs a program to completion; returns exit status and output (signal-safe: see TestCommand).
+/// Runs a program to completion; returns exit status and output.
 func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let r = try TestCommand.run(path, args, stdin: stdin)
-    return (r.status, r.out, r.err)
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let out = Pipe(), err = Pipe(), inp = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = inp
+    try p.run()
+    if let stdin { inp.fileHandleForWriting.write(Data(stdin)) }
+    try? inp.fileHandleForWriting.close()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
 }
 
-/// Polls until `condition` holds; the generous bound only matters on a loaded machine (it returns at once otherwise).
-func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
+/// Polls `condition` for up to `seconds`.
+func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
     let end = Date().addingTimeInterval(seconds)
     while Date() < end {
         if condition() { return true }
