@@ -55,12 +55,17 @@ for _ in $(seq 1 300); do
 done
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail -50 "$work/server.log"; echo "server not ready"; exit 1; }
 
+# Every API endpoint needs a key: make one with full scopes through the CLI (same database).
+key=$("$bin" keys create --data-dir "$work/data" --description schemathesis --expires-in 1d --read-all --write-all 2>"$work/keys.log" | tail -1)
+[ -n "$key" ] || { cat "$work/keys.log"; echo "could not create an API key"; exit 1; }
+
 echo "==> schemathesis: phases $phases, $examples examples, seed 1"
 status=0
 repo=$(pwd)
 # Run from the scratch directory: schemathesis keeps state in ./.schemathesis.
 (cd "$work" && "$venv/bin/schemathesis" --config-file "$repo/scripts/schemathesis.toml" run "$repo/openapi.yaml" \
   --url "http://127.0.0.1:$port" \
+  -H "Authorization: Bearer $key" \
   --checks all \
   --phases "$phases" \
   -n "$examples" \
