@@ -133,7 +133,7 @@ struct LegacyRoutes {
         guard case .array(let commands)? = body["commands"], !commands.isEmpty else {
             throw Failure(400, "\"commands\" must be a non-empty array of upsert, update and remove commands")
         }
-        guard commands.count <= LegacyCommands.maxCommands else { throw Failure(413, "at most \(LegacyCommands.maxCommands) commands per write") }
+        guard commands.count <= LegacyCommands.maxCommands else { throw Failure(400, "at most \(LegacyCommands.maxCommands) commands per write") }
         var translated: [LegacyCommands.Translated] = []
         var requirement = AccessRequirement()
         for (i, command) in commands.enumerated() {

@@ -65,6 +65,10 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case let e as PostgresError:
             if e.isUnavailable { return .unavailable(e) }
             if e.sqlState == "57014" { return .timeout }  // statement_timeout
+            // jsonb and text cannot hold U+0000 (22P05) or invalid characters (22021): the input's fault.
+            if e.sqlState == "22P05" || e.sqlState == "22021" {
+                return .invalid("text containing U+0000 (NUL) or characters invalid in UTF-8 cannot be stored or compared")
+            }
             return .database(e)
         default: return .invalid("\(error)")
         }

@@ -147,6 +147,10 @@ import Values
             do throws(StoreError) { _ = try await store.execute("SELECT * FROM t", minimumTransaction: 10, transactionWait: .milliseconds(100)); Issue.record("no error") } catch {
                 #expect(error.httpStatus == 404)
             }
+            // PostgreSQL text and jsonb cannot hold U+0000: the input's fault (400), never a 500.
+            do throws(StoreError) { _ = try await store.execute("INSERT INTO t DOCUMENTS ({_id: 'nul', v: :v})", arguments: ["v": "a\u{0}b"]); Issue.record("no error") } catch {
+                #expect(error.httpStatus == 400)
+            }
             let big = String(repeating: "x", count: 6 << 20)
             do throws(StoreError) { _ = try await store.execute("INSERT INTO t DOCUMENTS ({_id: 'big', v: :v})", arguments: ["v": .string(big)]); Issue.record("no error") } catch {
                 #expect(error.httpStatus == 413)
