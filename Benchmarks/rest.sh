@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# REST store throughput vs pgbench on the same cluster, same run, interleaved.
+#   Benchmarks/rest.sh [seconds=10] [rounds=3]
+# - point read by _id through POST /api/v4/store/execute (wrk, 1/8/64 connections) vs pgbench -S
+#   (same concurrency, prepared);
+# - single-document INSERT through /execute vs pgbench -N (same concurrency);
+# Starts `bigpeer serve` (release) on its own data dir, seeds 100k documents, creates an API key.
+# wrk, the server and PostgreSQL share the machine's cores: say so when quoting the numbers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}; rounds=${2:-3}
+export PATH="/opt/swift/usr/bin:$PATH"
+swift build -c release --product bigpeer >/dev/null
+bin=.build/release/bigpeer
+work=$(mktemp -d /tmp/bigpeer-rest-XXXX); chmod 711 "$work"
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+"$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) >"$work/server.log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 200); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+key=$("$bin" keys create --data-dir "$work/data" --description bench --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
+cluster="$work/data/postgres"; pgport=$(cat "$work/data/postgres-port")
+psql_() { psql -q -h "$cluster" -p "$pgport" -U bigpeer bigpeer "$@"; }
+# Seed 100k ~1 KB documents with one bulk statement (timed: the bulk-insert row below).
+python3 - "$work/bulk.json" <<'PY'
+import json, sys
+pad = "x" * 900
+n = 100000
+args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
+statement = "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n))
+json.dump({"statement": statement, "args": args}, open(sys.argv[1], "w"))
+PY
+start=$(date +%s.%N)
+curl -sf "127.0.0.1:$port/api/v4/store/execute" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' --data-binary @"$work/bulk.json" -o /dev/null || echo "bulk insert failed (see $work/server.log)"
+bulk=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
+# The same JSON through COPY into a plain jsonb table, for reference.
+python3 -c "
+import json; d=list(json.load(open('$work/bulk.json'))['args'].values())
+open('$work/copy.txt','w').write(''.join(json.dumps(x).replace('\\\\','\\\\\\\\')+'\n' for x in d))"
+psql_ -c "CREATE TABLE copy_ref (value jsonb)"
+start=$(date +%s.%N); psql_ -c "\\copy copy_ref (value) FROM '$work/copy.txt'"; copy=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
+echo "bulk insert 100k x ~1 KB: /execute ${bulk}s, COPY ${copy}s"
+
+pgbench -q -i -s 1 -h "$cluster" -p "$pgport" -U bigpeer bigpeer >/dev/null 2>&1
+cat > "$work/read.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  return wrk.format(nil, nil, nil, '{"statement":"SELECT * FROM bench WHERE _id = :id","args":{"id":"d' .. math.random(0, 99999) .. '"}}')
+end
+LUA
+cat > "$work/write.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
+end
+LUA
+for c in 1 8 64; do
+  for r in $(seq "$rounds"); do
+    rr=$(wrk -t1 -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
+    pr=$(pgbench -n -S -M prepared -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
+    rw=$(wrk -t1 -c$c -d${secs}s -s "$work/write.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2}')
+    pw=$(pgbench -n -N -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
+    echo "c=$c round $r: point read /execute req/s p50 p99 = $rr| pgbench -S $pr | insert /execute $rw | pgbench -N $pw"
+  done
+done
