@@ -14,7 +14,7 @@ swift build -c release --product bigpeer >/dev/null
 bin=.build/release/bigpeer
 work=$(mktemp -d /tmp/bigpeer-rest-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) >"$work/server.log" 2>&1 &
+"$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) --log-level notice >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 200); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done

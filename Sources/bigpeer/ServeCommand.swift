@@ -21,6 +21,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
+    @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -30,7 +32,12 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
         let logger = Logger(label: "bigpeer")
         var config = ServerConfiguration()
         config.host = host
@@ -83,3 +90,5 @@ final class SignalWaiter: Sendable {
         return await it.next() ?? SIGTERM
     }
 }
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
