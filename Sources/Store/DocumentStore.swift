@@ -86,7 +86,11 @@ public final class DocumentStore: Sendable {
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
         let sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
-        let rows = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind)))
+        var query = PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind))
+        // The SQL text depends only on the statement's shape (values are binds), so a session
+        // prepares it once and skips PostgreSQL's parse and plan on every later request.
+        query.prepared = true
+        let rows = try await pool.query(query)
         let txn = try rows[0].decode(0, as: Int64.self)
         switch plan.output {
         case .count:
