@@ -17,3 +17,7 @@ echo "==> swift test"
 swift test --skip-build 2>&1 | tee /tmp/bigpeer-swift-test.log
 status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] || { echo "swift test failed (exit $status)"; exit "$status"; }
+
+echo "==> Autobahn WebSocket conformance (quick, limits) against bigpeer serve --enable-echo"
+BIGPEER_BIN="$PWD/.build/debug/bigpeer" scripts/autobahn.sh quick
+BIGPEER_BIN="$PWD/.build/debug/bigpeer" scripts/autobahn.sh limits

@@ -74,6 +74,12 @@ public final class BigPeerService: Sendable {
         HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
+        if configuration.enableEcho {
+            logger.critical("""
+                UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may                 open WebSockets on \(EchoRoute.path) and have up to \(configuration.echoLimits.maxMessageSize >> 20) MiB                 messages echoed. It is a conformance and benchmark tool; never enable it in production.
+                """)
+            EchoRoute(limits: configuration.echoLimits).register(on: &router)
+        }
 
         var httpConfig = HTTPServerConfiguration()
         httpConfig.host = configuration.host

@@ -20,6 +20,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
+    @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
+    var enableEcho = false
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -39,6 +41,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.databaseConnections = databaseConnections
         config.maxBodyBytes = maxBodyBytes
         config.insecureDevelopment = insecureDevelopment
+        config.enableEcho = enableEcho
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

@@ -1,0 +1,89 @@
+// A WebSocket route on the HTTP server: the handshake (RFC 6455 §4.2) answered from an
+// `HTTPRequest`, then the connection handed to a `WebSocketServerAdapter` and an application
+// `WebSocketHandler`.
+//
+//   HTTP GET + Upgrade ──▶ WebSocketEndpoint.upgrade ──▶ .upgrade(101, takeOver)
+//                                   │ refused: 400 / 403 / 405 / 426 (+ Sec-WebSocket-Version: 13)
+//   takeOver (connection's loop) ──▶ WebSocketServerAdapter (ConnectionDelegate) ◀──▶ WebSocketHandler
+import HTTP
+import Sockets
+
+/// The application side of one WebSocket.
+///
+/// **Threading.** Every call arrives on the event loop that owns the connection, and every
+/// method of the `WebSocketServerAdapter` passed in must be called there too (from another
+/// thread or task: `loop.execute` with a `LoopBound`). Handlers must not block the loop.
+public protocol WebSocketHandler: AnyObject {
+    /// The 101 is queued and the adapter is in charge; sending is allowed from here on.
+    func webSocketDidOpen(_ socket: WebSocketServerAdapter)
+    /// A complete message (text is valid UTF-8; sizes are within the endpoint's limits).
+    func webSocket(_ socket: WebSocketServerAdapter, didReceive message: WebSocketMessage)
+    /// Called exactly once, when the WebSocket is closed (handshake done, failed, timed out, or
+    /// the transport ended). The adapter drops its reference to the handler afterwards.
+    func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String)
+}
+
+extension WebSocketHandler {
+    public func webSocketDidOpen(_ socket: WebSocketServerAdapter) {}
+    public func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String) {}
+}
+
+/// One WebSocket endpoint: its handshake policy (subprotocols, origin, permessage-deflate),
+/// its limits, and a factory for the per-connection handler. Register `httpHandler` for `GET`.
+public struct WebSocketEndpoint: Sendable {
+    public var handshake: WebSocketServerHandshake
+    public var configuration: WebSocketConfiguration
+    /// Makes the handler of an accepted connection, on its loop. `subprotocol` is the one agreed
+    /// (nil when the client offered none the endpoint supports and none is required).
+    public var makeHandler: @Sendable (_ request: HTTPRequest, _ subprotocol: String?) -> any WebSocketHandler
+
+    public init(
+        handshake: WebSocketServerHandshake, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+        makeHandler: @escaping @Sendable (_ request: HTTPRequest, _ subprotocol: String?) -> any WebSocketHandler
+    ) {
+        self.handshake = handshake
+        self.configuration = configuration
+        self.makeHandler = makeHandler
+    }
+
+    /// The route handler: runs inline on the connection's loop (the handshake never blocks).
+    public var httpHandler: HTTPHandler {
+        let endpoint = self
+        return .sync { endpoint.upgrade($0) }
+    }
+
+    /// Validates the upgrade request. A refusal is an ordinary response with the status the
+    /// handshake chose (426 carries `Sec-WebSocket-Version: 13`, RFC 6455 §4.4).
+    public func upgrade(_ request: HTTPRequest) -> HTTPHandlerResult {
+        let version: (major: Int, minor: Int) = request.head.version == .http1_1 ? (1, 1) : (1, 0)
+        let upgradeRequest = WebSocketUpgradeRequest(
+            method: request.method.rawValue, httpVersion: version, headers: request.headers.fields)
+        switch handshake.accept(upgradeRequest) {
+        case .failure(let rejected):
+            var headers = HTTPHeaders(rejected.responseHeaders)
+            let body = Array("\(rejected.error)\n".utf8)
+            headers.set("Content-Type", "text/plain; charset=utf-8")
+            return .response(HTTPResponse(status: HTTPStatus(rejected.status, Self.reason(rejected.status)),
+                                          headers: headers, body: .bytes(body)))
+        case .success(let accepted):
+            let endpoint = self
+            let response = HTTPResponse(status: .switchingProtocols, headers: HTTPHeaders(accepted.responseHeaders))
+            return .upgrade(response, HTTPUpgrade { tcp, buffered in
+                let adapter = WebSocketServerAdapter(
+                    connection: tcp, configuration: endpoint.configuration, deflate: accepted.deflate,
+                    subprotocol: accepted.subprotocol)
+                adapter.start(handler: endpoint.makeHandler(request, accepted.subprotocol), bufferedBytes: buffered)
+            })
+        }
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 400: "Bad Request"
+        case 403: "Forbidden"
+        case 405: "Method Not Allowed"
+        case 426: "Upgrade Required"
+        default: "Error"
+        }
+    }
+}
