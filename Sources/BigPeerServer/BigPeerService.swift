@@ -76,7 +76,9 @@ public final class BigPeerService: Sendable {
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         if configuration.enableEcho {
             logger.critical("""
-                UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may                 open WebSockets on \(EchoRoute.path) and have up to \(configuration.echoLimits.maxMessageSize >> 20) MiB                 messages echoed. It is a conformance and benchmark tool; never enable it in production.
+                UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may open \
+                WebSockets on \(EchoRoute.path) and have messages of up to \(configuration.echoLimits.maxMessageSize >> 20) MiB \
+                echoed, without an API key. It is a conformance and benchmark tool; never enable it in production.
                 """)
             EchoRoute(limits: configuration.echoLimits).register(on: &router)
         }
