@@ -14,8 +14,11 @@ struct LiveTestError: Error, CustomStringConvertible {
 }
 
 /// Starts an HTTP server on 127.0.0.1 (port 0) with `router`, runs `body(port)`, shuts down.
-func withWebSocketServer(_ router: HTTPRouter, threads: Int = 2, _ body: (UInt16) async throws -> Void) async throws {
+func withWebSocketServer(
+    _ router: HTTPRouter, threads: Int = 2, tls: HTTPServerConfiguration.TLS? = nil, _ body: (UInt16) async throws -> Void
+) async throws {
     var config = HTTPServerConfiguration()
+    config.tls = tls
     config.host = "127.0.0.1"
     config.port = 0
     config.threads = threads
