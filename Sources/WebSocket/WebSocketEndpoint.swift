@@ -7,6 +7,7 @@
 //   takeOver (connection's loop) ──▶ WebSocketServerAdapter (ConnectionDelegate) ◀──▶ WebSocketHandler
 import HTTP
 import Sockets
+import Synchronization
 
 /// The application side of one WebSocket.
 ///
@@ -33,16 +34,25 @@ extension WebSocketHandler {
 public struct WebSocketEndpoint: Sendable {
     public var handshake: WebSocketServerHandshake
     public var configuration: WebSocketConfiguration
+    /// Most WebSockets this endpoint holds at once; beyond it upgrades get 503 with `Retry-After`.
+    /// Upgraded connections leave the HTTP server's `maxConnections` accounting, so this is what
+    /// bounds them (each idle one costs ~2 KB plus kernel socket buffers).
+    public var maxConnections: Int
+    /// WebSockets open right now on this endpoint (shared by every copy of the endpoint).
+    public var openConnections: Int { gauge.count.load(ordering: .relaxed) }
+    private let gauge = ConnectionGauge()
     /// Makes the handler of an accepted connection, on its loop. `subprotocol` is the one agreed
     /// (nil when the client offered none the endpoint supports and none is required).
     public var makeHandler: @Sendable (_ request: HTTPRequest, _ subprotocol: String?) -> any WebSocketHandler
 
     public init(
         handshake: WebSocketServerHandshake, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+        maxConnections: Int = 100_000,
         makeHandler: @escaping @Sendable (_ request: HTTPRequest, _ subprotocol: String?) -> any WebSocketHandler
     ) {
         self.handshake = handshake
         self.configuration = configuration
+        self.maxConnections = max(0, maxConnections)
         self.makeHandler = makeHandler
     }
 
@@ -66,12 +76,22 @@ public struct WebSocketEndpoint: Sendable {
             return .response(HTTPResponse(status: HTTPStatus(rejected.status, Self.reason(rejected.status)),
                                           headers: headers, body: .bytes(body)))
         case .success(let accepted):
+            // Reserve a slot now (the take-over follows synchronously on this loop); released
+            // when the socket closes.
+            guard gauge.count.add(1, ordering: .relaxed).newValue <= maxConnections else {
+                gauge.count.subtract(1, ordering: .relaxed)
+                var headers = HTTPHeaders()
+                headers.set("Retry-After", "5")
+                return .response(HTTPResponse(status: .serviceUnavailable, headers: headers,
+                                              body: .bytes(Array("too many WebSocket connections\n".utf8))))
+            }
             let endpoint = self
+            let gauge = self.gauge
             let response = HTTPResponse(status: .switchingProtocols, headers: HTTPHeaders(accepted.responseHeaders))
             return .upgrade(response, HTTPUpgrade { tcp, buffered in
                 let adapter = WebSocketServerAdapter(
                     connection: tcp, configuration: endpoint.configuration, deflate: accepted.deflate,
-                    subprotocol: accepted.subprotocol)
+                    subprotocol: accepted.subprotocol, onClose: { gauge.count.subtract(1, ordering: .relaxed) })
                 adapter.start(handler: endpoint.makeHandler(request, accepted.subprotocol), bufferedBytes: buffered)
             })
         }
@@ -86,4 +106,9 @@ public struct WebSocketEndpoint: Sendable {
         default: "Error"
         }
     }
+}
+
+/// The number of open WebSockets of one endpoint, shared by the endpoint's copies.
+final class ConnectionGauge: Sendable {
+    let count = Atomic<Int>(0)
 }

@@ -24,10 +24,13 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
 
     private let driver: WebSocketIODriver
     private var handler: (any WebSocketHandler)?
+    /// Runs once when the socket closes (the endpoint's connection count).
+    private var onClose: (() -> Void)?
 
     init(connection: TCPConnection, configuration: WebSocketConfiguration,
-         deflate: PerMessageDeflateAgreement?, subprotocol: String?) {
+         deflate: PerMessageDeflateAgreement?, subprotocol: String?, onClose: (() -> Void)? = nil) {
         self.connection = connection
+        self.onClose = onClose
         self.subprotocol = subprotocol
         self.deflateNegotiated = deflate != nil
         driver = WebSocketIODriver(
@@ -47,6 +50,10 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
             let h = self.handler
             self.handler = nil
             h?.webSocketDidClose(self, code: code, reason: reason)
+        }
+        guard !connection.isClosed else {  // the 101 could not be written: nothing to run
+            handler.webSocketDidClose(self, code: .abnormalClosure, reason: "connection lost during the upgrade")
+            return connectionDidClose(connection, error: nil)
         }
         connection.delegate = self
         connection.resumeReading()
@@ -88,5 +95,8 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
     public func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         driver.transportDidClose()
         handler = nil
+        let done = onClose
+        onClose = nil
+        done?()
     }
 }

@@ -230,4 +230,30 @@ struct WebSocketServerAdapterTests {
             #expect(sent < 64 << 20)  // the kernel buffers filled: we were stopped long before
         }
     }
+
+    @Test func connectionLimit_refusesWith503_andFreesSlotsOnClose() async throws {
+        let log = MutexBox(HandlerLog())
+        let endpoint = WebSocketEndpoint(handshake: WebSocketServerHandshake(), maxConnections: 2,
+                                         makeHandler: { _, _ in RecordingEchoHandler(log: log) })
+        var router = HTTPRouter()
+        router.get("/ws", endpoint.httpHandler)
+        try await withWebSocketServer(router) { port in
+            let first = try LiveTestClient(port: port)
+            let second = try LiveTestClient(port: port)
+            let refused = try rawHTTPStatus(port, upgradeRequest())
+            #expect(refused.status == 503)
+            #expect(refused.head.contains("Retry-After: 5"))
+            #expect(endpoint.openConnections == 2)
+            try first.closeWebSocket()
+            try first.run(for: .seconds(5))
+            #expect(try await eventually(log) { $0.closes.count == 1 })
+            let deadline = NanoTime.now().adding(.seconds(5))
+            while endpoint.openConnections > 1, NanoTime.now() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            let third = try LiveTestClient(port: port)
+            try third.send(.text("in"))
+            #expect(try third.receive() == .text("in"))
+            #expect(endpoint.openConnections == 2)
+            _ = second
+        }
+    }
 }
