@@ -4,6 +4,7 @@ import Logging
 import Postgres
 import Store
 import Sockets
+import WebSocket
 
 /// One running BigPeer instance: event loops, the database pool, and the HTTP server.
 ///
@@ -19,10 +20,14 @@ public final class BigPeerService: Sendable {
     public let pool: PostgresPool
     public let store: DocumentStore
     public let http: HTTPServer
+    /// WebSocket endpoints, closed with 1001 on shutdown (upgraded sockets are not HTTP
+    /// connections any more, so the HTTP drain does not see them).
+    private let webSocketEndpoints: [WebSocketEndpoint]
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 store: DocumentStore, http: HTTPServer, logger: Logger) {
+                 store: DocumentStore, http: HTTPServer, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+        self.webSocketEndpoints = webSocketEndpoints
         self.configuration = configuration
         self.group = group
         self.database = database
@@ -74,13 +79,14 @@ public final class BigPeerService: Sendable {
         HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
+        var webSocketEndpoints: [WebSocketEndpoint] = []
         if configuration.enableEcho {
             logger.critical("""
                 UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may open \
                 WebSockets on \(EchoRoute.path) and have messages of up to \(configuration.echoLimits.maxMessageSize >> 20) MiB \
                 echoed, without an API key. It is a conformance and benchmark tool; never enable it in production.
                 """)
-            EchoRoute(limits: configuration.echoLimits).register(on: &router)
+            webSocketEndpoints.append(EchoRoute(limits: configuration.echoLimits).register(on: &router))
         }
 
         var httpConfig = HTTPServerConfiguration()
@@ -103,7 +109,8 @@ public final class BigPeerService: Sendable {
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
             "threads": "\(configuration.threads)",
         ])
-        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, http: http, logger: logger)
+        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, http: http,
+                              webSocketEndpoints: webSocketEndpoints, logger: logger)
     }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).
@@ -111,6 +118,9 @@ public final class BigPeerService: Sendable {
 
     public func stop() async {
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
+        for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
+            await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
+        }
         await http.shutdown(deadline: configuration.shutdownGrace)
         await pool.shutdown()
         if let cluster = database.localCluster {

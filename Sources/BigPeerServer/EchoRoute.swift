@@ -8,7 +8,10 @@ struct EchoRoute {
     static let path = "/api/v4/_echo"
     let limits: WebSocketConfiguration
 
-    func register(on router: inout HTTPRouter) {
-        router.get(Self.path, WebSocketEndpoint.echo(configuration: limits).httpHandler)
+    /// Registers the route; the endpoint is returned so shutdown can close its sockets (1001).
+    func register(on router: inout HTTPRouter) -> WebSocketEndpoint {
+        let endpoint = WebSocketEndpoint.echo(configuration: limits)
+        router.get(Self.path, endpoint.httpHandler)
+        return endpoint
     }
 }

@@ -39,8 +39,8 @@ public struct WebSocketEndpoint: Sendable {
     /// bounds them (each idle one costs ~2 KB plus kernel socket buffers).
     public var maxConnections: Int
     /// WebSockets open right now on this endpoint (shared by every copy of the endpoint).
-    public var openConnections: Int { gauge.count.load(ordering: .relaxed) }
-    private let gauge = ConnectionGauge()
+    public var openConnections: Int { registry.count.load(ordering: .relaxed) }
+    private let registry = ConnectionRegistry()
     /// Makes the handler of an accepted connection, on its loop. `subprotocol` is the one agreed
     /// (nil when the client offered none the endpoint supports and none is required).
     public var makeHandler: @Sendable (_ request: HTTPRequest, _ subprotocol: String?) -> any WebSocketHandler
@@ -78,20 +78,22 @@ public struct WebSocketEndpoint: Sendable {
         case .success(let accepted):
             // Reserve a slot now (the take-over follows synchronously on this loop); released
             // when the socket closes.
-            guard gauge.count.add(1, ordering: .relaxed).newValue <= maxConnections else {
-                gauge.count.subtract(1, ordering: .relaxed)
+            guard registry.count.add(1, ordering: .relaxed).newValue <= maxConnections else {
+                registry.count.subtract(1, ordering: .relaxed)
                 var headers = HTTPHeaders()
                 headers.set("Retry-After", "5")
                 return .response(HTTPResponse(status: .serviceUnavailable, headers: headers,
                                               body: .bytes(Array("too many WebSocket connections\n".utf8))))
             }
             let endpoint = self
-            let gauge = self.gauge
+            let registry = self.registry
             let response = HTTPResponse(status: .switchingProtocols, headers: HTTPHeaders(accepted.responseHeaders))
             return .upgrade(response, HTTPUpgrade { tcp, buffered in
                 let adapter = WebSocketServerAdapter(
                     connection: tcp, configuration: endpoint.configuration, deflate: accepted.deflate,
-                    subprotocol: accepted.subprotocol, onClose: { gauge.count.subtract(1, ordering: .relaxed) })
+                    subprotocol: accepted.subprotocol)
+                let id = registry.insert(adapter)
+                adapter.onClose = { registry.remove(id) }
                 adapter.start(handler: endpoint.makeHandler(request, accepted.subprotocol), bufferedBytes: buffered)
             })
         }
@@ -108,7 +110,42 @@ public struct WebSocketEndpoint: Sendable {
     }
 }
 
-/// The number of open WebSockets of one endpoint, shared by the endpoint's copies.
-final class ConnectionGauge: Sendable {
+extension WebSocketEndpoint {
+    /// Starts the close handshake with `code` on every open WebSocket of this endpoint (on each
+    /// one's loop) and waits until they are all closed or `deadline` passes. For graceful
+    /// shutdown: peers get 1001 "going away" instead of a reset, and reconnect elsewhere.
+    public func closeAll(_ code: WebSocketCloseCode = .goingAway, reason: String = "server shutting down",
+                         deadline: Duration = .seconds(5)) async {
+        for bound in registry.snapshot() {
+            bound.loop.execute { bound.value.close(code, reason: reason) }
+        }
+        let end = NanoTime.now().adding(deadline)
+        while openConnections > 0, NanoTime.now() < end {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// The open WebSockets of one endpoint, shared by the endpoint's copies: a count for the cap
+/// (reserved before the take-over) and the adapters themselves for `closeAll`.
+final class ConnectionRegistry: Sendable {
     let count = Atomic<Int>(0)
+    private let nextID = Atomic<UInt64>(0)
+    /// Each adapter behind a `LoopBound`: opened only on its own loop.
+    private let open = Mutex<[UInt64: LoopBound<WebSocketServerAdapter>]>([:])
+
+    func insert(_ adapter: WebSocketServerAdapter) -> UInt64 {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let bound = LoopBound(adapter, loop: adapter.loop)
+        open.withLock { $0[id] = bound }
+        return id
+    }
+
+    /// Forgets a closed adapter and frees its slot.
+    func remove(_ id: UInt64) {
+        _ = open.withLock { $0.removeValue(forKey: id) }
+        count.subtract(1, ordering: .relaxed)
+    }
+
+    func snapshot() -> [LoopBound<WebSocketServerAdapter>] { open.withLock { Array($0.values) } }
 }

@@ -24,13 +24,12 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
 
     private let driver: WebSocketIODriver
     private var handler: (any WebSocketHandler)?
-    /// Runs once when the socket closes (the endpoint's connection count).
-    private var onClose: (() -> Void)?
+    /// Runs once when the socket closes (the endpoint's registry and connection count).
+    var onClose: (() -> Void)?
 
     init(connection: TCPConnection, configuration: WebSocketConfiguration,
-         deflate: PerMessageDeflateAgreement?, subprotocol: String?, onClose: (() -> Void)? = nil) {
+         deflate: PerMessageDeflateAgreement?, subprotocol: String?) {
         self.connection = connection
-        self.onClose = onClose
         self.subprotocol = subprotocol
         self.deflateNegotiated = deflate != nil
         driver = WebSocketIODriver(

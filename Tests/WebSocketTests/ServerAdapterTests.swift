@@ -256,4 +256,26 @@ struct WebSocketServerAdapterTests {
             _ = second
         }
     }
+
+    @Test func closeAll_sendsGoingAwayToEveryOpenSocket() async throws {
+        let log = MutexBox(HandlerLog())
+        let endpoint = WebSocketEndpoint(handshake: WebSocketServerHandshake(),
+                                         makeHandler: { _, _ in RecordingEchoHandler(log: log) })
+        var router = HTTPRouter()
+        router.get("/ws", endpoint.httpHandler)
+        try await withWebSocketServer(router) { port in
+            let clients = try (0..<3).map { _ in try LiveTestClient(port: port) }
+            #expect(try await eventually(log) { $0.opened == 3 })
+            // The clients answer the Close only when pumped: run them while closeAll waits.
+            async let closing: Void = endpoint.closeAll(deadline: .seconds(5))
+            for client in clients { try client.run(for: .seconds(3)) }
+            await closing
+            for client in clients {
+                #expect(client.closeInfo?.code == .goingAway)
+                #expect(client.transportClosed)
+            }
+            #expect(endpoint.openConnections == 0)
+            #expect(log.withLock { $0.closes } == [1001, 1001, 1001])
+        }
+    }
 }
