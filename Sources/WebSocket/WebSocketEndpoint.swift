@@ -116,12 +116,20 @@ extension WebSocketEndpoint {
     /// shutdown: peers get 1001 "going away" instead of a reset, and reconnect elsewhere.
     public func closeAll(_ code: WebSocketCloseCode = .goingAway, reason: String = "server shutting down",
                          deadline: Duration = .seconds(5)) async {
-        for bound in registry.snapshot() {
-            bound.loop.execute { bound.value.close(code, reason: reason) }
-        }
+        startClosingAll(code, reason: reason)
         let end = NanoTime.now().adding(deadline)
         while openConnections > 0, NanoTime.now() < end {
             try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+extension WebSocketEndpoint {
+    /// The non-waiting half of `closeAll`: asks every open WebSocket's loop to start the close
+    /// handshake, and returns at once.
+    public func startClosingAll(_ code: WebSocketCloseCode = .goingAway, reason: String = "server shutting down") {
+        for bound in registry.snapshot() {
+            bound.loop.execute { bound.value.close(code, reason: reason) }
         }
     }
 }

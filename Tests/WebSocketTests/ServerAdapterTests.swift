@@ -18,9 +18,18 @@ struct HandlerLog: Sendable {
 /// Echoes like the echo endpoint, closes on "bye", records what happened.
 final class RecordingEchoHandler: WebSocketHandler {
     let log: MutexBox<HandlerLog>
-    init(log: MutexBox<HandlerLog>) { self.log = log }
+    /// Shrinks the server socket's kernel send buffer, so a peer that stops reading fills our
+    /// own queue quickly instead of after megabytes of loopback autotuning.
+    let smallSendBuffer: Bool
+    init(log: MutexBox<HandlerLog>, smallSendBuffer: Bool = false) { self.log = log; self.smallSendBuffer = smallSendBuffer }
 
-    func webSocketDidOpen(_ socket: WebSocketServerAdapter) { log.withLock { $0.opened += 1 } }
+    func webSocketDidOpen(_ socket: WebSocketServerAdapter) {
+        if smallSendBuffer {
+            var size: Int32 = 16 << 10
+            setsockopt(socket.connection.fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        log.withLock { $0.opened += 1 }
+    }
 
     func webSocket(_ socket: WebSocketServerAdapter, didReceive message: WebSocketMessage) {
         if message == .text("bye") { return socket.close(.goingAway, reason: "bye") }
@@ -34,12 +43,13 @@ final class RecordingEchoHandler: WebSocketHandler {
     }
 }
 
-func recordingRouter(_ log: MutexBox<HandlerLog>, configuration: WebSocketConfiguration = .echo) -> HTTPRouter {
+func recordingRouter(_ log: MutexBox<HandlerLog>, configuration: WebSocketConfiguration = .echo,
+                     smallSendBuffer: Bool = false) -> HTTPRouter {
     var router = HTTPRouter()
     router.get("/ws", WebSocketEndpoint(
         handshake: WebSocketServerHandshake(subprotocols: ["bigpeer-sync.v1"], deflate: PerMessageDeflateConfiguration()),
         configuration: configuration,
-        makeHandler: { _, _ in RecordingEchoHandler(log: log) }).httpHandler)
+        makeHandler: { _, _ in RecordingEchoHandler(log: log, smallSendBuffer: smallSendBuffer) }).httpHandler)
     router.get("/echo", WebSocketEndpoint.echo().httpHandler)
     return router
 }
@@ -197,7 +207,7 @@ struct WebSocketServerAdapterTests {
         config.maxQueuedBytes = 1 << 20
         config.writeStallTimeout = .milliseconds(500)
         let log = MutexBox(HandlerLog())
-        try await withWebSocketServer(recordingRouter(log, configuration: config)) { port in
+        try await withWebSocketServer(recordingRouter(log, configuration: config, smallSendBuffer: true)) { port in
             let client = try LiveTestClient(port: port)
             var small: Int32 = 16 << 10
             setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
@@ -207,7 +217,7 @@ struct WebSocketServerAdapterTests {
             // mark, stops reading us, and after the stall timeout drops us.
             var sent = 0
             var dropped = false
-            let deadline = NanoTime.now().adding(.seconds(10))
+            let deadline = NanoTime.now().adding(.seconds(20))
             var offset = 0
             while NanoTime.now() < deadline {
                 let n = message.withUnsafeBytes { send(client.fd, $0.baseAddress! + offset, message.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -266,10 +276,11 @@ struct WebSocketServerAdapterTests {
         try await withWebSocketServer(router) { port in
             let clients = try (0..<3).map { _ in try LiveTestClient(port: port) }
             #expect(try await eventually(log) { $0.opened == 3 })
-            // The clients answer the Close only when pumped: run them while closeAll waits.
-            async let closing: Void = endpoint.closeAll(deadline: .seconds(5))
-            for client in clients { try client.run(for: .seconds(3)) }
-            await closing
+            // The clients answer the Close only when pumped. Start the closes without awaiting,
+            // so nothing here depends on a free cooperative thread while the clients block.
+            endpoint.startClosingAll()
+            for client in clients { try client.run(for: .seconds(10)) }
+            await endpoint.closeAll(deadline: .seconds(5))  // nothing left open: returns at once
             for client in clients {
                 #expect(client.closeInfo?.code == .goingAway)
                 #expect(client.transportClosed)
