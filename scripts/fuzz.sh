@@ -19,8 +19,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 src="$root/Fuzz/$target"
 [[ -f "$src/main.swift" ]] || { echo "no fuzz target at $src/main.swift" >&2; exit 2; }
 
-# Modules each target links, in dependency order; `sources`: extra files compiled with main.swift.
+# Modules each target links, in dependency order; `sources`: extra files compiled with main.swift;
+# C module maps and libraries it needs.
 sources=()
+c_includes=()
+libs=()
 case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
     DQLParse) modules=(Values DQL) ;;
@@ -29,22 +32,42 @@ case "$target" in
     SyncDecode) modules=(Values)
                 sources=("$root"/Sources/Sync/SyncMessage*.swift "$root"/Sources/Sync/SyncProtocolError.swift
                          "$root"/Sources/Sync/SyncLimits.swift "$root"/Sources/Sync/DocumentHash.swift) ;;
+    WSFrame)
+        modules=(Sockets WebSocket)
+        c_includes=(-I "$root/Sources/CZlib" -I "$root/Sources/COpenSSL")
+        libs=(-lz -lssl -lcrypto)
+        ;;
     *) echo "unknown fuzz target $target (add its modules to scripts/fuzz.sh)" >&2; exit 2 ;;
 esac
+
+# Sources of module $1. The WebSocket module's I/O adapter files (they import HTTP, and HTTP
+# needs swift-log) are left out: the fuzzer drives the sans-I/O parser and state machine only.
+module_sources() {
+    local m="$1" f
+    for f in "$root"/Sources/"$m"/*.swift; do
+        if [[ "$m" == WebSocket ]] && grep -q -e '^import HTTP' -e 'WebSocketEndpoint' "$f"; then continue; fi
+        printf '%s\n' "$f"
+    done
+}
 
 build="$root/.build-fuzz/$target"
 corpus="$root/.build-fuzz/corpus/$target"
 artifacts="$root/fuzz-artifacts/$target"
 mkdir -p "$build" "$corpus" "$artifacts"
 
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$build")
+# The header-only CEpoll target has no module map of its own (SwiftPM synthesizes one).
+mkdir -p "$build/cepoll"
+printf 'module CEpoll {\n    header "%s"\n    export *\n}\n' "$root/Sources/CEpoll/include/CEpoll.h" >"$build/cepoll/module.modulemap"
+
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$build" -I "$build/cepoll" "${c_includes[@]}")
 objects=()
 for m in "${modules[@]}"; do
+    mapfile -t sources < <(module_sources "$m")
     swiftc "${flags[@]}" -wmo -module-name "$m" -emit-module -emit-module-path "$build/$m.swiftmodule" \
-        -c "$root"/Sources/"$m"/*.swift -o "$build/$m.o"
+        -c "${sources[@]}" -o "$build/$m.o"
     objects+=("$build/$m.o")
 done
-swiftc "${flags[@]}" -module-name "${target}Fuzz" "$src/main.swift" ${sources[@]+"${sources[@]}"} "${objects[@]}" -o "$build/fuzz-$target"
+swiftc "${flags[@]}" -module-name "${target}Fuzz" "$src/main.swift" ${sources[@]+"${sources[@]}"} "${objects[@]}" ${libs[@]+"${libs[@]}"} -o "$build/fuzz-$target"
 
 # Seed the corpus with valid encodings on the first run.
 if [[ -z "$(ls -A "$corpus")" ]]; then

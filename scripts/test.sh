@@ -19,5 +19,9 @@ swift test --skip-build 2>&1 | tee /tmp/bigpeer-swift-test.log
 status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] || { echo "swift test failed (exit $status)"; exit "$status"; }
 
+echo "==> Autobahn WebSocket conformance (quick, limits) against bigpeer serve --enable-echo"
+BIGPEER_BIN="$PWD/.build/debug/bigpeer" scripts/autobahn.sh quick
+BIGPEER_BIN="$PWD/.build/debug/bigpeer" scripts/autobahn.sh limits
+
 echo "==> schemathesis (the running server against openapi.yaml)"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/schemathesis.sh

@@ -3,12 +3,15 @@
 
     python3 -m venv /tmp/ws-venv && /tmp/ws-venv/bin/pip install websockets
     /tmp/ws-venv/bin/python scripts/ws-interop.py ws://127.0.0.1:PORT[/path]   # their client, our server
+    /tmp/ws-venv/bin/python scripts/ws-interop.py --no-subprotocol ws://127.0.0.1:PORT/api/v4/_echo
     /tmp/ws-venv/bin/python scripts/ws-interop.py --server CLIENT_BINARY        # their server, our client
 
 The second form starts a `websockets` echo server on a free port and runs our client driver
 (`Benchmarks/WSEcho` product `ws-interop-client`) against it, with and without deflate.
 
-Until the HTTP server lands, the endpoint is Benchmarks/WSEcho (`ws-echo 0` prints its port).
+The real endpoint is `bigpeer serve --enable-echo` at /api/v4/_echo, which speaks no subprotocol:
+pass --no-subprotocol there (we still offer bigpeer-sync.v1 and check the server selects none).
+Benchmarks/WSEcho (`ws-echo 0`) selects bigpeer-sync.v1.
 Checks, with and without permessage-deflate: text and binary echo at sizes around every length
 encoding, fragmented messages, ping/pong, subprotocol selection, the close handshake with a code.
 Exits non-zero on the first mismatch.
@@ -22,11 +25,14 @@ import websockets
 from websockets.asyncio.client import connect
 
 
+EXPECTED_SUBPROTOCOL = "bigpeer-sync.v1"
+
+
 async def check(url: str, compression) -> None:
     label = "deflate" if compression else "plain"
     async with connect(url, compression=compression, subprotocols=["bigpeer-sync.v1"],
                        max_size=32 * 1024 * 1024, ping_interval=None) as ws:
-        assert ws.subprotocol == "bigpeer-sync.v1", ws.subprotocol
+        assert ws.subprotocol == EXPECTED_SUBPROTOCOL, ws.subprotocol
         extensions = ws.response.headers.get("Sec-WebSocket-Extensions")
         assert bool(extensions) == bool(compression), extensions
         rng = random.Random(1)
@@ -86,4 +92,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--server":
         asyncio.run(serve_for(sys.argv[2]))
     else:
-        asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "ws://127.0.0.1:9001"))
+        args = sys.argv[1:]
+        if args and args[0] == "--no-subprotocol":
+            EXPECTED_SUBPROTOCOL = None
+            args = args[1:]
+        asyncio.run(main(args[0] if args else "ws://127.0.0.1:9001"))

@@ -6,11 +6,10 @@
 // no crash or trap on any input; the parser never buffers more than one partial header plus one
 // chunk; a failed connection reports `.closed` exactly once and then ignores input.
 //
-// Build and run with `scripts/fuzz.sh WSFrame <seconds>`. The script needs, for this target:
-// modules (Sockets WebSocket), a module map for the header-only CEpoll target
-// (`module CEpoll { header "<root>/Sources/CEpoll/include/CEpoll.h" export * }` in a folder on
-// -I), `-I Sources/CZlib -I Sources/COpenSSL` for the system-library module maps, and
-// `-lz -lssl -lcrypto` at link. Checked by hand that way: 60 s, ~660k runs, no finding.
+// Build and run with `scripts/fuzz.sh WSFrame <seconds>`: the script compiles Sockets and the
+// sans-I/O files of WebSocket (the I/O adapters, which import HTTP, are left out), writes a module
+// map for the header-only CEpoll target, and links zlib and OpenSSL. 60 s by hand: ~660k runs,
+// no finding; 30 s through the script (2026-11-22): ~492k runs, no finding.
 import Sockets
 import WebSocket
 

@@ -4,6 +4,7 @@ import Logging
 import Postgres
 import Store
 import Sockets
+import WebSocket
 
 /// One running BigPeer instance: event loops, the database pool, and the HTTP server.
 ///
@@ -20,10 +21,14 @@ public final class BigPeerService: Sendable {
     public let store: DocumentStore
     public let attachments: AttachmentStore
     public let http: HTTPServer
+    /// WebSocket endpoints, closed with 1001 on shutdown (upgraded sockets are not HTTP
+    /// connections any more, so the HTTP drain does not see them).
+    private let webSocketEndpoints: [WebSocketEndpoint]
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, logger: Logger) {
+                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+        self.webSocketEndpoints = webSocketEndpoints
         self.configuration = configuration
         self.group = group
         self.database = database
@@ -81,6 +86,15 @@ public final class BigPeerService: Sendable {
         let openAPI = OpenAPIRoute.load(migrationsDirectory: configuration.migrationsDirectory)
         if openAPI.document == nil { logger.warning("openapi.yaml not found: GET /api/v4/openapi.yaml will answer 404 (set BIGPEER_OPENAPI)") }
         openAPI.register(on: &router)
+        var webSocketEndpoints: [WebSocketEndpoint] = []
+        if configuration.enableEcho {
+            logger.critical("""
+                UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may open \
+                WebSockets on \(EchoRoute.path) and have messages of up to \(configuration.echoLimits.maxMessageSize >> 20) MiB \
+                echoed, without an API key. It is a conformance and benchmark tool; never enable it in production.
+                """)
+            webSocketEndpoints.append(EchoRoute(limits: configuration.echoLimits).register(on: &router))
+        }
 
         var httpConfig = HTTPServerConfiguration()
         httpConfig.host = configuration.host
@@ -102,7 +116,8 @@ public final class BigPeerService: Sendable {
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
             "threads": "\(configuration.threads)",
         ])
-        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments, http: http, logger: logger)
+        return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
+                              http: http, webSocketEndpoints: webSocketEndpoints, logger: logger)
     }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).
@@ -110,6 +125,9 @@ public final class BigPeerService: Sendable {
 
     public func stop() async {
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
+        for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
+            await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
+        }
         await http.shutdown(deadline: configuration.shutdownGrace)
         await pool.shutdown()
         if let cluster = database.localCluster {

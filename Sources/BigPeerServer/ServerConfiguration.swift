@@ -1,5 +1,6 @@
 import HTTP
 import Sockets
+import WebSocket
 
 /// Everything `bigpeer serve` can be told, with production defaults.
 public struct ServerConfiguration: Sendable {
@@ -28,6 +29,13 @@ public struct ServerConfiguration: Sendable {
     /// How long a verified API key is trusted without rereading `api_keys`: a revocation takes
     /// effect on every instance within this period.
     public var authCacheTTL: Duration = .seconds(5)
+
+    /// `--enable-echo`: serve the WebSocket echo endpoint `GET /api/v4/_echo` (Autobahn
+    /// conformance runs and benchmarks). It is **unauthenticated** — the Autobahn testsuite cannot
+    /// send an API key — so it is off by default and logged loudly when on.
+    public var enableEcho = false
+    /// Limits of the echo endpoint (default: large enough for Autobahn section 9).
+    public var echoLimits: WebSocketConfiguration = .echo
 
     public init() {}
 }

@@ -46,20 +46,24 @@ extension WebSocketConnection {
     // MARK: Timers
 
     /// The earliest time `tick(now:)` has something to do, or nil.
+    /// (Asked after every step by the I/O adapter, so it allocates nothing.)
     public var nextDeadline: NanoTime? {
-        var deadlines: [NanoTime] = []
+        var earliest: NanoTime?
         switch state {
-        case .closeSent(let d), .awaitingTransportClose(let d): deadlines.append(d)
+        case .closeSent(let d), .awaitingTransportClose(let d): earliest = d
         case .closed: return nil
         case .open:
             if let pongDeadline {
-                deadlines.append(pongDeadline)
+                earliest = pongDeadline
             } else if let interval = configuration.pingInterval {
-                deadlines.append(lastReceive.adding(interval))
+                earliest = lastReceive.adding(interval)
             }
         }
-        if let stalledSince { deadlines.append(stalledSince.adding(configuration.writeStallTimeout)) }
-        return deadlines.min()
+        if let stalledSince {
+            let stall = stalledSince.adding(configuration.writeStallTimeout)
+            if earliest.map({ stall < $0 }) ?? true { earliest = stall }
+        }
+        return earliest
     }
 
     /// Runs whatever deadlines have passed: keep-alive Ping, Ping timeout, close handshake

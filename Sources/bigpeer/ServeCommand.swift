@@ -23,6 +23,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
+    @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
+    var enableEcho = false
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -49,6 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxBodyBytes = maxBodyBytes
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
+        config.enableEcho = enableEcho
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

@@ -1,0 +1,80 @@
+// 10,000 concurrent idle WebSockets on the real HTTP server, kept alive by the server's Pings,
+// then all released. The clients live in a child process (scripts/ws-idle-clients.py) so their
+// descriptors do not count against this process's RLIMIT_NOFILE; they answer Pings with Pongs.
+import BigPeerTestSupport
+import Foundation
+import Glibc
+import HTTP
+import Sockets
+import Testing
+@testable import WebSocket
+
+/// Resident set size of this process, from /proc/self/statm.
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+@Suite("WebSocket idle connections", .serialized)
+struct IdleConnectionsTests {
+    @Test(.timeLimit(.minutes(1)))
+    func tenThousandIdleConnections_stayOpenWithPings() async throws {
+        let count = 10_000
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let needed = rlim_t(count + 1024)
+        if limit.rlim_cur < needed {
+            limit.rlim_cur = min(limit.rlim_max, needed)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        try #require(limit.rlim_cur >= needed, "RLIMIT_NOFILE hard limit \(limit.rlim_max) is too low")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../scripts/ws-idle-clients.py").standardized.path
+
+        var config = WebSocketConfiguration()
+        config.pingInterval = .seconds(1)
+        config.pingTimeout = .seconds(20)  // the child answers only after all 10,000 are open
+        let log = MutexBox(HandlerLog())
+        try await withWebSocketServer(recordingRouter(log, configuration: config)) { port in
+            let rssBefore = residentBytes()
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            child.arguments = ["python3", script, String(port), String(count), "2.5"]
+            let input = Pipe(), output = Pipe()
+            child.standardInput = input
+            child.standardOutput = output
+            try child.run()
+            defer { try? input.fileHandleForWriting.close(); child.waitUntilExit() }
+            let reader = output.fileHandleForReading
+
+            let opened = readLine(reader)
+            #expect(opened == "open \(count)")
+            #expect(try await eventually(log, within: .seconds(10)) { $0.opened == count })
+            let perConnection = (residentBytes() - rssBefore) / count
+
+            // The child idles 2.5 ping intervals, answering every Ping.
+            let result = readLine(reader)
+            #expect(result == "result pinged=\(count) closed=0")
+            #expect(log.withLock { $0.closes.isEmpty && $0.opened == count })
+            print("idle WebSockets: \(count) open, server RSS +\(perConnection) B per connection")
+            #expect(perConnection < 64 << 10)
+
+            try input.fileHandleForWriting.close()  // the child exits, closing every socket
+            child.waitUntilExit()
+            #expect(try await eventually(log, within: .seconds(15)) { $0.closes.count == count })
+        }
+    }
+
+    /// One line from the child (blocking; the child always prints or exits).
+    private func readLine(_ handle: FileHandle) -> String {
+        var line: [UInt8] = []
+        while true {
+            guard let byte = try? handle.read(upToCount: 1), let b = byte.first else { break }
+            if b == 10 { break }
+            line.append(b)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+}
