@@ -54,3 +54,77 @@ public enum TestCommand {
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }
+
+/// A child process the test talks to line by line over pipes (raw `read`/`write`, EINTR-safe;
+/// no Foundation FileHandle, which crashes on EINTR and blocked a run here).
+public final class InteractiveChild: Sendable {
+    public let pid: pid_t
+    private let stdinFD: Int32
+    private let stdoutFD: Int32
+
+    public init(_ path: String, _ args: [String]) throws {
+        var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw ServerProcessError.spawn("pipe: errno \(errno)") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        posix_spawn_file_actions_addclose(&actions, toChild[1])
+        posix_spawn_file_actions_addclose(&actions, fromChild[0])
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawnp(&child, path, &actions, nil, argv, environ)
+        close(toChild[0])
+        close(fromChild[1])
+        guard rc == 0 else {
+            close(toChild[1]); close(fromChild[0])
+            throw ServerProcessError.spawn("\(path): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+        stdinFD = toChild[1]
+        stdoutFD = fromChild[0]
+    }
+
+    /// One line the child printed (without the newline); "" at EOF. Polls a non-blocking pipe, so
+    /// it never holds one of Swift's few cooperative threads while the child works.
+    public func readLine() async -> String {
+        _ = fcntl(stdoutFD, F_SETFL, fcntl(stdoutFD, F_GETFL) | O_NONBLOCK)
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let n = read(stdoutFD, &byte, 1)
+            if n == 1 {
+                if byte == 10 { break }
+                line.append(byte)
+            } else if n == -1 && (errno == EAGAIN || errno == EINTR) {
+                try? await Task.sleep(for: .milliseconds(10))
+            } else {
+                break
+            }
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Closes the child's stdin (its signal to finish) and waits for it to exit (polling).
+    public func finishAsync() async -> Int32 {
+        close(stdinFD)
+        var status: Int32 = 0
+        while true {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r == -1 && errno != EINTR) { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        close(stdoutFD)
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    /// Closes the child's stdin (its signal to finish) and waits for it to exit.
+    public func finish() -> Int32 {
+        close(stdinFD)
+        let status = TestCommand.wait(pid)
+        close(stdoutFD)
+        return status
+    }
+}

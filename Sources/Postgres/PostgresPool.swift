@@ -54,6 +54,10 @@ public final class PostgresPool: Sendable {
     /// Sessions currently open (idle + leased + connecting).
     public var openConnections: Int { state.withLock { $0.open } }
     public var idleConnections: Int { state.withLock { $0.idle.count } }
+    /// A loop of this pool's group, for work that should run beside its sessions (a task with this
+    /// executor preference never waits for Swift's shared cooperative threads).
+    public var preferredLoop: EventLoop { group.next() }
+
     /// Callers waiting for a session right now.
     public var waitingCount: Int { state.withLock { $0.waiters.count } }
 

@@ -65,21 +65,20 @@ import Values
     /// thread delays other tests' timers). Its output must fit in a pipe buffer (64 KiB).
     @discardableResult
     static func run(_ path: String, _ args: [String]) async throws -> (status: Int32, out: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        // Pipes, not FileHandle.nullDevice: Foundation closes a handle it was given once the child
-        // runs, and the shared nullDevice's descriptor number would then be reused (and closed
-        // again) under a socket of a concurrently running test.
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        while p.isRunning { try await Task.sleep(for: .milliseconds(20)) }
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        _ = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self))
+        // Output to files and a polling wait (TestCommand): no cooperative thread blocks, and no
+        // Foundation pipe read that crashes on EINTR.
+        let base = NSTemporaryDirectory() + "bp-att-\(UInt64.random(in: 0...UInt64.max))"
+        defer { unlink(base + ".out"); unlink(base + ".err") }
+        let pid = try TestCommand.spawn(path, args, stdoutPath: base + ".out", stderrPath: base + ".err")
+        var status: Int32 = 0
+        while true {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { break }
+            if r == -1 && errno != EINTR { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (code, (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? "")
     }
 
     static func count(_ db: TestDatabase, _ table: String) async throws -> Int64 {

@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import Foundation
 import Glibc
 import HTTP
@@ -163,22 +164,10 @@ final class RawClient {
     }
 }
 
-/// Runs a program to completion; returns exit status and output.
+/// Runs a program to completion; returns exit status and output (signal-safe: see TestCommand).
 func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let out = Pipe(), err = Pipe(), inp = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = inp
-    try p.run()
-    if let stdin { inp.fileHandleForWriting.write(Data(stdin)) }
-    try? inp.fileHandleForWriting.close()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    let r = try TestCommand.run(path, args, stdin: stdin)
+    return (r.status, r.out, r.err)
 }
 
 /// Polls `condition` for up to `seconds`.

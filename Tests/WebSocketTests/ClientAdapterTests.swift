@@ -45,15 +45,10 @@ final class ScriptedClient: WebSocketClientHandler {
 func makeTestCertificate() throws -> (directory: String, cert: String, key: String) {
     let dir = NSTemporaryDirectory() + "bigpeer-ws-tls-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    p.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    let r = try TestCommand.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                    "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
-                   "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-    p.standardError = FileHandle.nullDevice
-    try p.run()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw LiveTestError("openssl req failed") }
+                   "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+    guard r.status == 0 else { throw LiveTestError("openssl req failed") }
     return (dir, dir + "/cert.pem", dir + "/key.pem")
 }
 

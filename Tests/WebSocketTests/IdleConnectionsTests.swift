@@ -39,42 +39,25 @@ struct IdleConnectionsTests {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config)) { port in
             let rssBefore = residentBytes()
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            child.arguments = ["python3", script, String(port), String(count), "2.5"]
-            let input = Pipe(), output = Pipe()
-            child.standardInput = input
-            child.standardOutput = output
-            try child.run()
-            defer { try? input.fileHandleForWriting.close(); child.waitUntilExit() }
-            let reader = output.fileHandleForReading
+            let child = try InteractiveChild("python3", [script, String(port), String(count), "2.5"])
+            var finished = false
+            defer { if !finished { _ = child.finish() } }
 
-            let opened = readLine(reader)
+            let opened = await child.readLine()
             #expect(opened == "open \(count)")
             #expect(try await eventually(log, within: .seconds(10)) { $0.opened == count })
             let perConnection = (residentBytes() - rssBefore) / count
 
             // The child idles 2.5 ping intervals, answering every Ping.
-            let result = readLine(reader)
+            let result = await child.readLine()
             #expect(result == "result pinged=\(count) closed=0")
             #expect(log.withLock { $0.closes.isEmpty && $0.opened == count })
             print("idle WebSockets: \(count) open, server RSS +\(perConnection) B per connection")
             #expect(perConnection < 64 << 10)
 
-            try input.fileHandleForWriting.close()  // the child exits, closing every socket
-            child.waitUntilExit()
+            _ = await child.finishAsync()  // closing its stdin makes the child exit, closing every socket
+            finished = true
             #expect(try await eventually(log, within: .seconds(15)) { $0.closes.count == count })
         }
-    }
-
-    /// One line from the child (blocking; the child always prints or exits).
-    private func readLine(_ handle: FileHandle) -> String {
-        var line: [UInt8] = []
-        while true {
-            guard let byte = try? handle.read(upToCount: 1), let b = byte.first else { break }
-            if b == 10 { break }
-            line.append(b)
-        }
-        return String(decoding: line, as: UTF8.self)
     }
 }
