@@ -46,9 +46,7 @@ final class WriteBatcher: Sendable {
                 s.running = true
                 return true
             }
-            // On an event loop, not the shared cooperative pool: acknowledging writes must not wait
-            // for threads that other work (or a blocking caller) may be holding.
-            if start { Task(executorPreference: store.pool.preferredLoop) { await self.drain(store) } }
+            if start { Task { await self.drain(store) } }
         }
     }
 
