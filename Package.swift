@@ -46,16 +46,19 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "Store", dependencies: ["Postgres", "CRDT", "DQL", "Values"], swiftSettings: strict),
         // Replication, local node, auth.
-        .target(name: "Sync", dependencies: ["Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
+        // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
+        .target(name: "SyncProtocol", dependencies: ["Values"], swiftSettings: strict),
+        // Server-side sync sessions over the store and its change log.
+        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Mesh", dependencies: ["Sockets", "Sync"], swiftSettings: strict),
         .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL", "Postgres"], swiftSettings: strict),
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "Auth", "DQL", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "SyncProtocol", "Auth", "DQL", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
-        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "WebSocket", "Values"], swiftSettings: strict),
+        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
             dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer",
@@ -76,7 +79,7 @@ let package = Package(
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]

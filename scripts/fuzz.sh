@@ -28,10 +28,7 @@ case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
     DQLParse) modules=(Values DQL) ;;
     JSONParse) modules=(Values) ;;
-    # The sync codec needs only Values: its files are compiled into the fuzz binary itself.
-    SyncDecode) modules=(Values)
-                sources=("$root"/Sources/Sync/SyncMessage*.swift "$root"/Sources/Sync/SyncProtocolError.swift
-                         "$root"/Sources/Sync/SyncLimits.swift "$root"/Sources/Sync/DocumentHash.swift) ;;
+    SyncDecode) modules=(Values SyncProtocol) ;;
     WSFrame)
         modules=(Sockets WebSocket)
         c_includes=(-I "$root/Sources/CZlib" -I "$root/Sources/COpenSSL")

@@ -5,6 +5,7 @@
 // Oracles beyond "does not crash": a message that decodes re-encodes canonically to bytes that
 // decode to the same message and encode to the same bytes again.
 
+import SyncProtocol
 import Values
 
 #if canImport(Glibc)

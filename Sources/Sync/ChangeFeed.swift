@@ -5,6 +5,7 @@
 // ring; a session that fell behind the ring reads the database directly. NOTIFY is not durable:
 // after `.reconnected` (database restart) the feed simply catches up from the change log.
 
+import SyncProtocol
 import Postgres
 import Store
 import Synchronization

@@ -7,6 +7,7 @@
 // messages leave in exactly the order the session produced them. `send` must not block (it queues).
 // Store requests run as tasks and feed their results back as inputs.
 
+import SyncProtocol
 import Glibc
 import Store
 import Synchronization

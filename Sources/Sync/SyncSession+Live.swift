@@ -6,6 +6,7 @@
 // Rows the peer itself uploaded are not echoed; they only update H (and fetch the full state if
 // the document enters a subscription the peer did not hold it for).
 
+import SyncProtocol
 import Values
 
 /// A log batch interrupted at transaction `txn` to fetch the full states of documents entering a

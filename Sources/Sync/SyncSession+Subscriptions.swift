@@ -1,6 +1,7 @@
 // Subscriptions: validation, initial sync by pages, resume from a checkpoint, `want`, and the
 // scheduler (`pump`) that decides the session's next store read (PROTOCOL.md §4.3–§4.7).
 
+import SyncProtocol
 import DQL
 import Values
 

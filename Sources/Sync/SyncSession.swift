@@ -12,6 +12,7 @@
 // uploads awaiting commit (bounded by the upload credit). Nothing is queued for a peer without
 // credit: the session just stops reading the log and resumes from its cursor when credit returns.
 
+import SyncProtocol
 import DQL
 import Values
 

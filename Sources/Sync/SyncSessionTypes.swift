@@ -2,6 +2,7 @@
 // The session does no I/O: a driver feeds it inputs (bytes received, results of the store
 // requests it asked for, clock ticks) and carries out the actions it returns.
 
+import SyncProtocol
 import DQL
 import Values
 

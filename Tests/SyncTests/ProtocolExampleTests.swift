@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// Every hex example in docs/PROTOCOL.md decodes to the message listed here and re-encodes to the
 /// same bytes, and every message listed here has an example: the document cannot drift.

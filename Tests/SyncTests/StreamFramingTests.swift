@@ -1,5 +1,6 @@
 import Testing
 @testable import Sync
+@testable import SyncProtocol
 
 @Suite struct StreamFramingTests {
     static let messages = SampleMessages.all.map { $0.encode() }

@@ -5,6 +5,7 @@ import Store
 import Testing
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// Sessions on a real PostgreSQL: the store side of the protocol end to end, in-process.
 @Suite struct SyncIntegrationTests {

@@ -1,6 +1,7 @@
 import Testing
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 @Suite struct SyncMessageCodecTests {
     @Test func roundTrip_everyMessage() throws {

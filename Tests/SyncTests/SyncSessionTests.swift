@@ -1,6 +1,7 @@
 import Testing
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// Drives a `SyncSession` with a manual clock and records what it does.
 struct SessionHarness {

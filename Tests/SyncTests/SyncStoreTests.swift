@@ -4,6 +4,7 @@ import Store
 import Testing
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// The store entry points the sync protocol uses, against a real PostgreSQL.
 @Suite struct SyncStoreTests {

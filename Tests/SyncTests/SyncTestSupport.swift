@@ -1,6 +1,7 @@
 @_exported import TestRandomness
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// One instance of every message type, with optional fields both present and absent.
 enum SampleMessages {

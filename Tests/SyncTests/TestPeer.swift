@@ -4,6 +4,7 @@ import Postgres
 import Store
 import Values
 @testable import Sync
+@testable import SyncProtocol
 
 /// A minimal small peer for integration tests: a CRDT replica per document (`Document.merge`),
 /// connected to an in-process `SyncConnection` through an in-memory transport.
