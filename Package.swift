@@ -58,7 +58,7 @@ let package = Package(
             dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "SyncProtocol", "Auth", "DQL", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
-        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Values"], swiftSettings: strict),
+        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
             dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer",
@@ -81,6 +81,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
+        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
     ]
 )

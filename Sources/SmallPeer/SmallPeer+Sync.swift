@@ -1,0 +1,190 @@
+// What the sync client needs from the local store: subscriptions and their resume points, merging
+// what the server sends, the outbox of local changes, and acknowledgements. Each step that changes
+// the store is one durable commit.
+
+import CRDT
+import DQL
+import SyncProtocol
+import Values
+
+/// A sync subscription: a `SELECT * FROM collection [WHERE ...]` with arguments (PROTOCOL.md §4.3).
+/// Its key (query text + arguments) names its checkpoint in the store, so a peer that subscribes
+/// to the same query after a restart resumes where it was.
+public struct SyncSubscription: Sendable, Equatable {
+    public var query: String
+    public var arguments: [String: Value]
+    public var collection: String
+    public var key: String { query + "\u{0}" + JSON.string(.object(arguments)) }
+}
+
+/// One document's upload: the delta the server lacks, and what it covered (for the ack).
+struct PendingUpload: Sendable, Equatable {
+    var ref: DocumentRef
+    var delta: [UInt8]
+    /// This peer's newest dot in the document when the delta was taken.
+    var localDot: HLCTimestamp?
+    /// The full document vector when the delta was taken (the server has it after the ack).
+    var covered: VersionVector
+    /// Whether the delta was taken since the empty vector (a full state).
+    var isFullState: Bool
+}
+
+extension SmallPeer {
+    /// Adds a sync subscription (kept until cancelled; not persisted: register it again after a
+    /// restart, and it resumes from its checkpoint). The query must be `SELECT * FROM c [WHERE ...]`.
+    public func subscribe(_ query: String, arguments: [String: Value] = [:]) throws(SmallPeerError) -> CancelHandle {
+        let statement: Statement
+        do { statement = try DQL.parse(query) } catch { throw .syntax(error) }
+        guard case .select(let s) = statement, s.projections == [.all], s.groupBy.isEmpty, s.having == nil,
+              s.orderBy.isEmpty, s.limit == nil, s.offset == nil, !s.distinct else {
+            throw .invalid("a sync subscription is SELECT * FROM collection [WHERE ...] (no DISTINCT, GROUP BY, ORDER BY, LIMIT, OFFSET)")
+        }
+        let sub = SyncSubscription(query: query, arguments: arguments, collection: s.from.name)
+        state.withLock { st in
+            if !st.subscriptions.contains(sub) { st.subscriptions.append(sub) }
+        }
+        notifySync()
+        return CancelHandle { [weak self] in
+            self?.state.withLock { st in st.subscriptions.removeAll { $0 == sub } }
+            self?.notifySync()
+        }
+    }
+
+    public var subscriptions: [SyncSubscription] { state.withLock { $0.subscriptions } }
+
+    /// The last checkpoint stored for a subscription (nil before its first `synced`).
+    public func checkpoint(for sub: SyncSubscription) -> Int64? { state.withLock { $0.store.checkpoints[sub.key] } }
+
+    /// Number of documents with local changes the server has not acknowledged.
+    public var pendingUploadCount: Int { state.withLock { $0.store.outbox.count } }
+
+    func setSyncListener(_ listener: (@Sendable () -> Void)?) { state.withLock { $0.syncListener = listener } }
+
+    /// Checkpoint and held-document hashes to resume `sub` with; nil before its first sync.
+    func resume(for sub: SyncSubscription) -> (checkpoint: Int64, have: [UInt64])? {
+        state.withLock { st in
+            guard let cp = st.store.checkpoints[sub.key] else { return nil }
+            return (cp, st.store.haveHashes(sub.collection))
+        }
+    }
+
+    /// Merges entries of `docs` / `changes` into the store in one commit. Returns the documents
+    /// whose delta could not be applied (not held, or a gap): the client asks for them with `want`.
+    func applyFromServer(_ entries: [ChangeEntry]) throws(SmallPeerError) -> [DocumentRef] {
+        let wanted = try state.withLock { st throws(SmallPeerError) -> [DocumentRef] in
+            var wanted: [DocumentRef] = []
+            var commit = Commit(clock: 0)
+            var installed: [DocumentRef: Document] = [:]
+            var replica = st.store.replica
+            for e in entries {
+                let local = installed[e.document] ?? st.store.document(e.document)
+                do {
+                    switch e.payload {
+                    case .state(let bytes):
+                        let remote = try Document.decode(bytes)
+                        guard remote.id == e.document.id else { wanted.append(e.document); continue }
+                        if var doc = local {
+                            let delta = remote.delta(since: doc.versionVector)
+                            guard !delta.isEmpty else { continue }
+                            _ = try doc.merge(delta)
+                            installed[e.document] = doc
+                            commit.documents.append((e.document, .merge(delta)))
+                            if let dot = delta.newestDot { replica.clock.observe(dot, wallMillis: replica.wallClock()) }
+                        } else {
+                            installed[e.document] = remote
+                            commit.documents.append((e.document, .replace(remote)))
+                        }
+                    case .delta(let bytes):
+                        guard var doc = local else { wanted.append(e.document); continue }
+                        let delta = try Delta.decode(bytes)
+                        _ = try doc.merge(delta)
+                        installed[e.document] = doc
+                        commit.documents.append((e.document, .merge(delta)))
+                        if let dot = delta.newestDot { replica.clock.observe(dot, wallMillis: replica.wallClock()) }
+                    }
+                } catch {
+                    // A gap, or bytes that do not decode: ask for the full state rather than diverge.
+                    wanted.append(e.document)
+                }
+            }
+            if commit.documents.isEmpty { return wanted }
+            commit.clock = replica.clock.last.rawValue
+            try st.commit(commit, documents: commit.documents.compactMap { ref, _ in installed[ref].map { (ref, $0) } }, replica: replica)
+            return wanted
+        }
+        deliverObserverEvents()
+        return wanted
+    }
+
+    /// Persists checkpoints (after everything received before them was applied).
+    func saveCheckpoints(_ checkpoints: [(key: String, txn: Int64)]) throws(SmallPeerError) {
+        guard !checkpoints.isEmpty else { return }
+        try state.withLock { st throws(SmallPeerError) in
+            let fresh = checkpoints.filter { st.store.checkpoints[$0.key] != $0.txn }
+            guard !fresh.isEmpty else { return }
+            var commit = Commit(clock: st.store.replica.clock.last.rawValue)
+            commit.checkpoints = fresh
+            try st.commit(commit, documents: [])
+        }
+    }
+
+    /// Up to `maxDocuments` / about `maxBytes` of outbox documents not in `excluding`, as deltas.
+    func takeUploads(excluding: Set<DocumentRef>, maxDocuments: Int, maxBytes: Int) -> [PendingUpload] {
+        state.withLock { st in
+            var out: [PendingUpload] = []
+            var bytes = 0
+            // Sorted so uploads go in a deterministic order (tests, logs).
+            for (ref, base) in st.store.outbox.sorted(by: { $0.key.collection < $1.key.collection || ($0.key.collection == $1.key.collection && DQLOrderHelper.less($0.key.id, $1.key.id)) })
+            where !excluding.contains(ref) {
+                guard let doc = st.store.document(ref) else { continue }
+                let delta = doc.delta(since: base).encode()
+                if !out.isEmpty && (out.count >= maxDocuments || bytes + delta.count > maxBytes) { break }
+                out.append(PendingUpload(ref: ref, delta: delta, localDot: doc.versionVector[st.store.replica.site],
+                                         covered: doc.versionVector, isFullState: base.entries.isEmpty))
+                bytes += delta.count
+            }
+            return out
+        }
+    }
+
+    /// The next upload sequence number (persisted with the next acknowledgement).
+    func allocateUploadSeq() -> UInt64 {
+        state.withLock { st in
+            let s = st.store.nextUploadSeq
+            st.store.nextUploadSeq += 1
+            return s
+        }
+    }
+
+    /// Records the server's ack of `uploads`: accepted documents without newer local changes leave
+    /// the outbox; those with newer changes keep a base that now includes what was sent. A rejected
+    /// delta is retried once as the full state (the server may lack an earlier change); a rejected
+    /// full state leaves the outbox and is returned with the server's reason.
+    func acknowledge(_ uploads: [PendingUpload], rejected: [UploadRejection]) throws(SmallPeerError) -> [(DocumentRef, String)] {
+        try state.withLock { st throws(SmallPeerError) -> [(DocumentRef, String)] in
+            var commit = Commit(clock: st.store.replica.clock.last.rawValue)
+            var dropped: [(DocumentRef, String)] = []
+            let rejectedByIndex = Dictionary(rejected.map { ($0.index, $0.message) }, uniquingKeysWith: { a, _ in a })
+            for (i, u) in uploads.enumerated() where st.store.outbox[u.ref] != nil {
+                if let message = rejectedByIndex[i] {
+                    if u.isFullState {
+                        commit.outbox.append((u.ref, nil))
+                        dropped.append((u.ref, message))
+                    } else {
+                        commit.outbox.append((u.ref, VersionVector()))
+                    }
+                    continue
+                }
+                let current = st.store.document(u.ref)
+                if current == nil || current?.versionVector[st.store.replica.site] == u.localDot {
+                    commit.outbox.append((u.ref, nil))
+                } else {
+                    commit.outbox.append((u.ref, u.covered))
+                }
+            }
+            commit.nextUploadSeq = st.store.nextUploadSeq
+            try st.commit(commit, documents: [])
+            return dropped
+        }
+    }
+}

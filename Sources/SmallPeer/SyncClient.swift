@@ -1,0 +1,380 @@
+// The sync client's I/O driver: a WebSocket to `GET /api/v4/sync` (subprotocol bigpeer-sync.v1),
+// one `SyncClientSession` per link, the local store on the other side, and reconnection with
+// exponential backoff and full jitter. Everything of one client runs on one event-loop thread.
+//
+//   SmallPeer ──local write──▶ loop.execute ─▶ flush uploads ─▶ session.upload ─▶ WebSocket
+//   WebSocket ─binary message─▶ session.receive ─▶ actions: apply to SmallPeer, credit, want, acks
+//   close / connect failure ─▶ backoff: min(max, base · 2^attempt) · random(0.5...1) ─▶ connect
+
+import Sockets
+import Synchronization
+import SyncProtocol
+import Values
+import WebSocket
+
+public final class SyncClient: Sendable {
+    public struct Configuration: Sendable {
+        /// `ws://host:port` or `wss://...`; without a path, `/api/v4/sync`.
+        public var url: String
+        public var apiKey: String?
+        public var deviceName = "smallpeer"
+        public var peerKey: [UInt8]?
+        public var reconnectBase: Duration = .milliseconds(250)
+        public var reconnectMax: Duration = .seconds(30)
+        /// Give up (status `.failed`) after this many failed connection attempts in a row; nil: never.
+        public var maxConnectAttempts: Int?
+        /// "Caught up" needs this long without new data after everything is synced and acked.
+        public var quietMillis: UInt64 = 750
+        /// CA file for `wss://` in addition to the system's.
+        public var additionalCAFile: String?
+
+        public init(url: String, apiKey: String?) {
+            self.url = url
+            self.apiKey = apiKey
+        }
+    }
+
+    /// What the client is doing, readable from any thread.
+    public struct Status: Sendable, Equatable {
+        public enum Phase: Sendable, Equatable { case connecting, connected, stopped, failed }
+        public var phase: Phase = .connecting
+        /// Every subscription synced, uploads acknowledged, and quiet for `quietMillis`.
+        public var caughtUp = false
+        public var sessions = 0
+        public var lastError: String?
+        public var subscriptionErrors: [String: String] = [:]
+        public var rejectedUploads: [String] = []
+    }
+
+    public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
+        case invalidURL(String)
+        case failed(String)
+        case timedOut(String)
+
+        public var description: String {
+            switch self {
+            case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)"
+            case .failed(let why): why
+            case .timedOut(let why): "not caught up in time: \(why)"
+            }
+        }
+    }
+
+    let peer: SmallPeer
+    let group: EventLoopGroup
+    let core: LoopBound<SyncClientCore>
+    let statusBox: Locked<Status>
+
+    /// Starts syncing `peer` with the server at `configuration.url` (connects in the background).
+    public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
+        guard var url = WebSocketURL(configuration.url) else { throw .invalidURL(configuration.url) }
+        if url.target == "/" { url.target = "/api/v4/sync" }
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch { throw .failed("cannot start the event loop: \(error)") }
+        self.peer = peer
+        self.group = group
+        self.statusBox = Locked(Status())
+        let loop = group.next()
+        let core = SyncClientCore(peer: peer, configuration: configuration, url: url, loop: loop, status: statusBox)
+        self.core = LoopBound(core, loop: loop)
+        let bound = self.core
+        peer.setSyncListener { bound.loop.execute { bound.value.localChange() } }
+        loop.execute { bound.value.connect() }
+    }
+
+    public var status: Status { statusBox.withLock { $0 } }
+
+    /// Waits until caught up (see `Status.caughtUp`), the client fails, or `timeout` passes.
+    public func waitUntilCaughtUp(timeout: Duration) async throws(ClientError) {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let s = status
+            if s.phase == .failed { throw .failed(s.lastError ?? "sync failed") }
+            if s.caughtUp { return }
+            if ContinuousClock.now >= deadline {
+                throw .timedOut(s.sessions == 0 ? "never connected (\(s.lastError ?? "no answer"))" : (s.lastError ?? "still receiving"))
+            }
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { throw .timedOut("cancelled") }
+        }
+    }
+
+    /// Says `bye`, closes the link and stops the loop. The peer stays open.
+    public func stop() async {
+        peer.setSyncListener(nil)
+        let bound = core
+        bound.loop.execute { bound.value.stop() }
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline, !(statusBox.withLock { $0.phase == .stopped }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        group.shutdown()
+    }
+}
+
+/// A `Mutex` in a class, so the client and its loop-confined core share one.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try mutex.withLock { try body(&$0) } }
+}
+
+/// The loop-confined half of `SyncClient`.
+final class SyncClientCore: WebSocketClientHandler {
+    let peer: SmallPeer
+    let configuration: SyncClient.Configuration
+    let url: WebSocketURL
+    let loop: EventLoop
+    let status: Locked<SyncClient.Status>
+    private var session: SyncClientSession?
+    private var socket: WebSocketClientAdapter?
+    private var failedAttempts = 0
+    private var reconnectTimer: TimerID?
+    private var tickTimer: TimerID?
+    private var stopped = false
+    private var tls: TLSContext?
+
+    init(peer: SmallPeer, configuration: SyncClient.Configuration, url: WebSocketURL, loop: EventLoop, status: Locked<SyncClient.Status>) {
+        self.peer = peer
+        self.configuration = configuration
+        self.url = url
+        self.loop = loop
+        self.status = status
+    }
+
+    static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
+
+    // MARK: - Connecting
+
+    func connect() {
+        guard !stopped, socket == nil else { return }
+        reconnectTimer = nil
+        setPhase(.connecting)
+        if let address = try? SocketAddress(ip: url.host, port: url.port) { return open(address) }
+        // Names go through the resolver, which blocks: off the loop.
+        let bound = LoopBound(self, loop: loop)
+        let host = url.host, port = url.port
+        Task.detached {
+            let result: Result<SocketAddress, IOError>
+            do throws(IOError) {
+                if let first = try SocketAddress.resolve(host: host, port: port).first { result = .success(first) } else { result = .failure(IOError(call: "getaddrinfo(\(host))", errno: 2)) }
+            } catch {
+                result = .failure(error)
+            }
+            bound.loop.execute {
+                switch result {
+                case .success(let address): bound.value.open(address)
+                case .failure(let error): bound.value.connectionFailed("cannot resolve \(host): \(error)")
+                }
+            }
+        }
+    }
+
+    private func open(_ address: SocketAddress) {
+        guard !stopped else { return }
+        if url.secure && tls == nil {
+            do { tls = try TLSContext(clientWithAdditionalCAFile: configuration.additionalCAFile) } catch {
+                return connectionFailed("TLS setup failed: \(error)")
+            }
+        }
+        var ws = WebSocketConfiguration(maxFrameSize: 17 << 20, maxMessageSize: 17 << 20)
+        ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
+        do {
+            socket = try WebSocketClientAdapter.connect(url: url, address: address, loop: loop,
+                                                        handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol]),
+                                                        configuration: ws, tls: tls, handler: self)
+        } catch {
+            connectionFailed(error.description)
+        }
+    }
+
+    func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
+        guard agreement.subprotocol == SyncProtocol.webSocketSubprotocol else {
+            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
+            return
+        }
+        var c = SyncClientSession.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
+                                                deviceName: configuration.deviceName, credentials: configuration.apiKey.map { .apiKey($0) })
+        c.metadata = ["client": .string("SmallPeer")]
+        var s = SyncClientSession(configuration: c)
+        let actions = s.start(now: Self.nowMillis())
+        session = s
+        perform(actions)
+        scheduleTick()
+    }
+
+    func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
+        guard var s = session else { return }
+        let actions: [SyncClientSession.Action]
+        switch message {
+        case .binary(let bytes): actions = s.receive(bytes, now: Self.nowMillis())
+        case .text: actions = s.close(code: SyncCloseCode.protocolViolation.rawValue, reason: "text message on a sync link")
+        }
+        session = s
+        perform(actions)
+        flushUploads()
+    }
+
+    func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
+        linkDown("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", connected: true)
+    }
+
+    func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
+        self.socket = nil
+        connectionFailed(error.description)
+    }
+
+    private func connectionFailed(_ why: String) {
+        socket = nil
+        linkDown("cannot connect to \(configuration.url): \(why)", connected: false)
+    }
+
+    private func linkDown(_ why: String, connected: Bool) {
+        socket = nil
+        session?.linkClosed()
+        session = nil
+        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+        status.withLock { s in
+            s.caughtUp = false
+            if s.phase != .failed { s.lastError = why }
+        }
+        if stopped { return setPhase(.stopped) }
+        if status.withLock({ $0.phase == .failed }) { return }
+        if !connected { failedAttempts += 1 }
+        if let max = configuration.maxConnectAttempts, failedAttempts >= max {
+            status.withLock { $0.phase = .failed; $0.lastError = why }
+            return
+        }
+        scheduleReconnect()
+    }
+
+    /// Full jitter: a random delay in [d/2, d] with d = min(max, base · 2^attempt).
+    private func scheduleReconnect() {
+        let exponent = min(failedAttempts, 16)
+        let base = configuration.reconnectBase * (1 << exponent)
+        let ceiling = min(base, configuration.reconnectMax)
+        let millis = Double(ceiling.components.seconds) * 1000 + Double(ceiling.components.attoseconds) / 1e15
+        let delay = Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0)))
+        reconnectTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.connect() }
+    }
+
+    func stop() {
+        stopped = true
+        if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
+        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+        if var s = session, let socket {
+            let actions = s.close()
+            session = s
+            perform(actions)
+            if socket.isOpen { return }  // .stopped once the close completes (webSocketDidClose)
+        }
+        socket?.close()
+        setPhase(.stopped)
+    }
+
+    // MARK: - Working
+
+    private func perform(_ actions: [SyncClientSession.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                try? socket?.send(.binary(bytes))
+            case .close(let code, let reason):
+                socket?.close(WebSocketCloseCode(code), reason: reason)
+            case .connected:
+                failedAttempts = 0
+                status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
+                syncSubscriptions()
+            case .refused(let code, let reason):
+                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion, .policy].map(\.rawValue).contains(code)
+                status.withLock { s in
+                    s.lastError = "the server refused the session (\(code)): \(reason)"
+                    if fatal { s.phase = .failed }
+                }
+            case .apply(let entries, let bytes):
+                do {
+                    let wanted = try peer.applyFromServer(entries)
+                    if var s = session {
+                        let more = s.applied(bytes: bytes, wanted: wanted)
+                        session = s
+                        perform(more)
+                    }
+                } catch {
+                    localFailure(error)
+                }
+            case .saveCheckpoints(let cps):
+                do { try peer.saveCheckpoints(cps.map { ($0.key, $0.value) }) } catch { localFailure(error) }
+            case .acknowledged(let sent, let rejected):
+                do {
+                    let dropped = try peer.acknowledge(sent, rejected: rejected)
+                    if !dropped.isEmpty {
+                        status.withLock { s in s.rejectedUploads += dropped.map { "\($0.0.collection) \(JSON.string($0.0.id)): \($0.1)" } }
+                    }
+                } catch {
+                    localFailure(error)
+                }
+            case .subscriptionFailed(let key, let message):
+                status.withLock { $0.subscriptionErrors[key] = message }
+            }
+        }
+    }
+
+    /// The store could not be written: drop the link (nothing unpersisted was acknowledged) and retry later.
+    private func localFailure(_ error: SmallPeerError) {
+        status.withLock { $0.lastError = "local store: \(error)" }
+        guard var s = session else { return }
+        let actions = s.close(code: SyncCloseCode.internalError.rawValue, reason: "local store failure")
+        session = s
+        perform(actions)
+    }
+
+    /// A local write or a subscription change.
+    func localChange() {
+        syncSubscriptions()
+        flushUploads()
+    }
+
+    private func syncSubscriptions() {
+        guard var s = session, s.state == .ready else { return }
+        let subs = peer.subscriptions
+        var actions = s.keepOnly(Set(subs.map(\.key)))
+        for sub in subs where !s.subscriptionKeys.contains(sub.key) {
+            actions += s.subscribe(sub, resume: peer.resume(for: sub))
+        }
+        session = s
+        perform(actions)
+        flushUploads()
+    }
+
+    private func flushUploads() {
+        while var s = session, s.canUpload {
+            let uploads = peer.takeUploads(excluding: s.uploadingDocuments, maxDocuments: s.configuration.uploadBatchDocuments,
+                                           maxBytes: s.configuration.uploadBatchBytes)
+            if uploads.isEmpty { return }
+            let actions = s.upload(uploads, seq: peer.allocateUploadSeq())
+            session = s
+            perform(actions)
+        }
+    }
+
+    private func scheduleTick() {
+        tickTimer = loop.scheduleTimer(after: .milliseconds(50)) { [weak self] in
+            guard let self else { return }
+            self.tickTimer = nil
+            guard var s = self.session else { return }
+            let now = Self.nowMillis()
+            let actions = s.tick(now: now)
+            self.session = s
+            self.perform(actions)
+            let caughtUp = s.isCaughtUp(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
+            self.status.withLock { $0.caughtUp = caughtUp }
+            if self.session != nil { self.scheduleTick() }
+        }
+    }
+
+    private func setPhase(_ phase: SyncClient.Status.Phase) {
+        status.withLock { s in if s.phase != .failed || phase == .stopped { s.phase = phase } }
+    }
+
+    /// A stable peer key derived from the site id when none is configured (8 bytes, big-endian).
+    static func peerKey(_ site: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) } }
+}

@@ -1,0 +1,272 @@
+// The peer side of one sync session (PROTOCOL.md §5), sans-I/O: bytes and clock readings in,
+// actions out. The driver (SyncClient) moves the bytes, applies what the session hands it to the
+// local store, and feeds the outcome back (`applied`, `uploadTaken`). A new link gets a new session.
+//
+//   [idle] --start--> send hello --> [awaitingWelcome] --welcome--> [ready] --bye/violation/timeout--> [closed]
+//                                          |  refuse / 10 s
+//                                          v
+//                                       [closed]
+//
+// In [ready]: `sub` for every subscription (with `cp` + `have` when resuming); `docs`/`changes`
+// are applied, then their bytes are granted back as credit and undeliverable deltas are asked for
+// with `want`; `synced`/`checkpoint` are persisted after what came before them; `up` is sent only
+// while upload credit is positive, one batch per free slot, and acked batches leave the outbox.
+
+import SyncProtocol
+import Values
+
+public struct SyncClientSession: Sendable {
+    public struct Configuration: Sendable {
+        public var site: UInt64
+        public var peerKey: [UInt8]
+        public var deviceName: String
+        public var credentials: SyncCredentials?
+        public var metadata: [String: Value] = [:]
+        /// Download credit granted in `hello` (bytes); every applied message is granted back.
+        public var credit: UInt64 = 1 << 20
+        /// Largest message this peer accepts (`hello.max`).
+        public var maxMessageSize: UInt64 = 16 << 20
+        public var handshakeTimeoutMillis: UInt64 = 10_000
+        /// Documents and delta bytes per `up` (the server accepts 10 000 documents per message).
+        public var uploadBatchDocuments = 500
+        public var uploadBatchBytes = 512 << 10
+        /// Uploads in flight at once (each waits for its ack).
+        public var uploadsInFlight = 4
+
+        public init(site: UInt64, peerKey: [UInt8], deviceName: String, credentials: SyncCredentials?) {
+            self.site = site
+            self.peerKey = peerKey
+            self.deviceName = deviceName
+            self.credentials = credentials
+        }
+    }
+
+    public enum State: Sendable, Equatable {
+        case idle, awaitingWelcome, ready, closed
+    }
+
+    /// What the driver must do, in order.
+    enum Action: Sendable, Equatable {
+        case send([UInt8])
+        /// Close the link with this code (after sending `bye`, already in the actions before it).
+        case close(code: UInt16, reason: String)
+        /// The handshake finished: call `subscribe(_:)` for the subscriptions and `uploadTaken` for the outbox.
+        case connected(Welcome)
+        /// The server refused the session (4001 credentials, 4002 version, 4003 policy).
+        case refused(code: UInt16, reason: String)
+        /// Apply these entries to the store, then call `applied(bytes:wanted:)`.
+        case apply([ChangeEntry], bytes: Int)
+        /// Persist these checkpoints (everything received before them has been applied).
+        case saveCheckpoints([String: Int64])
+        /// The server committed (or rejected) an upload: update the outbox.
+        case acknowledged([PendingUpload], rejected: [UploadRejection])
+        /// The server refused a subscription; it is dropped for this session.
+        case subscriptionFailed(key: String, message: String)
+    }
+
+    public private(set) var state: State = .idle
+    let configuration: Configuration
+    var limits = SyncLimits.default
+    private(set) var welcome: Welcome?
+    private var uploadCredit: Int64 = 0
+    private var lastReceivedAt: UInt64 = 0
+    private var lastPingAt: UInt64 = 0
+    private var pingCounter: UInt64 = 0
+    private var startedAt: UInt64 = 0
+    /// Live subscriptions of this session by id, with their key and whether `synced` arrived.
+    private var subscriptions: [UInt32: (key: String, synced: Bool)] = [:]
+    private var nextSubscriptionID: UInt32 = 1
+    private var inFlight: [UInt64: [PendingUpload]] = [:]
+    private var wanted: Set<DocumentRef> = []
+    /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
+    private(set) var lastDataAt: UInt64 = 0
+
+    init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Inputs
+
+    /// The link is up: say hello.
+    mutating func start(now: UInt64) -> [Action] {
+        guard state == .idle else { return [] }
+        state = .awaitingWelcome
+        startedAt = now
+        lastReceivedAt = now
+        let hello = Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
+                          metadata: configuration.metadata, credentials: configuration.credentials,
+                          credit: configuration.credit, maxMessageSize: configuration.maxMessageSize)
+        return [.send(SyncMessage.hello(hello).encode())]
+    }
+
+    /// One message from the server.
+    mutating func receive(_ bytes: [UInt8], now: UInt64) -> [Action] {
+        guard state == .awaitingWelcome || state == .ready else { return [] }
+        lastReceivedAt = now
+        var limits = self.limits
+        limits.maxMessageSize = Int(clamping: configuration.maxMessageSize)
+        let message: SyncMessage
+        do { message = try SyncMessageDecoder.decode(bytes, limits: limits) } catch {
+            return fail(error.closeCode.rawValue, error.description)
+        }
+        if state == .awaitingWelcome {
+            switch message {
+            case .welcome(let w):
+                guard w.version == SyncProtocol.version else { return fail(SyncCloseCode.protocolViolation.rawValue, "welcome for version \(w.version)") }
+                state = .ready
+                welcome = w
+                uploadCredit = Int64(clamping: w.credit)
+                return [.connected(w)]
+            case .refuse(let code, let reason):
+                state = .closed
+                return [.refused(code: code, reason: reason), .close(code: code, reason: reason)]
+            case .bye(let code, let reason):
+                state = .closed
+                return [.close(code: code, reason: reason)]
+            default:
+                return fail(SyncCloseCode.protocolViolation.rawValue, "\(message.typeName) before welcome")
+            }
+        }
+        switch message {
+        case .documents(_, let entries), .changes(_, let entries):
+            lastDataAt = now
+            for e in entries { wanted.remove(e.document) }
+            return [.apply(entries, bytes: bytes.count)]
+        case .synced(let id, let cp):
+            lastDataAt = now
+            guard let sub = subscriptions[id] else { return [] }  // unsubscribed meanwhile
+            subscriptions[id]?.synced = true
+            return [.saveCheckpoints([sub.key: cp])]
+        case .checkpoint(let txn):
+            var cps: [String: Int64] = [:]
+            for (_, sub) in subscriptions where sub.synced { cps[sub.key] = txn }
+            return cps.isEmpty ? [] : [.saveCheckpoints(cps)]
+        case .subscriptionError(let id, let msg):
+            guard let sub = subscriptions.removeValue(forKey: id) else { return [] }
+            return [.subscriptionFailed(key: sub.key, message: msg)]
+        case .ack(let seq, _, let rejected):
+            lastDataAt = now
+            guard let sent = inFlight.removeValue(forKey: seq) else {
+                return fail(SyncCloseCode.protocolViolation.rawValue, "ack for an unknown upload \(seq)")
+            }
+            return [.acknowledged(sent, rejected: rejected)]
+        case .credit(let n):
+            let (sum, overflow) = uploadCredit.addingReportingOverflow(Int64(clamping: n))
+            guard !overflow, sum <= limits.maxOutstandingCredit else {
+                return fail(SyncCloseCode.protocolViolation.rawValue, "credit above 2^40 bytes")
+            }
+            uploadCredit = sum
+            return []
+        case .ping(let n):
+            return [.send(SyncMessage.pong(n).encode())]
+        case .pong:
+            return []
+        case .bye(let code, let reason):
+            state = .closed
+            return [.close(code: code, reason: reason)]
+        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want:
+            return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
+        }
+    }
+
+    /// The driver applied an `.apply`: grant its bytes back and ask for what could not be applied.
+    mutating func applied(bytes: Int, wanted refs: [DocumentRef]) -> [Action] {
+        guard state == .ready else { return [] }
+        var out: [Action] = [.send(SyncMessage.credit(bytes: UInt64(max(1, bytes))).encode())]
+        let fresh = refs.filter { !wanted.contains($0) }
+        var at = 0
+        while at < fresh.count {
+            let chunk = Array(fresh[at..<min(fresh.count, at + limits.maxWantDocuments)])
+            wanted.formUnion(chunk)
+            out.append(.send(SyncMessage.want(chunk).encode()))
+            at += chunk.count
+        }
+        return out
+    }
+
+    /// Timers: handshake timeout, heartbeat ping after `hb` of silence, close after 3 × `hb`.
+    mutating func tick(now: UInt64) -> [Action] {
+        switch state {
+        case .awaitingWelcome:
+            if now &- startedAt >= configuration.handshakeTimeoutMillis { return fail(SyncCloseCode.timeout.rawValue, "no welcome within the handshake timeout") }
+        case .ready:
+            let hb = max(1000, welcome?.heartbeatMillis ?? 20_000)
+            let silent = now &- lastReceivedAt
+            if silent >= 3 * hb { return fail(SyncCloseCode.timeout.rawValue, "nothing received for \(silent) ms") }
+            if silent >= hb && now &- lastPingAt >= hb {
+                lastPingAt = now
+                pingCounter += 1
+                return [.send(SyncMessage.ping(pingCounter).encode())]
+            }
+        case .idle, .closed:
+            break
+        }
+        return []
+    }
+
+    /// Subscribes (now ready). `resume` is the stored checkpoint and held-document hashes, if any.
+    mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?) -> [Action] {
+        guard state == .ready, !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
+        let id = nextSubscriptionID
+        nextSubscriptionID &+= 1
+        subscriptions[id] = (sub.key, false)
+        let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
+                                                     checkpoint: resume?.checkpoint, have: resume?.have))
+        return [.send(message.encode())]
+    }
+
+    /// Drops the session's subscriptions whose keys are not in `keys` (sends `unsub`).
+    mutating func keepOnly(_ keys: Set<String>) -> [Action] {
+        guard state == .ready else { return [] }
+        var out: [Action] = []
+        for (id, sub) in subscriptions where !keys.contains(sub.key) {
+            subscriptions[id] = nil
+            out.append(.send(SyncMessage.unsubscribe(id: id).encode()))
+        }
+        return out
+    }
+
+    /// Subscription keys this session has sent (synced or not).
+    var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
+
+    /// Whether an upload may go out now: ready, positive credit, a free in-flight slot.
+    var canUpload: Bool { state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight }
+
+    /// Documents currently uploaded and not yet acknowledged.
+    var uploadingDocuments: Set<DocumentRef> { Set(inFlight.values.flatMap { $0.map(\.ref) }) }
+
+    /// Sends `uploads` as one `up` with sequence number `seq` (the caller checked `canUpload`).
+    mutating func upload(_ uploads: [PendingUpload], seq: UInt64) -> [Action] {
+        guard canUpload, !uploads.isEmpty else { return [] }
+        let message = SyncMessage.upload(seq: seq, entries: uploads.map { UploadEntry(document: $0.ref, delta: $0.delta) }).encode()
+        uploadCredit -= Int64(message.count)
+        inFlight[seq] = uploads
+        return [.send(message)]
+    }
+
+    /// Every subscription synced, no upload or `want` outstanding, and nothing received for
+    /// `quietMillis` (the server sends live changes after `synced` without a marker for "done").
+    func isCaughtUp(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> Bool {
+        state == .ready && subscriptions.values.allSatisfy(\.synced) && inFlight.isEmpty && wanted.isEmpty
+            && outboxEmpty && now &- lastDataAt >= quietMillis
+    }
+
+    /// Closes on purpose (shutdown): `bye` then close.
+    mutating func close(code: UInt16 = SyncCloseCode.normal.rawValue, reason: String = "") -> [Action] {
+        guard state == .awaitingWelcome || state == .ready else { state = .closed; return [] }
+        return fail(code, reason)
+    }
+
+    /// The link went away.
+    mutating func linkClosed() { state = .closed }
+
+    private mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
+        state = .closed
+        var r = ""
+        for ch in reason {
+            if r.utf8.count + ch.utf8.count > limits.maxReasonBytes { break }
+            r.append(ch)
+        }
+        return [.send(SyncMessage.bye(code: code, reason: r).encode()), .close(code: code, reason: r)]
+    }
+}

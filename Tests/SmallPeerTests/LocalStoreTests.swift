@@ -1,0 +1,219 @@
+// The local store: DQL semantics (same as the server's), persistence across restarts, torn tails,
+// compaction, the lock file.
+import Foundation
+import TestRandomness
+import Testing
+@testable import SmallPeer
+import Values
+import CRDT
+import SyncProtocol
+
+@Suite("SmallPeer local store")
+struct LocalStoreTests {
+    @Test func insertSelectUpdateDelete_followServerSemantics() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        let ins = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'red', 'n': 1}), ({'_id': 'b', 'color': 'blue', 'n': 2})")
+        #expect(ins.queryType == "insert")
+        #expect(ins.mutatedDocumentIDs == [.string("a"), .string("b")])
+        #expect(try rows(peer, "SELECT color FROM cars WHERE n > 1") == [.object(["color": .string("blue")])])
+
+        // ON ID CONFLICT FAIL (default) is a typed conflict and changes nothing.
+        #expect(throws: SmallPeerError.self) { try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'green'})") }
+        let nothing = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'green'}) ON ID CONFLICT DO NOTHING")
+        #expect(nothing.mutatedDocumentIDs.isEmpty)
+        let same = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'red'}) ON ID CONFLICT DO UPDATE_LOCAL_DIFF")
+        #expect(same.mutatedDocumentIDs.isEmpty)
+        let upd = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'green'}) ON ID CONFLICT DO UPDATE")
+        #expect(upd.mutatedDocumentIDs == [.string("a")])
+        #expect(try rows(peer, "SELECT color, n FROM cars WHERE _id = 'a'") == [.object(["color": .string("green"), "n": .int(1)])])
+
+        let u = try peer.execute("UPDATE cars SET color = :c, n = n + 10 WHERE color = 'blue'", arguments: ["c": .string("black")])
+        #expect(u.mutatedDocumentIDs == [.string("b")])
+        #expect(try rows(peer, "SELECT n FROM cars WHERE _id = 'b'") == [.object(["n": .int(12)])])
+
+        let d = try peer.execute("DELETE FROM cars WHERE _id = 'a'")
+        #expect(d.mutatedDocumentIDs == [.string("a")])
+        #expect(try rows(peer, "SELECT _id FROM cars") == [.object(["_id": .string("b")])])
+        // A delete keeps a tombstone (it syncs); a re-insert re-creates the document.
+        _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'color': 'white'})")
+        #expect(try rows(peer, "SELECT color FROM cars WHERE _id = 'a'") == [.object(["color": .string("white")])])
+
+        let e = try peer.execute("EVICT FROM cars WHERE _id = 'a'")
+        #expect(e.queryType == "evict")
+        #expect(try rows(peer, "SELECT COUNT(*) AS n FROM cars") == [.object(["n": .int(1)])])
+    }
+
+    @Test func countersMapsAndStrictMode() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        _ = try peer.execute("INSERT INTO COLLECTION c (tags MAP) DOCUMENTS ({'_id': 'x', 'hits': 0, 'tags': {'a': 1}})")
+        _ = try peer.execute("UPDATE c APPLY hits INCREMENT BY 5 WHERE _id = 'x'")
+        _ = try peer.execute("UPDATE c APPLY hits INCREMENT BY -2 WHERE _id = 'x'")
+        #expect(try rows(peer, "SELECT hits FROM c") == [.object(["hits": .double(3)])] || rows(peer, "SELECT hits FROM c") == [.object(["hits": .int(3)])])
+        // Strict mode: a nested SET needs the parent declared MAP.
+        #expect(throws: SmallPeerError.self) { try peer.execute("UPDATE c SET tags.b = 2 WHERE _id = 'x'") }
+        _ = try peer.execute("UPDATE COLLECTION c (tags MAP) SET tags.b = 2 WHERE _id = 'x'")
+        #expect(try rows(peer, "SELECT tags FROM c") == [.object(["tags": .object(["a": .int(1), "b": .int(2)])])])
+        _ = try peer.execute("UPDATE COLLECTION c (tags MAP) UNSET tags.a WHERE _id = 'x'")
+        #expect(try rows(peer, "SELECT tags FROM c") == [.object(["tags": .object(["b": .int(2)])])])
+        // Errors are typed, never a crash.
+        #expect(throws: SmallPeerError.self) { try peer.execute("SELEC * FROM c") }
+        #expect(throws: SmallPeerError.self) { try peer.execute("UPDATE c APPLY hits INCREMENT BY 'x' WHERE _id = 'x'") }
+        #expect(throws: SmallPeerError.self) { try peer.execute("SELECT * FROM c WHERE a = :missing") }
+        #expect(throws: SmallPeerError.self) { try peer.execute("CREATE INDEX i ON c (a)") }
+    }
+
+    @Test func nonStrictMode_dotPathsWriteMapKeys() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path, strict: false)
+        _ = try peer.execute("INSERT INTO c DOCUMENTS ({'_id': 'x', 'm': {'a': 1}})")
+        _ = try peer.execute("UPDATE c SET m.b = 2 WHERE _id = 'x'")
+        #expect(try rows(peer, "SELECT m FROM c") == [.object(["m": .object(["a": .int(1), "b": .int(2)])])])
+    }
+
+    @Test func stateSurvivesRestart_includingSiteIdClockAndOutbox() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let clock = ManualWallClock()
+        var site: UInt64 = 0
+        do {
+            let peer = try openPeer(dir.path, clock: clock)
+            site = peer.siteID.rawValue
+            #expect(site != 0)
+            for i in 0..<50 {
+                clock.advance()
+                _ = try peer.execute("INSERT INTO t DOCUMENTS (:d) ON ID CONFLICT DO UPDATE", arguments: ["d": .object(["_id": .string("d\(i % 10)"), "v": .int(Int64(i))])])
+            }
+            _ = try peer.execute("DELETE FROM t WHERE _id = 'd3'")
+            #expect(peer.pendingUploadCount == 10)
+            peer.close()
+        }
+        let clockBehind = ManualWallClock(1_000)  // a wall clock that went backwards across the restart
+        let reopened = try openPeer(dir.path, clock: clockBehind)
+        #expect(reopened.siteID.rawValue == site)
+        #expect(reopened.pendingUploadCount == 10)
+        #expect(try rows(reopened, "SELECT v FROM t WHERE _id = 'd9'") == [.object(["v": .int(49)])])
+        #expect(try rows(reopened, "SELECT _id FROM t WHERE _id = 'd3'").isEmpty)
+        // The persisted HLC keeps new writes ordered after the old ones although the wall clock is behind.
+        _ = try reopened.execute("UPDATE t SET v = 100 WHERE _id = 'd9'")
+        #expect(try rows(reopened, "SELECT v FROM t WHERE _id = 'd9'") == [.object(["v": .int(100)])])
+    }
+
+    @Test func tornTail_isCutOff_andEverythingBeforeItSurvives() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        do {
+            let peer = try openPeer(dir.path)
+            _ = try peer.execute("INSERT INTO t DOCUMENTS ({'_id': 'a', 'v': 1})")
+            _ = try peer.execute("INSERT INTO t DOCUMENTS ({'_id': 'b', 'v': 2})")
+            peer.close()
+        }
+        let logPath = dir.path + "/log"
+        let full = try #require(FileManager.default.contents(atPath: logPath))
+        // Every cut inside the last record loses exactly that record and nothing before it.
+        let records = RecordFraming.split(Array(full)).records
+        let lastStart = full.count - records[records.count - 1].count - RecordFraming.headerBytes
+        for cut in [lastStart + 1, lastStart + 4, lastStart + 8, full.count - 1] {
+            FileManager.default.createFile(atPath: logPath, contents: full.prefix(cut))
+            let peer = try openPeer(dir.path)
+            #expect(peer.recoveredTornBytes == cut - lastStart)
+            #expect(try rows(peer, "SELECT _id FROM t") == [.object(["_id": .string("a")])])
+            peer.close()
+        }
+        // A flipped byte in the last record (checksum mismatch) is a torn tail too.
+        var damaged = Array(full)
+        damaged[damaged.count - 3] ^= 0xFF
+        FileManager.default.createFile(atPath: logPath, contents: Data(damaged))
+        let peer = try openPeer(dir.path)
+        #expect(try rows(peer, "SELECT _id FROM t") == [.object(["_id": .string("a")])])
+        // Appending after the cut works and survives the next open.
+        _ = try peer.execute("INSERT INTO t DOCUMENTS ({'_id': 'c', 'v': 3})")
+        peer.close()
+        let again = try openPeer(dir.path)
+        #expect(try rows(again, "SELECT _id FROM t ORDER BY _id") == [.object(["_id": .string("a")]), .object(["_id": .string("c")])])
+    }
+
+    @Test func compaction_writesASnapshot_andStateIsUnchanged() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let big = String(repeating: "x", count: 4000)
+        do {
+            let peer = try openPeer(dir.path)
+            for i in 0..<400 {  // ~1.6 MB of log: at least one compaction
+                _ = try peer.execute("INSERT INTO t DOCUMENTS (:d) ON ID CONFLICT DO UPDATE",
+                                     arguments: ["d": .object(["_id": .string("k\(i % 40)"), "i": .int(Int64(i)), "pad": .string(big)])])
+            }
+            peer.close()
+        }
+        #expect(FileManager.default.fileExists(atPath: dir.path + "/snapshot"))
+        let logSize = try #require(try FileManager.default.attributesOfItem(atPath: dir.path + "/log")[.size] as? Int)
+        #expect(logSize < 1_700_000)
+        let peer = try openPeer(dir.path)
+        #expect(try rows(peer, "SELECT COUNT(*) AS n FROM t") == [.object(["n": .int(40)])])
+        #expect(try rows(peer, "SELECT i FROM t WHERE _id = 'k39'") == [.object(["i": .int(399)])])
+        #expect(peer.pendingUploadCount == 40)
+    }
+
+    @Test func staleLogOfAnOlderGeneration_isIgnored() throws {
+        // A crash between the snapshot's rename and the new log's: the old log's commits are in the snapshot.
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        do {
+            let (storage, _) = try PeerStorage.open(dir.path) { 7 }
+            var c = Commit(clock: 1)
+            c.checkpoints = [("k", 5)]
+            try storage.append(c)
+            let oldLog = try #require(FileManager.default.contents(atPath: storage.logPath))
+            var s = Commit(clock: 2)
+            s.checkpoints = [("k", 9)]
+            try storage.compact([s])
+            FileManager.default.createFile(atPath: storage.logPath, contents: oldLog)  // as if the log rename never happened
+        }
+        let (storage, commits) = try PeerStorage.open(dir.path) { 8 }
+        #expect(storage.header.site == 7)
+        #expect(commits.count == 1)
+        #expect(commits.first?.checkpoints.first?.txn == 9)
+    }
+
+    @Test func lockFile_keepsASecondOpenerOut() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        #expect(throws: SmallPeerError.storage(.locked(path: dir.path + "/LOCK"))) { try openPeer(dir.path) }
+        peer.close()
+        let again = try openPeer(dir.path)
+        again.close()
+    }
+
+    @Test func recordCodec_roundTripsEveryField() throws {
+        var c = Commit(clock: 42)
+        var doc = try CRDTFixtures.document("a")
+        c.documents = [(.init(collection: "c", id: .string("a")), .replace(doc)),
+                       (.init(collection: "c", id: .object(["k": .int(1)])), .evict)]
+        let before = doc.versionVector
+        doc = try CRDTFixtures.edit(doc)
+        c.documents.append((.init(collection: "c", id: .string("a")), .merge(doc.delta(since: before))))
+        c.outbox = [(.init(collection: "c", id: .string("a")), before), (.init(collection: "c", id: .string("z")), nil)]
+        c.checkpoints = [("q\u{0}{}", 77)]
+        c.nextUploadSeq = 9
+        let decoded = try PeerRecordCodec.decode(PeerRecordCodec.encode(c)[...])
+        guard case .commit(let d) = decoded else { Issue.record("not a commit"); return }
+        #expect(d.clock == 42 && d.nextUploadSeq == 9)
+        #expect(d.documents.count == 3 && d.outbox.count == 2)
+        #expect(d.outbox[0].base == before && d.outbox[1].base == nil)
+        #expect(d.checkpoints.first?.key == "q\u{0}{}" && d.checkpoints.first?.txn == 77)
+        // Garbage never crashes the decoder.
+        var rng = SeededRandom(seed: 0x5eed)
+        let bytes = PeerRecordCodec.encode(c)
+        for _ in 0..<500 {
+            var m = bytes
+            m[Int.random(in: 0..<m.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            _ = try? PeerRecordCodec.decode(m[...])
+            _ = try? PeerRecordCodec.decode(m.prefix(Int.random(in: 0..<m.count, using: &rng)))
+        }
+    }
+}
