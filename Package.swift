@@ -51,7 +51,7 @@ let package = Package(
         // Server-side sync sessions over the store and its change log.
         .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Mesh", dependencies: ["Sockets", "Sync"], swiftSettings: strict),
-        .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL", "Postgres"], swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer",
+            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -69,7 +69,7 @@ let package = Package(
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
         // Shared test helpers: PostgreSQL harness, ports, clocks.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer"], swiftSettings: strict),
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
@@ -81,7 +81,8 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
-        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport",
+                                                           "BigPeerServer", "HTTP", "Sockets", "Postgres"], swiftSettings: strict),
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "Auth", "CRDT", "HTTP", "Sockets", "SyncProtocol", "Values", "WebSocket"], swiftSettings: strict),
     ]
 )

@@ -4,6 +4,8 @@ import Logging
 import Postgres
 import Store
 import Sockets
+import Sync
+import SyncProtocol
 import WebSocket
 
 /// One running BigPeer instance: event loops, the database pool, and the HTTP server.
@@ -21,14 +23,22 @@ public final class BigPeerService: Sendable {
     public let store: DocumentStore
     public let attachments: AttachmentStore
     public let http: HTTPServer
+    /// The instance's one change-log reader, shared by every sync session (fed by `listener`).
+    public let feed: ChangeFeed
+    private let listener: PostgresListener
+    private let follower: Task<Void, Never>
     /// WebSocket endpoints, closed with 1001 on shutdown (upgraded sockets are not HTTP
     /// connections any more, so the HTTP drain does not see them).
     private let webSocketEndpoints: [WebSocketEndpoint]
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, feed: ChangeFeed, listener: PostgresListener,
+                 follower: Task<Void, Never>, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
         self.webSocketEndpoints = webSocketEndpoints
+        self.feed = feed
+        self.listener = listener
+        self.follower = follower
         self.configuration = configuration
         self.group = group
         self.database = database
@@ -58,14 +68,21 @@ public final class BigPeerService: Sendable {
         let pool = PostgresPool(sessionConfig, configuration: poolConfig, group: group)
 
         let store: DocumentStore
+        let feed: ChangeFeed
+        let listener: PostgresListener
         do {
             store = try await DocumentStore.open(pool: pool)
+            // LISTEN before reading the head, so no commit falls between the two unnoticed.
+            listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: group.next())
+            feed = ChangeFeed(store: store)
+            try await feed.start()
         } catch {
             await pool.shutdown()
             try? database.localCluster?.stop()
             group.shutdown()
             throw error
         }
+        let follower = Task { await feed.follow(listener) }
 
         let auth: Authenticator
         if configuration.insecureDevelopment {
@@ -87,6 +104,14 @@ public final class BigPeerService: Sendable {
         if openAPI.document == nil { logger.warning("openapi.yaml not found: GET /api/v4/openapi.yaml will answer 404 (set BIGPEER_OPENAPI)") }
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
+        var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
+        syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
+        let syncRoute = SyncRoute(store: store, feed: feed,
+                                  authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
+                                  session: syncSession, limits: SyncRoute.webSocketLimits(syncSession.limits), logger: logger)
+        var syncEndpoint = syncRoute.register(on: &router)
+        syncEndpoint.maxConnections = configuration.maxSyncSessions
+        webSocketEndpoints.append(syncEndpoint)
         if configuration.enableEcho {
             logger.critical("""
                 UNAUTHENTICATED WEBSOCKET ECHO ENABLED (--enable-echo): anyone who can reach the port may open \
@@ -106,6 +131,8 @@ public final class BigPeerService: Sendable {
         do {
             try await http.start()
         } catch {
+            follower.cancel()
+            await listener.stop()
             await pool.shutdown()
             try? database.localCluster?.stop()
             group.shutdown()
@@ -117,7 +144,14 @@ public final class BigPeerService: Sendable {
             "threads": "\(configuration.threads)",
         ])
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
-                              http: http, webSocketEndpoints: webSocketEndpoints, logger: logger)
+                              http: http, feed: feed, listener: listener, follower: follower,
+                              webSocketEndpoints: webSocketEndpoints, logger: logger)
+    }
+
+    /// A random prefix for this instance's session ids, so log lines of different instances differ.
+    static func instanceTag() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return "s" + String(rng.next() as UInt32, radix: 36)
     }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).
@@ -129,6 +163,8 @@ public final class BigPeerService: Sendable {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
         await http.shutdown(deadline: configuration.shutdownGrace)
+        follower.cancel()
+        await listener.stop()
         await pool.shutdown()
         if let cluster = database.localCluster {
             do { try cluster.stop() } catch { logger.error("could not stop the local PostgreSQL", metadata: ["error": "\(error)"]) }

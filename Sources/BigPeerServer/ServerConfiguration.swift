@@ -1,3 +1,4 @@
+import Auth
 import HTTP
 import Sockets
 import WebSocket
@@ -36,6 +37,14 @@ public struct ServerConfiguration: Sendable {
     public var enableEcho = false
     /// Limits of the echo endpoint (default: large enough for Autobahn section 9).
     public var echoLimits: WebSocketConfiguration = .echo
+
+    /// Accepts sync peers presenting an HS256 JWT signed with this secret (`--jwt-secret-file`,
+    /// `BIGPEER_JWT_SECRET`); nil: only API keys are accepted.
+    public var jwt: JWTVerifier?
+    /// Sync sessions this instance holds at once (each idle one costs a few KB; beyond it 503).
+    public var maxSyncSessions = 50_000
+    /// Sync heartbeat interval announced in `welcome` (a silent peer is closed after twice this).
+    public var syncHeartbeat: Duration = .seconds(20)
 
     public init() {}
 }

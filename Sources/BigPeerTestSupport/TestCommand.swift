@@ -19,7 +19,7 @@ public enum TestCommand {
         let base = NSTemporaryDirectory() + "bp-cmd-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
         let (outPath, errPath, inPath) = (base + ".out", base + ".err", base + ".in")
         defer { unlink(outPath); unlink(errPath); unlink(inPath) }
-        if let stdin { FileManager.default.createFile(atPath: inPath, contents: Data(stdin)) }
+        if let stdin { _ = FileManager.default.createFile(atPath: inPath, contents: Data(stdin)) }
         let pid = try spawn(path, args, environment: environment, stdinPath: stdin == nil ? "/dev/null" : inPath,
                             stdoutPath: outPath, stderrPath: errPath)
         let status = wait(pid)

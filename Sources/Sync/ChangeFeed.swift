@@ -22,12 +22,20 @@ public final class ChangeFeed: Sendable {
         var nextListener: UInt64 = 0
         var refreshing = false
         var refreshAgain = false
+        var retryScheduled = false
     }
 
     let store: DocumentStore
     let maxRingEntries: Int
     let maxRingBytes: Int
     let state = Mutex(State())
+
+    /// The NOTIFY channel every write transaction signals with its number (docs/STORAGE.md).
+    public static let channel = "bigpeer_changes"
+    /// After a failed catch-up (database unreachable), the next attempt runs this much later even
+    /// if no notification or reconnect arrives (a NOTIFY may have been sent on a connection that
+    /// still worked while this instance's reads failed).
+    public static let retryDelay: Duration = .seconds(1)
 
     public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20) {
         self.store = store
@@ -84,7 +92,7 @@ public final class ChangeFeed: Sendable {
                     for l in listeners { l(through) }
                 }
             } catch {
-                // The database is unreachable: the listener's `.reconnected` triggers the next catch-up.
+                scheduleRetry()
             }
             let again = state.withLock { s -> Bool in
                 if s.refreshAgain { s.refreshAgain = false; return true }
@@ -92,6 +100,22 @@ public final class ChangeFeed: Sendable {
                 return false
             }
             if !again { return }
+        }
+    }
+
+    /// One delayed catch-up at a time; notifications and reconnects still trigger their own.
+    private func scheduleRetry() {
+        let schedule = state.withLock { s -> Bool in
+            if s.retryScheduled { return false }
+            s.retryScheduled = true
+            return true
+        }
+        guard schedule else { return }
+        Task { [weak self] in
+            try? await Task.sleep(for: Self.retryDelay)
+            guard let self else { return }
+            self.state.withLock { $0.retryScheduled = false }
+            await self.refresh()
         }
     }
 

@@ -108,14 +108,34 @@ extension SyncSession {
             return close(.protocolViolation, "up sent without upload credit", into: &out)
         }
         uploadCredit -= Int64(size)
-        uploads.append((seq: seq, size: size, ack: nil))
-        out.append(.applyUpload(seq: seq, origin: peer.site, entries: entries))
+        // Entries for collections the peer may not write are rejected one by one (the rest still
+        // commit): the peer learns exactly which changes the server will never hold.
+        var permitted: [UploadEntry] = [], positions: [Int] = [], forbidden: [UploadRejection] = []
+        for (i, e) in entries.enumerated() {
+            if permissions.write.covers(e.document.collection) {
+                permitted.append(e)
+                positions.append(i)
+            } else {
+                forbidden.append(UploadRejection(index: i, message: "not permitted to write collection \(e.document.collection)"))
+            }
+        }
+        uploads.append(PendingUpload(seq: seq, size: size, positions: positions, forbidden: forbidden))
+        if permitted.isEmpty {
+            // Nothing to commit: acknowledge at the newest transaction already known to be visible.
+            return uploadCommitted(seq, max(cursor ?? 0, logHead), [], into: &out)
+        }
+        out.append(.applyUpload(seq: seq, origin: peer.site, entries: permitted))
     }
 
     /// Acks go out in the order the uploads arrived, each followed by the credit it used.
     mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], into out: inout [SyncSessionAction]) {
         guard let i = uploads.firstIndex(where: { $0.seq == seq && $0.ack == nil }) else { return }
-        uploads[i].ack = .ack(seq: seq, txn: txn, rejected: rejected)
+        // Store rejections index the permitted entries; map them back to the peer's indexes.
+        let pending = uploads[i]
+        let mapped = rejected.map { r in
+            UploadRejection(index: r.index < pending.positions.count ? pending.positions[r.index] : r.index, message: r.message)
+        }
+        uploads[i].ack = .ack(seq: seq, txn: txn, rejected: (pending.forbidden + mapped).sorted { $0.index < $1.index })
         while let first = uploads.first, let ack = first.ack {
             uploads.removeFirst()
             send(ack, into: &out)
@@ -123,4 +143,15 @@ extension SyncSession {
             send(.credit(bytes: UInt64(first.size)), into: &out)
         }
     }
+}
+
+/// An upload received and not yet acknowledged (acks leave in arrival order).
+struct PendingUpload {
+    var seq: UInt64
+    var size: Int
+    /// Index in the peer's `up` of each entry passed to the store.
+    var positions: [Int]
+    /// Entries refused without reaching the store (no write permission).
+    var forbidden: [UploadRejection]
+    var ack: SyncMessage?
 }

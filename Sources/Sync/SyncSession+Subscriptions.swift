@@ -76,6 +76,9 @@ extension SyncSession {
         } catch {
             return send(.subscriptionError(id: s.id, message: "\(error)"), into: &out)
         }
+        guard permissions.read.covers(query.collection) else {
+            return send(.subscriptionError(id: s.id, message: "not permitted to read collection \(query.collection)"), into: &out)
+        }
         generations += 1
         subscriptions[s.id] = Subscription(id: s.id, generation: generations, query: query, checkpoint: s.checkpoint,
                                            have: s.have ?? [], phase: .queued)

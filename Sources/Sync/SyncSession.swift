@@ -74,6 +74,8 @@ public struct SyncSession: Sendable {
     public let configuration: Configuration
     public private(set) var state: State = .awaitingHello
     public private(set) var peer: Hello?
+    /// Set when the peer is accepted; nothing is allowed before.
+    public private(set) var permissions = SyncPermissions(read: .only([]), write: .only([]))
     let openedAt: UInt64
     var lastReceived: UInt64
     var lastPingSent: UInt64 = 0
@@ -103,7 +105,7 @@ public struct SyncSession: Sendable {
     /// Entries skipped because one alone exceeds the peer's maximum message size.
     public internal(set) var skippedOversized = 0
     /// Uploads in the order received, with their size and, once committed, their ack.
-    var uploads: [(seq: UInt64, size: Int, ack: SyncMessage?)] = []
+    var uploads: [PendingUpload] = []
 
     public init(configuration: Configuration, now: UInt64) {
         self.configuration = configuration
@@ -221,7 +223,8 @@ public struct SyncSession: Sendable {
         switch decision {
         case .refuse(let code, let reason):
             refuse(code, reason, into: &out)
-        case .accept:
+        case .accept(let granted):
+            permissions = granted
             state = .ready
             credit = Int64(peer.credit)
             uploadCredit = Int64(configuration.uploadCredit)

@@ -90,8 +90,37 @@ public struct FetchedDocument: Sendable, Equatable {
 }
 
 public enum AuthDecision: Sendable, Equatable {
-    case accept
+    /// The peer may sync, within these permissions.
+    case accept(SyncPermissions)
     case refuse(code: SyncCloseCode, reason: String)
+}
+
+/// What an authenticated peer may do: subscribe to collections it may read, upload changes to
+/// collections it may write (PROTOCOL.md §7). Checked by the session on every `sub` and `up`.
+public struct SyncPermissions: Sendable, Equatable {
+    public enum Scope: Sendable, Equatable {
+        case all
+        case only(Set<String>)
+
+        public func covers(_ collection: String) -> Bool {
+            switch self {
+            case .all: true
+            case .only(let names): names.contains(collection)
+            }
+        }
+    }
+    public var read: Scope
+    public var write: Scope
+    /// Who the peer is, for logs (an API key id, `jwt:<sub>`, or nil in insecure development mode).
+    public var principal: String?
+
+    public init(read: Scope, write: Scope, principal: String? = nil) {
+        self.read = read
+        self.write = write
+        self.principal = principal
+    }
+
+    public static let everything = SyncPermissions(read: .all, write: .all)
 }
 
 public enum SyncSessionInput: Sendable {

@@ -25,6 +25,7 @@ struct ServeCommand: AsyncParsableCommand {
     var logLevel: Logger.Level = .info
     @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
     var enableEcho = false
+    @OptionGroup var jwt: JWTOptions
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -52,6 +53,11 @@ struct ServeCommand: AsyncParsableCommand {
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho
+        do {
+            config.jwt = try jwt.verifier()
+        } catch {
+            throw CleanExit.message("error: \(error)")
+        }
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])

@@ -23,7 +23,7 @@ struct SessionHarness {
     static func ready(credit: UInt64 = 65536, configure: (inout SyncSession.Configuration) -> Void = { _ in }) -> SessionHarness {
         var h = SessionHarness(configure: configure)
         _ = h.receive(.hello(hello(credit: credit)))
-        _ = h.feed(.authenticated(.accept))
+        _ = h.feed(.authenticated(.accept(.everything)))
         return h
     }
 
@@ -55,7 +55,7 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         let a = h.receive(.hello(SessionHarness.hello()))
         #expect(a == [.authenticate(SessionHarness.hello())])
         #expect(h.session.state == .authenticating)
-        let b = h.feed(.authenticated(.accept))
+        let b = h.feed(.authenticated(.accept(.everything)))
         #expect(sent(b) == [.welcome(Welcome(site: 1, sessionID: "s-test", heartbeatMillis: 7000, maxMessageSize: 16 << 20, credit: 12345))])
         #expect(h.session.state == .ready)
         #expect(h.session.credit == 65536)

@@ -1,0 +1,75 @@
+import ArgumentParser
+import Auth
+import Glibc
+import Values
+
+/// Where the HS256 secret for sync JWTs comes from: a file (preferred: not visible in `ps` or the
+/// environment of child processes) or `$BIGPEER_JWT_SECRET`.
+struct JWTOptions: ParsableArguments {
+    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (≥ 32 bytes) for sync JWTs (default: $BIGPEER_JWT_SECRET; neither: JWTs are refused).")
+    var secretFile: String?
+    @Option(name: .customLong("jwt-issuer"), help: "Accept only JWTs whose iss is this.") var issuer: String?
+    @Option(name: .customLong("jwt-audience"), help: "Accept only JWTs whose aud contains this.") var audience: String?
+
+    /// nil when no secret is configured.
+    func verifier() throws -> JWTVerifier? {
+        let secret: [UInt8]
+        if let secretFile {
+            guard let bytes = Self.readFile(secretFile) else { throw ValidationError("cannot read --jwt-secret-file \(secretFile)") }
+            // A trailing newline from `echo` or an editor is not part of the secret.
+            secret = Array(bytes.reversed().drop { $0 == 10 || $0 == 13 }.reversed())
+        } else if let env = getenv("BIGPEER_JWT_SECRET") {
+            secret = Array(String(cString: env).utf8)
+        } else {
+            return nil
+        }
+        return try JWTVerifier(secret: secret, issuer: issuer, audience: audience)
+    }
+
+    static func readFile(_ path: String) -> [UInt8]? {
+        guard let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, f)
+            if n > 0 { out.append(contentsOf: buffer[0..<n]) }
+            if n < buffer.count { break }
+            if out.count > 1 << 20 { return nil }
+        }
+        return ferror(f) == 0 ? out : nil
+    }
+}
+
+/// `bigpeer token`: mints a sync JWT with the configured secret (for scripts, tests and operators
+/// who hand tokens to devices; production deployments usually mint them in their own backend).
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Print an HS256 JWT for sync peers, signed with the server's JWT secret.")
+
+    @OptionGroup var jwt: JWTOptions
+    @Option(help: "Subject (who the token is for).") var subject: String?
+    @Option(help: "Collections the peer may read: * or a comma-separated list.") var read = "*"
+    @Option(help: "Collections the peer may write: * or a comma-separated list (empty: none).") var write = ""
+    @Option(name: .customLong("ttl"), help: "Seconds until the token expires.") var ttlSeconds: Int64 = 3600
+
+    func run() throws {
+        guard ttlSeconds > 0, ttlSeconds <= 366 * 86_400 else { throw ValidationError("--ttl must be 1...31622400 seconds") }
+        guard let verifier = try jwt.verifier() else {
+            throw ValidationError("no JWT secret: pass --jwt-secret-file or set BIGPEER_JWT_SECRET")
+        }
+        let now = JWTVerifier.wallClockSeconds()
+        var claims: [String: Value] = ["iat": .int(now), "exp": .int(now + ttlSeconds),
+                                       "read": Self.scope(read), "write": Self.scope(write)]
+        if let subject { claims["sub"] = .string(subject) }
+        if let issuer = jwt.issuer { claims["iss"] = .string(issuer) }
+        if let audience = jwt.audience { claims["aud"] = .string(audience) }
+        print(verifier.sign(claims: claims))
+    }
+
+    static func scope(_ text: String) -> Value {
+        if text == "*" { return .string("*") }
+        return .array(text.split(separator: ",").map { .string(String($0)) })
+    }
+}
