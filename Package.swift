@@ -82,7 +82,7 @@ let package = Package(
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport",
-                                                           "BigPeerServer", "HTTP", "Sockets", "Postgres"], swiftSettings: strict),
+                                                           "BigPeerServer", "Auth", "HTTP", "Sockets", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "Auth", "CRDT", "HTTP", "Sockets", "SyncProtocol", "Values", "WebSocket"], swiftSettings: strict),
     ]
 )
