@@ -41,6 +41,9 @@ public final class SyncClient: Sendable {
         /// Every subscription synced, uploads acknowledged, and quiet for `quietMillis`.
         public var caughtUp = false
         public var sessions = 0
+        /// Entries (`docs` + `changes`) received and applied, and documents uploaded (re-sends included), over all sessions.
+        public var receivedEntries = 0
+        public var uploadedDocuments = 0
         public var lastError: String?
         public var subscriptionErrors: [String: String] = [:]
         public var rejectedUploads: [String] = []
@@ -291,6 +294,7 @@ final class SyncClientCore: WebSocketClientHandler {
                     if fatal { s.phase = .failed }
                 }
             case .apply(let entries, let bytes):
+                status.withLock { $0.receivedEntries += entries.count }
                 do {
                     let wanted = try peer.applyFromServer(entries)
                     if var s = session {
@@ -352,6 +356,7 @@ final class SyncClientCore: WebSocketClientHandler {
             if uploads.isEmpty { return }
             let actions = s.upload(uploads, seq: peer.allocateUploadSeq())
             session = s
+            status.withLock { $0.uploadedDocuments += uploads.count }
             perform(actions)
         }
     }

@@ -1,0 +1,195 @@
+import ArgumentParser
+import Glibc
+import SmallPeer
+import Synchronization
+import Values
+
+/// `bigpeer peer`: a small peer from the shell (docs/SMALLPEER.md "The CLI").
+///
+/// Output is JSON lines on stdout: one per `--execute` / prompt statement (the result), and one
+/// per document that changed through sync in a subscription (`{"event": "upsert"|"removed", ...}`).
+/// Errors go to stderr; the exit status is non-zero when a statement fails or sync cannot finish.
+struct PeerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peer",
+        abstract: "Run a small peer: a local store in --data, synced with a BigPeer server over WebSocket.",
+        discussion: """
+            --execute runs statements against the local store and prints each result as JSON. --offline never \
+            connects. --sync-once connects, exchanges until both sides are caught up for the subscriptions, \
+            prints what changed, and exits. With neither, it stays connected and reads DQL from stdin, one \
+            statement per line, printing results and incoming changes.
+            """)
+
+    @Option(name: .customLong("data"), help: "Directory of the peer's local store (created if absent).")
+    var dataDirectory: String
+
+    @Option(help: "Server URL, ws://HOST:PORT or wss://HOST:PORT (path defaults to /api/v4/sync).")
+    var url: String?
+
+    @Option(help: "API key sent in the sync handshake.")
+    var key: String?
+
+    @Option(name: .customLong("subscribe"), help: "A sync subscription: SELECT * FROM collection [WHERE ...] (repeatable).")
+    var subscriptions: [String] = []
+
+    @Option(name: .customLong("execute"), help: "A DQL statement to run on the local store (repeatable, in order).")
+    var statements: [String] = []
+
+    @Flag(name: .customLong("sync-once"), help: "Connect, sync until caught up, print what changed, exit.")
+    var syncOnce = false
+
+    @Flag(help: "Never connect.")
+    var offline = false
+
+    @Option(help: "Seconds --sync-once may take before it gives up.")
+    var timeout: Int = 30
+
+    @Option(help: "Device name announced to the server.")
+    var name = "bigpeer-cli"
+
+    func validate() throws {
+        if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
+        if syncOnce && url == nil { throw ValidationError("--sync-once needs --url") }
+        if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
+    }
+
+    func run() async throws {
+        let peer: SmallPeer
+        do { peer = try SmallPeer(directory: dataDirectory) } catch {
+            Output.error("cannot open \(dataDirectory): \(error)")
+            throw ExitCode.failure
+        }
+        defer { peer.close() }
+        var failed = false
+        for statement in statements where !Output.run(statement, on: peer) { failed = true }
+        if failed { throw ExitCode.failure }
+
+        // Changes to subscribed documents that arrive through sync are printed; local writes are not.
+        let local = LocalFlag()
+        var observers: [CancelHandle] = []
+        for query in subscriptions {
+            do {
+                _ = try peer.subscribe(query)
+                let handle = try peer.registerObserver(query) { event in
+                    if event.isInitial || local.isSet { return }
+                    Output.changes(event, query: query)
+                }
+                observers.append(handle)
+            } catch {
+                Output.error("--subscribe \(query): \(error)")
+                throw ExitCode.failure
+            }
+        }
+        defer { observers.forEach { $0.cancel() } }
+
+        guard let url, !offline else {
+            if offline && !statements.isEmpty { return }
+            return prompt(peer, local: local)
+        }
+        var config = SyncClient.Configuration(url: url, apiKey: key)
+        config.deviceName = name
+        if syncOnce { config.maxConnectAttempts = 3 }
+        let client: SyncClient
+        do { client = try SyncClient(peer: peer, configuration: config) } catch {
+            Output.error("\(error)")
+            throw ExitCode.failure
+        }
+        if syncOnce {
+            do {
+                try await client.waitUntilCaughtUp(timeout: .seconds(timeout))
+            } catch {
+                await client.stop()
+                Output.error("sync with \(url) failed: \(error)")
+                throw ExitCode.failure
+            }
+            let status = client.status
+            await client.stop()
+            for (key, message) in status.subscriptionErrors { Output.error("subscription \(key.split(separator: "\u{0}").first ?? ""): \(message)") }
+            for r in status.rejectedUploads { Output.error("upload rejected: \(r)") }
+            if !status.subscriptionErrors.isEmpty || !status.rejectedUploads.isEmpty { throw ExitCode.failure }
+            return
+        }
+        prompt(peer, local: local)
+        await client.stop()
+    }
+
+    /// Reads statements from stdin until EOF; runs each locally.
+    func prompt(_ peer: SmallPeer, local: LocalFlag) {
+        let interactive = isatty(0) != 0
+        while true {
+            if interactive { Output.prompt() }
+            guard let line = readLine() else { return }
+            let text = line.trimmingCharacters()
+            if text.isEmpty { continue }
+            if text == "exit" || text == "quit" { return }
+            local.set(true)
+            _ = Output.run(text, on: peer)
+            local.set(false)
+        }
+    }
+}
+
+/// Set while the prompt runs a local statement, so its own writes are not printed as changes.
+final class LocalFlag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set(_ on: Bool) { value.withLock { $0 = on } }
+}
+
+/// Serialized writes to stdout/stderr (observer events arrive on the sync thread).
+enum Output {
+    static let lock = Mutex(())
+
+    static func line(_ value: Value) {
+        lock.withLock { _ in write(1, JSON.string(value) + "\n") }
+    }
+
+    static func error(_ message: String) {
+        lock.withLock { _ in write(2, "bigpeer peer: \(message)\n") }
+    }
+
+    static func prompt() {
+        lock.withLock { _ in write(1, "dql> ") }
+    }
+
+    /// Writes all of `text` to `fd` (unbuffered, so lines reach a pipe at once).
+    static func write(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            bytes = bytes.dropFirst(n)
+        }
+    }
+
+    /// Runs one statement and prints its result (or the error to stderr); false on error.
+    static func run(_ statement: String, on peer: SmallPeer) -> Bool {
+        do {
+            let r = try peer.execute(statement)
+            line(.object(["queryType": .string(r.queryType), "items": .array(r.items),
+                          "mutatedDocumentIds": .array(r.mutatedDocumentIDs), "warnings": .array(r.warnings.map { .string($0) })]))
+            return true
+        } catch {
+            Output.error("\(statement): \(error)")
+            return false
+        }
+    }
+
+    static func changes(_ event: ObserverEvent, query: String) {
+        let byID = Dictionary(event.items.compactMap { item in item["_id"].map { ($0, item) } }, uniquingKeysWith: { a, _ in a })
+        for id in event.insertions + event.updates {
+            line(.object(["event": .string("upsert"), "subscription": .string(query), "_id": id, "value": byID[id] ?? .null]))
+        }
+        for id in event.deletions {
+            line(.object(["event": .string("removed"), "subscription": .string(query), "_id": id]))
+        }
+    }
+}
+
+extension String {
+    func trimmingCharacters() -> String {
+        let scalars = unicodeScalars.drop { $0 == " " || $0 == "\t" || $0 == "\r" }
+        return String(String.UnicodeScalarView(scalars.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed()))
+    }
+}
