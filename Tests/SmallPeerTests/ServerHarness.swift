@@ -1,0 +1,123 @@
+// A real BigPeer server in-process (its own PostgreSQL database, port 0, API-key auth) for the
+// SmallPeer integration tests, a REST helper, and helpers to sync peers with it.
+import Auth
+import BigPeerServer
+import BigPeerTestSupport
+import Foundation
+import HTTP
+import Postgres
+@testable import SmallPeer
+import Testing
+import Values
+
+struct TestServer {
+    let service: BigPeerService
+    let key: String
+    let http: HTTPClient
+    var port: Int { service.port }
+    var url: String { "ws://127.0.0.1:\(port)" }
+
+    static func with(_ body: (TestServer) async throws -> Void) async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            let service = try await BigPeerService.start(config)
+            do {
+                let now = APIKeyStore.now()
+                let (_, token) = try await APIKeyStore(pool: service.pool).create(
+                    description: "smallpeer test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
+                    read: .all, write: .all)
+                try await body(TestServer(service: service, key: token.text, http: try HTTPClient()))
+            } catch {
+                await service.stop()
+                throw error
+            }
+            await service.stop()
+        }
+    }
+
+    /// `POST /api/v4/store/execute`; returns the response body.
+    @discardableResult
+    func execute(_ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
+        var h = HTTPHeaders()
+        h.add("Content-Type", "application/json")
+        h.add("Authorization", "Bearer \(key)")
+        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
+        let r = try await http.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
+        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
+        return try JSON.parse(r.body)
+    }
+
+    /// Items of a REST SELECT.
+    func items(_ statement: String) async throws -> [Value] {
+        guard case .array(let items)? = try await execute(statement)["items"] else { return [] }
+        return items
+    }
+
+    func client(_ peer: SmallPeer, key: String? = nil) throws -> SyncClient {
+        var c = SyncClient.Configuration(url: url, apiKey: key ?? self.key)
+        c.quietMillis = 400
+        c.reconnectBase = .milliseconds(50)
+        return try SyncClient(peer: peer, configuration: c)
+    }
+
+    /// Connects `peer`, waits until caught up, disconnects; returns the client's final status.
+    @discardableResult
+    func syncOnce(_ peer: SmallPeer) async throws -> SyncClient.Status {
+        let client = try client(peer)
+        do {
+            try await client.waitUntilCaughtUp(timeout: .seconds(20))
+        } catch {
+            await client.stop()
+            throw error
+        }
+        let status = client.status
+        await client.stop()
+        return status
+    }
+}
+
+/// Polls `condition` every 20 ms for up to 10 s.
+func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("timed out waiting for: \(what)")
+}
+
+/// Runs a blocking child-process call on its own thread, so no cooperative thread waits in waitpid.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
+
+/// The `bigpeer` binary built next to the test bundle.
+func bigpeerBinary() throws -> String {
+    var candidates: [String] = []
+    if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") })?.bundlePath {
+        candidates.append((bundle as NSString).deletingLastPathComponent + "/bigpeer")
+    }
+    let argv0 = CommandLine.arguments.first ?? ""
+    var dir = (argv0 as NSString).deletingLastPathComponent
+    while !dir.isEmpty && dir != "/" {
+        candidates.append(dir + "/bigpeer")
+        dir = (dir as NSString).deletingLastPathComponent
+    }
+    let cwd = FileManager.default.currentDirectoryPath
+    candidates += [cwd + "/.build-sp/debug/bigpeer", cwd + "/.build/debug/bigpeer"]
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) && !$0.hasSuffix(".xctest/bigpeer") }) else {
+        throw TestFailure("bigpeer binary not found (build it: swift build)")
+    }
+    return found
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,166 @@
+// SmallPeers against a real BigPeer server and PostgreSQL over real WebSockets: offline edits that
+// converge, REST <-> peer in both directions, the change that makes a document leave, resume from a
+// checkpoint after a restart, and re-sent uploads without duplicates.
+import BigPeerTestSupport
+import CRDT
+@testable import SmallPeer
+import SyncProtocol
+import Testing
+import Values
+
+@Suite("SmallPeer against a real server", .serialized)
+struct SmallPeerServerTests {
+    static let all = "SELECT * FROM cars"
+
+    /// Every document of `collection` as the peer holds it, by _id.
+    static func snapshot(_ peer: SmallPeer, _ collection: String = "cars") throws -> [Value] {
+        try peer.execute("SELECT * FROM \(collection) ORDER BY _id").items
+    }
+
+    @Test func twoPeersOffline_registersMapsCountersDeletesReinserts_converge() async throws {
+        let dirA = TempDirectory(), dirB = TempDirectory()
+        defer { dirA.cleanup(); dirB.cleanup() }
+        try await TestServer.with { server in
+            try await server.execute("INSERT INTO COLLECTION cars (tags MAP) DOCUMENTS (:a), (:c)",
+                                     ["a": ["_id": "a", "color": "red", "tags": ["base": 0]], "c": ["_id": "c", "v": 1]])
+            try await server.execute("UPDATE cars APPLY n INCREMENT BY 1 WHERE _id = 'a'")
+            let a = try openPeer(dirA.path), b = try openPeer(dirB.path)
+            _ = try a.subscribe(Self.all)
+            _ = try b.subscribe(Self.all)
+            try await server.syncOnce(a)
+            try await server.syncOnce(b)
+            #expect(try Self.snapshot(a) == Self.snapshot(b))
+            #expect(try Self.snapshot(a).count == 2)
+
+            // Offline, concurrently: the same register, different map keys, the same counter,
+            // a delete against an update, and a delete followed by a re-insert.
+            _ = try a.execute("UPDATE cars SET color = 'green' WHERE _id = 'a'")
+            _ = try a.execute("UPDATE COLLECTION cars (tags MAP) SET tags.x = 1 WHERE _id = 'a'")
+            _ = try a.execute("UPDATE cars APPLY n INCREMENT BY 2 WHERE _id = 'a'")
+            _ = try a.execute("DELETE FROM cars WHERE _id = 'c'")
+            _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'd', 'k': 1})")
+            _ = try a.execute("DELETE FROM cars WHERE _id = 'd'")
+            _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'd', 'k': 2})")
+            _ = try b.execute("UPDATE cars SET color = 'yellow' WHERE _id = 'a'")
+            _ = try b.execute("UPDATE COLLECTION cars (tags MAP) SET tags.y = 2 WHERE _id = 'a'")
+            _ = try b.execute("UPDATE cars APPLY n INCREMENT BY 3 WHERE _id = 'a'")
+            _ = try b.execute("UPDATE cars SET v = 2 WHERE _id = 'c'")
+            _ = try b.execute("INSERT INTO cars DOCUMENTS ({'_id': 'e', 'k': 5})")
+
+            try await server.syncOnce(a)
+            try await server.syncOnce(b)
+            try await server.syncOnce(a)
+            let va = try Self.snapshot(a), vb = try Self.snapshot(b)
+            #expect(va == vb)
+            let rest = try await server.items("SELECT * FROM cars ORDER BY _id")
+            #expect(rest == va)
+            let car = try #require(va.first { $0["_id"] == "a" })
+            #expect(car["n"]?.doubleValue == 6)  // 1 + 2 + 3: concurrent increments add up
+            #expect(car["tags"] == ["base": 0, "x": 1, "y": 2])  // different map keys both survive
+            #expect(["green", "yellow"].contains(car["color"]))
+            #expect(va.first { $0["_id"] == "d" }?["k"] == 2)  // re-inserted after the delete
+            #expect(va.contains { $0["_id"] == "e" })
+            #expect(a.pendingUploadCount == 0 && b.pendingUploadCount == 0)
+        }
+    }
+
+    @Test func restWriteReachesALivePeer_andAPeerWriteIsVisibleThroughREST() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            let peer = try openPeer(dir.path)
+            _ = try peer.subscribe(Self.all)
+            let seen = MutexBox<[ObserverEvent]>([])
+            let observer = try peer.registerObserver("SELECT * FROM cars WHERE color = 'red'") { e in seen.withLock { $0.append(e) } }
+            defer { observer.cancel() }
+            let client = try server.client(peer)
+            try await client.waitUntilCaughtUp(timeout: .seconds(20))
+
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'r1', 'color': 'red'})")
+            try await eventually("the REST insert reaches the peer's observer") {
+                seen.withLock { $0.contains { $0.insertions == ["r1"] } }
+            }
+            _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'p1', 'color': 'red', 'from': 'peer'})")
+            try await eventually("the peer's insert is visible through REST") {
+                try await server.items("SELECT * FROM cars WHERE _id = 'p1'") == [["_id": "p1", "color": "red", "from": "peer"]]
+            }
+            try await eventually("the upload is acknowledged") { peer.pendingUploadCount == 0 }
+            await client.stop()
+        }
+    }
+
+    @Test func redCarTurnedBlue_deliversThatChange_andNothingAfter() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car', 'color': 'red'}), ({'_id': 'other', 'color': 'blue'})")
+            let peer = try openPeer(dir.path)
+            _ = try peer.subscribe("SELECT * FROM cars WHERE color = 'red'")
+            let client = try server.client(peer)
+            try await client.waitUntilCaughtUp(timeout: .seconds(20))
+            #expect(try Self.snapshot(peer) == [["_id": "car", "color": "red"]])
+
+            try await server.execute("UPDATE cars SET color = 'blue' WHERE _id = 'car'")
+            try await server.execute("UPDATE cars SET seats = 7 WHERE _id = 'car'")
+            try await server.execute("UPDATE cars SET seats = 2 WHERE _id = 'other'")
+            // A later red car is the marker: changes arrive in commit order.
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'marker', 'color': 'red'})")
+            try await eventually("the marker arrives") { try peer.execute("SELECT * FROM cars WHERE _id = 'marker'").items.count == 1 }
+            #expect(try peer.execute("SELECT * FROM cars WHERE _id = 'car'").items == [["_id": "car", "color": "blue"]])
+            #expect(try peer.execute("SELECT * FROM cars WHERE _id = 'other'").items.isEmpty)
+            await client.stop()
+        }
+    }
+
+    @Test func restartedPeer_resumesFromItsCheckpoint_andResendsUploadsWithoutDuplicates() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            for i in 0..<5 { try await server.execute("INSERT INTO cars DOCUMENTS (:d)", ["d": ["_id": .string("c\(i)"), "n": 0]]) }
+            do {
+                let peer = try openPeer(dir.path)
+                _ = try peer.subscribe(Self.all)
+                let first = try await server.syncOnce(peer)
+                #expect(first.receivedEntries == 5)
+                #expect(peer.checkpoint(for: peer.subscriptions[0]) != nil)
+                // An upload whose ack is lost: send it, then put the outbox back as it was before the ack.
+                let before = peer.state.withLock { $0.store.document(DocumentRef(collection: "cars", id: "c0"))?.versionVector }
+                _ = try peer.execute("UPDATE cars APPLY n INCREMENT BY 10 WHERE _id = 'c0'")
+                try await server.syncOnce(peer)
+                #expect(peer.pendingUploadCount == 0)
+                var lost = Commit(clock: 0)
+                lost.outbox = [(DocumentRef(collection: "cars", id: "c0"), before)]
+                try peer.state.withLock { st throws(SmallPeerError) in try st.commit(lost, documents: []) }
+                // And one more change made offline, never sent.
+                _ = try peer.execute("UPDATE cars APPLY n INCREMENT BY 1 WHERE _id = 'c1'")
+                #expect(peer.pendingUploadCount == 2)
+                peer.close()
+            }
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'new', 'n': 0})")
+
+            let reopened = try openPeer(dir.path)
+            #expect(reopened.pendingUploadCount == 2)
+            _ = try reopened.subscribe(Self.all)
+            let status = try await server.syncOnce(reopened)
+            #expect(status.receivedEntries == 1)  // only the new document: resumed, not re-synced
+            #expect(status.uploadedDocuments == 2)
+            #expect(reopened.pendingUploadCount == 0)
+            let rest = try await server.items("SELECT _id, n FROM cars WHERE _id IN ['c0', 'c1'] ORDER BY _id")
+            #expect(rest.map { $0["n"]?.doubleValue } == [10, 1])  // the re-sent increment counted once
+            #expect(try Self.snapshot(reopened) == (try await server.items("SELECT * FROM cars ORDER BY _id")))
+        }
+    }
+
+    @Test func badKey_failsWithTheRefusal() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            let peer = try openPeer(dir.path)
+            let client = try server.client(peer, key: "not-a-key")
+            await #expect(throws: SyncClient.ClientError.self) { try await client.waitUntilCaughtUp(timeout: .seconds(10)) }
+            #expect(client.status.phase == .failed)
+            #expect(client.status.lastError?.contains("4001") == true)
+            await client.stop()
+        }
+    }
+}
