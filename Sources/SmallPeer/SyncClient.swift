@@ -17,6 +17,8 @@ public final class SyncClient: Sendable {
         /// `ws://host:port` or `wss://...`; without a path, `/api/v4/sync`.
         public var url: String
         public var apiKey: String?
+        /// An HS256 JWT to present instead of an API key (PROTOCOL.md §4.1.1).
+        public var jwt: String?
         public var deviceName = "smallpeer"
         public var peerKey: [UInt8]?
         public var reconnectBase: Duration = .milliseconds(250)
@@ -196,7 +198,7 @@ final class SyncClientCore: WebSocketClientHandler {
             return
         }
         var c = SyncClientSession.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
-                                                deviceName: configuration.deviceName, credentials: configuration.apiKey.map { .apiKey($0) })
+                                                deviceName: configuration.deviceName, credentials: configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) })
         c.metadata = ["client": .string("SmallPeer")]
         var s = SyncClientSession(configuration: c)
         let actions = s.start(now: Self.nowMillis())

@@ -76,6 +76,8 @@ public struct SyncClientSession: Sendable {
     /// Live subscriptions of this session by id, with their key and whether `synced` arrived.
     private var subscriptions: [UInt32: (key: String, synced: Bool)] = [:]
     private var nextSubscriptionID: UInt32 = 1
+    /// Keys the server refused with `sub_error` in this session: not sent again on this link.
+    private var refusedKeys: Set<String> = []
     private var inFlight: [UInt64: [PendingUpload]] = [:]
     private var wanted: Set<DocumentRef> = []
     /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
@@ -143,6 +145,7 @@ public struct SyncClientSession: Sendable {
             return cps.isEmpty ? [] : [.saveCheckpoints(cps)]
         case .subscriptionError(let id, let msg):
             guard let sub = subscriptions.removeValue(forKey: id) else { return [] }
+            refusedKeys.insert(sub.key)
             return [.subscriptionFailed(key: sub.key, message: msg)]
         case .ack(let seq, _, let rejected):
             lastDataAt = now
@@ -206,7 +209,7 @@ public struct SyncClientSession: Sendable {
 
     /// Subscribes (now ready). `resume` is the stored checkpoint and held-document hashes, if any.
     mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?) -> [Action] {
-        guard state == .ready, !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
+        guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
         subscriptions[id] = (sub.key, false)

@@ -29,6 +29,9 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(help: "API key sent in the sync handshake.")
     var key: String?
 
+    @Option(help: "A JWT sent in the sync handshake instead of an API key (see `bigpeer token`).")
+    var jwt: String?
+
     @Option(name: .customLong("subscribe"), help: "A sync subscription: SELECT * FROM collection [WHERE ...] (repeatable).")
     var subscriptions: [String] = []
 
@@ -50,6 +53,7 @@ struct PeerCommand: AsyncParsableCommand {
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if syncOnce && url == nil { throw ValidationError("--sync-once needs --url") }
+        if key != nil && jwt != nil { throw ValidationError("--key and --jwt exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
 
@@ -88,6 +92,7 @@ struct PeerCommand: AsyncParsableCommand {
         }
         var config = SyncClient.Configuration(url: url, apiKey: key)
         config.deviceName = name
+        config.jwt = jwt
         if syncOnce { config.maxConnectAttempts = 3 }
         let client: SyncClient
         do { client = try SyncClient(peer: peer, configuration: config) } catch {

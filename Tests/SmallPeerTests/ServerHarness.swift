@@ -17,25 +17,44 @@ struct TestServer {
     var port: Int { service.port }
     var url: String { "ws://127.0.0.1:\(port)" }
 
+    static let jwtSecret = Array("the SmallPeer tests' HS256 secret, 32+ bytes".utf8)
+
+    /// A server on its own database (port 0 unless given) with API keys and HS256 JWTs.
+    static func start(_ db: TestDatabase, port: Int = 0) async throws -> BigPeerService {
+        var config = ServerConfiguration()
+        config.port = port
+        config.threads = 1
+        config.database = .configuration(db.configuration)
+        config.jwt = try JWTVerifier(secret: jwtSecret)
+        return try await BigPeerService.start(config)
+    }
+
     static func with(_ body: (TestServer) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
-            let service = try await BigPeerService.start(config)
+            let service = try await start(db)
             do {
-                let now = APIKeyStore.now()
-                let (_, token) = try await APIKeyStore(pool: service.pool).create(
-                    description: "smallpeer test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
-                    read: .all, write: .all)
-                try await body(TestServer(service: service, key: token.text, http: try HTTPClient()))
+                try await body(try await make(service))
             } catch {
                 await service.stop()
                 throw error
             }
             await service.stop()
         }
+    }
+
+    /// A handle on a running service, with a fresh API key that may read and write everything.
+    static func make(_ service: BigPeerService) async throws -> TestServer {
+        let now = APIKeyStore.now()
+        let (_, token) = try await APIKeyStore(pool: service.pool).create(
+            description: "smallpeer test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
+            read: .all, write: .all)
+        return TestServer(service: service, key: token.text, http: try HTTPClient())
+    }
+
+    /// A JWT for this server's secret with `read`/`write` claims.
+    func jwt(read: Value, write: Value) throws -> String {
+        let now = JWTVerifier.wallClockSeconds()
+        return try JWTVerifier(secret: Self.jwtSecret).sign(claims: ["sub": "smallpeer-test", "exp": .int(now + 600), "read": read, "write": write])
     }
 
     /// `POST /api/v4/store/execute`; returns the response body.
@@ -56,8 +75,9 @@ struct TestServer {
         return items
     }
 
-    func client(_ peer: SmallPeer, key: String? = nil) throws -> SyncClient {
-        var c = SyncClient.Configuration(url: url, apiKey: key ?? self.key)
+    func client(_ peer: SmallPeer, key: String? = nil, jwt: String? = nil) throws -> SyncClient {
+        var c = SyncClient.Configuration(url: url, apiKey: jwt == nil ? key ?? self.key : nil)
+        c.jwt = jwt
         c.quietMillis = 400
         c.reconnectBase = .milliseconds(50)
         return try SyncClient(peer: peer, configuration: c)

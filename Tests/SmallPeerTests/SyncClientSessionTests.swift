@@ -96,6 +96,7 @@ struct SyncClientSessionTests {
         let a = s.receive(SyncMessage.subscriptionError(id: 1, message: "syntax error").encode(), now: 2)
         #expect(a == [.subscriptionFailed(key: Self.sub.key, message: "syntax error")])
         #expect(s.subscriptionKeys.isEmpty)
+        #expect(s.subscribe(Self.sub, resume: nil).isEmpty)  // not re-sent on this link
     }
 
     @Test func uploads_needPositiveCredit_andAcksReturnWhatWasSent() {
