@@ -139,16 +139,20 @@ extension UpdatePlan {
 
     /// Applies the UPDATE to one document the statement selected; `current` is its materialized
     /// value (SET expressions may read it). Returns whether the value changed and an optional size
-    /// warning. On error the caller must discard `document`.
+    /// warning (the size rule applies when the statement wrote something). On error the caller must
+    /// discard `document`.
     public func apply(to document: inout Document, current: Value,
                       replica: inout Replica) throws(DocumentMutationError) -> (changed: Bool, warning: String?) {
         let ops: [FieldOperation]
         do { ops = try operations(for: current) } catch { throw .invalid(error) }
         let types = declarations.crdt(strictMode: strictMode)
+        let before = document.versionVector
         var changed = false
         for op in ops {
             changed = try crdt { () throws(CRDTError) in try DocumentMutations.apply(op, to: &document, types: types, replica: &replica) } || changed
         }
+        // Only a write is checked: a document that grew past the limit through merges stays readable.
+        guard document.versionVector != before else { return (changed, nil) }
         return (changed, try DocumentMutations.checkSize(of: document))
     }
 }
