@@ -132,12 +132,14 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    static func size(_ e: LogEntry) -> Int { 64 + (e.delta?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0) }
+    static func size(_ e: LogEntry) -> Int {
+        64 + (e.delta?.count ?? 0) + (e.state?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0)
+    }
 
     static func entry(_ r: ChangeLogRow) -> LogEntry {
         LogEntry(txn: r.txn, document: DocumentRef(collection: r.collection, id: r.id),
                  kind: LogEntry.Kind(rawValue: r.kind) ?? .evict, delta: r.delta, value: r.value,
-                 origin: r.origin.map { UInt64(bitPattern: $0) })
+                 origin: r.origin.map { UInt64(bitPattern: $0) }, state: r.state)
     }
 
     /// The change log after `after`: from the ring when it reaches back that far, else from the database.

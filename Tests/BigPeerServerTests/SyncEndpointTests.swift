@@ -1,4 +1,5 @@
 import Auth
+import Glibc
 import BigPeerServer
 import BigPeerTestSupport
 import CRDT
@@ -233,4 +234,131 @@ import WebSocket
             #expect(await peer.closeCode() == 1001)
         }
     }
+
+    /// A peer that grants a huge credit, subscribes to ~10 MB of documents and then never reads:
+    /// the server's queue for it stays capped (`maxQueuedBytes`) and the peer is dropped, while
+    /// other peers keep being served.
+    @Test func aPeerThatStopsReading_isDropped_andOthersAreServed() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            config.insecureDevelopment = true
+            config.maxBodyBytes = 64 << 20
+            config.syncWebSocket = WebSocketConfiguration(maxFrameSize: 16 << 20, maxMessageSize: 16 << 20, highWaterMark: 1 << 20,
+                                                          lowWaterMark: 256 << 10, maxQueuedBytes: 2 << 20, writeStallTimeout: .seconds(2))
+            let service = try await BigPeerService.start(config)
+            defer { Task { await service.stop() } }
+            let http = try HTTPClient()
+            let blob = String(repeating: "y", count: 64 << 10)
+            for batch in 0..<5 {
+                var args: [String: Value] = [:]
+                for i in 0..<32 { args["d\(i)"] = ["_id": .string("doc-\(batch)-\(i)"), "blob": .string(blob)] }
+                let list = (0..<32).map { "(:d\($0))" }.joined(separator: ", ")
+                _ = try await Self.execute(http, service.port, key: "unused", "INSERT INTO big DOCUMENTS \(list)", args)
+            }
+
+            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            defer { close(fd) }
+            try RawSocket.upgrade(fd, port: service.port)
+            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
+            try RawSocket.sendFrame(fd, hello.encode())
+            try RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            #expect(await Self.eventually(.seconds(20)) { service.syncConnections == 0 }, "the stuck peer was not dropped")
+            // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
+            let first = try RawSocket.readFrame(fd)
+            guard case .welcome? = try? SyncMessageDecoder.decode(first) else { Issue.record("first frame was not welcome"); return }
+
+            // Another peer is served normally afterwards.
+            let ok = try await Self.connect(service.port, site: 100, .apiKey("insecure-dev"))
+            ok.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM big WHERE _id = 'doc-0-0'")))
+            let got = try await ok.waitFor { if case .synced = $0 { true } else { false } }
+            #expect(got.contains { if case .documents(1, let e) = $0 { e.count == 1 } else { false } })
+        }
+    }
+
+    static func eventually(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+}
+
+/// A WebSocket client on a plain socket that can stop reading (the adapters always read).
+enum RawSocket {
+    struct Failure: Error { var what: String }
+
+    static func connect(port: Int, receiveBuffer: Int32) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(what: "socket") }
+        var size = receiveBuffer
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard r == 0 else { close(fd); throw Failure(what: "connect errno \(errno)") }
+        return fd
+    }
+
+    /// Sends the upgrade request and reads exactly the response head (loopback: answered at once;
+    /// poll bounds the wait so a broken server cannot hang the test).
+    static func upgrade(_ fd: Int32, port: Int) throws {
+        let request = "GET /api/v4/sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n\r\n"
+        try write(fd, Array(request.utf8))
+        var head: [UInt8] = []
+        while !head.ends(with: [13, 10, 13, 10]) {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no upgrade response") }
+            var byte: UInt8 = 0
+            guard recv(fd, &byte, 1, 0) == 1 else { throw Failure(what: "closed during upgrade") }
+            head.append(byte)
+        }
+        guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else { throw Failure(what: String(decoding: head, as: UTF8.self)) }
+    }
+
+    /// Reads one unfragmented, unmasked server frame (what this server sends) and returns its payload.
+    static func readFrame(_ fd: Int32) throws -> [UInt8] {
+        func read(_ n: Int) throws -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: n), got = 0
+            while got < n {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no frame") }
+                let r = out[got...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                guard r > 0 else { throw Failure(what: "closed") }
+                got += r
+            }
+            return out
+        }
+        let h = try read(2)
+        var length = Int(h[1] & 0x7F)
+        if length == 126 { length = try read(2).reduce(0) { $0 << 8 | Int($1) } }
+        if length == 127 { length = try read(8).reduce(0) { $0 << 8 | Int($1) } }
+        return try read(length)
+    }
+
+    static func sendFrame(_ fd: Int32, _ payload: [UInt8]) throws {
+        var frame: [UInt8] = []
+        WebSocketFrameWriter.append(fin: true, opcode: .binary, maskKey: WebSocketMaskKey(1, 2, 3, 4), payload: payload, to: &frame)
+        try write(fd, frame)
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(what: "send errno \(errno)") }
+            sent += n
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }

@@ -236,6 +236,21 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(h.session.held.contains(DocumentHash.of(car2)))
     }
 
+    /// With the state read once by the change feed, no per-session fetch is needed.
+    @Test func documentEnteringWithItsStateInTheEntry_isSentWithoutAFetch() {
+        var h = Self.syncedOnRed()
+        let car2Red: Value = ["_id": "car-2", "color": "red"]
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car2, kind: .upsert, delta: [0x01], value: car2Red, state: [0x5B]),
+        ], through: 11)))
+        #expect(!a.contains { if case .fetchDocuments = $0 { true } else { false } })
+        #expect(sent(a) == [
+            .changes(txn: 11, entries: [ChangeEntry(document: car2, kind: .upsert, payload: .state([0x5B]))]),
+            .checkpoint(txn: 11),
+        ])
+        #expect(h.session.held.contains(DocumentHash.of(car2)))
+    }
+
     @Test func peersOwnUploads_areNotEchoed_andEvictsAreNotSent() {
         var h = Self.syncedOnRed()
         let a = h.feed(.log(LogBatch(entries: [
