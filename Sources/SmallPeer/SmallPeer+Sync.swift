@@ -116,6 +116,37 @@ extension SmallPeer {
         return wanted
     }
 
+    /// After a full re-sync of a resumed subscription (PROTOCOL.md §4.5): evicts the documents the
+    /// peer holds that match `sub` and were not delivered again (deleted and reaped, or no longer
+    /// matching on the server). Kept: documents with local changes not yet uploaded, and documents
+    /// that match another subscription (that one's sync decides about them). Returns the evicted ones.
+    func evictNotResent(_ sub: SyncSubscription, delivered: Set<DocumentRef>) throws(SmallPeerError) -> [DocumentRef] {
+        let now = Int64(clamping: configuration.wallClock())
+        func query(_ s: SyncSubscription) -> SelectQuery? {
+            guard case .select(let statement)? = try? DQL.parse(s.query) else { return nil }
+            return try? SelectQuery(statement, context: EvaluationContext(arguments: s.arguments, nowMilliseconds: now, strictMode: configuration.strictMode))
+        }
+        guard let mine = query(sub) else { return [] }
+        let evicted = try state.withLock { st throws(SmallPeerError) -> [DocumentRef] in
+            let others = st.subscriptions.filter { $0.key != sub.key && $0.collection == sub.collection }.compactMap(query)
+            var evict: [DocumentRef] = []
+            for value in st.store.values(of: sub.collection) {
+                guard let id = value["_id"] else { continue }
+                let ref = DocumentRef(collection: sub.collection, id: id)
+                guard !delivered.contains(ref), st.store.outbox[ref] == nil, (try? mine.matches(value)) == true,
+                      !others.contains(where: { (try? $0.matches(value)) == true }) else { continue }
+                evict.append(ref)
+            }
+            guard !evict.isEmpty else { return [] }
+            var commit = Commit(clock: st.store.replica.clock.last.rawValue)
+            commit.documents = evict.map { ($0, .evict) }
+            try st.commit(commit, documents: evict.map { ($0, nil) })
+            return evict
+        }
+        deliverObserverEvents()
+        return evicted
+    }
+
     /// Persists checkpoints (after everything received before them was applied).
     func saveCheckpoints(_ checkpoints: [(key: String, txn: Int64)]) throws(SmallPeerError) {
         guard !checkpoints.isEmpty else { return }

@@ -320,6 +320,9 @@ final class SyncClientCore: WebSocketClientHandler {
                 }
             case .subscriptionFailed(let key, let message):
                 status.withLock { $0.subscriptionErrors[key] = message }
+            case .fullResyncFinished(let key, let delivered):
+                guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
+                do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }
             }
         }
     }

@@ -62,6 +62,9 @@ public struct SyncClientSession: Sendable {
         case acknowledged([PendingUpload], rejected: [UploadRejection])
         /// The server refused a subscription; it is dropped for this session.
         case subscriptionFailed(key: String, message: String)
+        /// A resumed subscription was fully re-sent (the server's log did not reach back to its
+        /// checkpoint): evict what the peer holds for it that was not delivered again (§4.5).
+        case fullResyncFinished(key: String, delivered: Set<DocumentRef>)
     }
 
     public private(set) var state: State = .idle
@@ -73,13 +76,27 @@ public struct SyncClientSession: Sendable {
     private var lastPingAt: UInt64 = 0
     private var pingCounter: UInt64 = 0
     private var startedAt: UInt64 = 0
-    /// Live subscriptions of this session by id, with their key and whether `synced` arrived.
-    private var subscriptions: [UInt32: (key: String, synced: Bool)] = [:]
+    /// A live subscription of this session.
+    struct SessionSubscription: Sendable {
+        var key: String
+        var synced = false
+        /// Sent with a checkpoint (resume).
+        var resumed = false
+        /// A resume the server answered with `docs`: its log did not reach back (PROTOCOL.md §4.5).
+        var fullResync = false
+        /// During a full re-sync: every document delivered, so the rest can be evicted at `synced`.
+        var delivered: Set<DocumentRef> = []
+    }
+
+    /// Live subscriptions of this session by id.
+    private var subscriptions: [UInt32: SessionSubscription] = [:]
     private var nextSubscriptionID: UInt32 = 1
     /// Keys the server refused with `sub_error` in this session: not sent again on this link.
     private var refusedKeys: Set<String> = []
     private var inFlight: [UInt64: [PendingUpload]] = [:]
     private var wanted: Set<DocumentRef> = []
+    /// Documents uploaded on this link: the server has them, so a full re-sync never evicts them.
+    private var uploaded: Set<DocumentRef> = []
     /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
     private(set) var lastDataAt: UInt64 = 0
 
@@ -130,15 +147,22 @@ public struct SyncClientSession: Sendable {
             }
         }
         switch message {
-        case .documents(_, let entries), .changes(_, let entries):
-            lastDataAt = now
-            for e in entries { wanted.remove(e.document) }
-            return [.apply(entries, bytes: bytes.count)]
+        case .documents(let id, let entries):
+            if let sub = subscriptions[id], sub.resumed, !sub.synced { subscriptions[id]?.fullResync = true }
+            return received(entries, bytes: bytes.count, now: now)
+        case .changes(_, let entries):
+            return received(entries, bytes: bytes.count, now: now)
         case .synced(let id, let cp):
             lastDataAt = now
-            guard let sub = subscriptions[id] else { return [] }  // unsubscribed meanwhile
-            subscriptions[id]?.synced = true
-            return [.saveCheckpoints([sub.key: cp])]
+            guard var sub = subscriptions[id] else { return [] }  // unsubscribed meanwhile
+            sub.synced = true
+            let delivered = sub.delivered
+            sub.delivered = []
+            subscriptions[id] = sub
+            var out: [Action] = []
+            if sub.fullResync { out.append(.fullResyncFinished(key: sub.key, delivered: delivered.union(uploaded))) }
+            out.append(.saveCheckpoints([sub.key: cp]))
+            return out
         case .checkpoint(let txn):
             var cps: [String: Int64] = [:]
             for (_, sub) in subscriptions where sub.synced { cps[sub.key] = txn }
@@ -170,6 +194,15 @@ public struct SyncClientSession: Sendable {
         case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }
+    }
+
+    private mutating func received(_ entries: [ChangeEntry], bytes: Int, now: UInt64) -> [Action] {
+        lastDataAt = now
+        for e in entries { wanted.remove(e.document) }
+        for (id, sub) in subscriptions where sub.fullResync && !sub.synced {
+            subscriptions[id]?.delivered.formUnion(entries.map(\.document))
+        }
+        return [.apply(entries, bytes: bytes)]
     }
 
     /// The driver applied an `.apply`: grant its bytes back and ask for what could not be applied.
@@ -212,7 +245,7 @@ public struct SyncClientSession: Sendable {
         guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
-        subscriptions[id] = (sub.key, false)
+        subscriptions[id] = SessionSubscription(key: sub.key, resumed: resume != nil)
         let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
                                                      checkpoint: resume?.checkpoint, have: resume?.have))
         return [.send(message.encode())]
@@ -244,6 +277,7 @@ public struct SyncClientSession: Sendable {
         let message = SyncMessage.upload(seq: seq, entries: uploads.map { UploadEntry(document: $0.ref, delta: $0.delta) }).encode()
         uploadCredit -= Int64(message.count)
         inFlight[seq] = uploads
+        uploaded.formUnion(uploads.map(\.ref))
         return [.send(message)]
     }
 

@@ -221,4 +221,28 @@ struct SmallPeerServerTests {
             }
         }
     }
+
+    @Test func resumeTheServerCannotServe_fullResync_evictsWhatWasNotResent() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        _ = try peer.subscribe(Self.all)
+        try await TestServer.with { first in
+            try await first.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'v': 1}), ({'_id': 'gone', 'v': 1})")
+            for i in 0..<10 { try await first.execute("INSERT INTO other DOCUMENTS (:d)", ["d": ["_id": .string("o\(i)")]]) }
+            _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine', 'v': 1})")
+            _ = try peer.execute("EVICT FROM cars WHERE _id = 'mine'")  // nothing pending for it
+            try await first.syncOnce(peer)
+            #expect(try Self.snapshot(peer).count == 2)
+        }
+        // Another database: the stored checkpoint is above its newest transaction, so the server
+        // falls back to a full initial sync, and the peer evicts what it did not get again.
+        try await TestServer.with { second in
+            try await second.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'v': 2})")
+            _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'local', 'v': 9})")  // not uploaded yet: kept
+            let status = try await second.syncOnce(peer)
+            #expect(status.receivedEntries >= 1)
+            #expect(try Self.snapshot(peer).compactMap { $0["_id"] } == ["a", "local"])
+        }
+    }
 }

@@ -187,4 +187,18 @@ struct SyncClientSessionTests {
             if let code = Self.closeCode(actions) { #expect([4004, 4009, 1000].contains(code) || s.state == .closed) }
         }
     }
+
+    @Test func resumeAnsweredWithDocs_isAFullResync_reportingWhatWasDelivered() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (50, [1, 2]))
+        let a = DocumentRef(collection: "cars", id: "a"), b = DocumentRef(collection: "cars", id: "b")
+        _ = s.receive(SyncMessage.documents(subscription: 1, entries: [ChangeEntry(document: a, kind: .upsert, payload: .state([1]))]).encode(), now: 2)
+        _ = s.receive(SyncMessage.changes(txn: 3, entries: [ChangeEntry(document: b, kind: .upsert, payload: .delta([1]))]).encode(), now: 3)
+        let done = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 3).encode(), now: 4)
+        #expect(done == [.fullResyncFinished(key: Self.sub.key, delivered: [a, b]), .saveCheckpoints([Self.sub.key: 3])])
+        // A resume answered with `synced` at once (the log reached back) evicts nothing.
+        var t = Self.ready()
+        _ = t.subscribe(Self.sub, resume: (50, [1]))
+        #expect(t.receive(SyncMessage.synced(subscription: 1, checkpoint: 50).encode(), now: 2) == [.saveCheckpoints([Self.sub.key: 50])])
+    }
 }
