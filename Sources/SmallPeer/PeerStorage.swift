@@ -97,8 +97,10 @@ final class PeerStorage {
                     }
                     logBytes = valid - RecordFraming.headerBytes - records[records.startIndex].count
                 }
-            } else if header == nil, valid > 0 {
-                throw .corrupt(path: logPath, reason: "the first record is not a header")
+            } else if !bytes.isEmpty {
+                // The log is created whole (temporary file, fsync, rename): a log without a readable
+                // header is damage, not a torn write. Starting over would drop its commits silently.
+                throw .corrupt(path: logPath, reason: records.isEmpty ? "no readable header record" : "the first record is not a header")
             }
             if logUsable && truncated > 0 {
                 let fd = try FileOps.open(logPath, O_WRONLY)

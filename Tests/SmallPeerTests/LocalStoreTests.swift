@@ -179,6 +179,24 @@ struct LocalStoreTests {
         #expect(commits.first?.checkpoints.first?.txn == 9)
     }
 
+    @Test func damagedLogHeader_isReportedNotReplaced() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        do {
+            let peer = try openPeer(dir.path)
+            _ = try peer.execute("INSERT INTO t DOCUMENTS ({'_id': 'a'})")
+            peer.close()
+        }
+        var bytes = Array(try #require(FileManager.default.contents(atPath: dir.path + "/log")))
+        bytes[9] ^= 0x55  // inside the header record's payload: its checksum no longer matches
+        FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
+        #expect {
+            try openPeer(dir.path)
+        } throws: { error in
+            if case SmallPeerError.storage(.corrupt) = error { true } else { false }
+        }
+    }
+
     @Test func lockFile_keepsASecondOpenerOut() throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }

@@ -1,0 +1,283 @@
+// The loop-confined half of the sync client (SyncClient.swift): owns the WebSocket, the current
+// `SyncClientSession`, the reconnect timer and the heartbeat tick; performs the session's actions
+// against the local store. Every method runs on the client's event-loop thread.
+
+import Sockets
+import Synchronization
+import SyncProtocol
+import Values
+import WebSocket
+
+/// A `Mutex` in a class, so the client and its loop-confined core share one.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try mutex.withLock { try body(&$0) } }
+}
+
+/// The loop-confined half of `SyncClient`.
+final class SyncClientCore: WebSocketClientHandler {
+    let peer: SmallPeer
+    let configuration: SyncClient.Configuration
+    let url: WebSocketURL
+    let loop: EventLoop
+    let status: Locked<SyncClient.Status>
+    private var session: SyncClientSession?
+    private var socket: WebSocketClientAdapter?
+    private var failedAttempts = 0
+    private var reconnectTimer: TimerID?
+    private var tickTimer: TimerID?
+    private var stopped = false
+    private var tls: TLSContext?
+
+    init(peer: SmallPeer, configuration: SyncClient.Configuration, url: WebSocketURL, loop: EventLoop, status: Locked<SyncClient.Status>) {
+        self.peer = peer
+        self.configuration = configuration
+        self.url = url
+        self.loop = loop
+        self.status = status
+    }
+
+    static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
+
+    // MARK: - Connecting
+
+    func connect() {
+        guard !stopped, socket == nil else { return }
+        reconnectTimer = nil
+        setPhase(.connecting)
+        if let address = try? SocketAddress(ip: url.host, port: url.port) { return open(address) }
+        // Names go through the resolver, which blocks: off the loop.
+        let bound = LoopBound(self, loop: loop)
+        let host = url.host, port = url.port
+        Task.detached {
+            let result: Result<SocketAddress, IOError>
+            do throws(IOError) {
+                if let first = try SocketAddress.resolve(host: host, port: port).first { result = .success(first) } else { result = .failure(IOError(call: "getaddrinfo(\(host))", errno: 2)) }
+            } catch {
+                result = .failure(error)
+            }
+            bound.loop.execute {
+                switch result {
+                case .success(let address): bound.value.open(address)
+                case .failure(let error): bound.value.connectionFailed("cannot resolve \(host): \(error)")
+                }
+            }
+        }
+    }
+
+    private func open(_ address: SocketAddress) {
+        guard !stopped else { return }
+        if url.secure && tls == nil {
+            do { tls = try TLSContext(clientWithAdditionalCAFile: configuration.additionalCAFile) } catch {
+                return connectionFailed("TLS setup failed: \(error)")
+            }
+        }
+        var ws = WebSocketConfiguration(maxFrameSize: 17 << 20, maxMessageSize: 17 << 20)
+        ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
+        do {
+            socket = try WebSocketClientAdapter.connect(url: url, address: address, loop: loop,
+                                                        handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol]),
+                                                        configuration: ws, tls: tls, handler: self)
+        } catch {
+            connectionFailed(error.description)
+        }
+    }
+
+    func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
+        guard agreement.subprotocol == SyncProtocol.webSocketSubprotocol else {
+            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
+            return
+        }
+        var c = SyncClientSession.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
+                                                deviceName: configuration.deviceName, credentials: configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) })
+        c.metadata = ["client": .string("SmallPeer")]
+        var s = SyncClientSession(configuration: c)
+        let actions = s.start(now: Self.nowMillis())
+        session = s
+        perform(actions)
+        scheduleTick()
+    }
+
+    func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
+        guard var s = session else { return }
+        let actions: [SyncClientSession.Action]
+        switch message {
+        case .binary(let bytes): actions = s.receive(bytes, now: Self.nowMillis())
+        case .text: actions = s.close(code: SyncCloseCode.protocolViolation.rawValue, reason: "text message on a sync link")
+        }
+        session = s
+        perform(actions)
+        flushUploads()
+    }
+
+    func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
+        linkDown("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", connected: true)
+    }
+
+    func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
+        self.socket = nil
+        connectionFailed(error.description)
+    }
+
+    private func connectionFailed(_ why: String) {
+        socket = nil
+        linkDown("cannot connect to \(configuration.url): \(why)", connected: false)
+    }
+
+    private func linkDown(_ why: String, connected: Bool) {
+        socket = nil
+        session?.linkClosed()
+        session = nil
+        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+        status.withLock { s in
+            s.caughtUp = false
+            if s.phase != .failed { s.lastError = why }
+            if s.phase == .connected { s.phase = .connecting }
+        }
+        if stopped { return setPhase(.stopped) }
+        if status.withLock({ $0.phase == .failed }) { return }
+        if !connected { failedAttempts += 1 }
+        if let max = configuration.maxConnectAttempts, failedAttempts >= max {
+            status.withLock { $0.phase = .failed; $0.lastError = why }
+            return
+        }
+        scheduleReconnect()
+    }
+
+    /// Full jitter: a random delay in [d/2, d] with d = min(max, base · 2^attempt).
+    private func scheduleReconnect() {
+        let exponent = min(failedAttempts, 16)
+        let base = configuration.reconnectBase * (1 << exponent)
+        let ceiling = min(base, configuration.reconnectMax)
+        let millis = Double(ceiling.components.seconds) * 1000 + Double(ceiling.components.attoseconds) / 1e15
+        let delay = Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0)))
+        reconnectTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.connect() }
+    }
+
+    func stop() {
+        stopped = true
+        if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
+        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+        if var s = session, let socket {
+            let actions = s.close()
+            session = s
+            perform(actions)
+            if socket.isOpen { return }  // .stopped once the close completes (webSocketDidClose)
+        }
+        socket?.close()
+        setPhase(.stopped)
+    }
+
+    // MARK: - Working
+
+    private func perform(_ actions: [SyncClientSession.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                try? socket?.send(.binary(bytes))
+            case .close(let code, let reason):
+                socket?.close(WebSocketCloseCode(code), reason: reason)
+            case .connected:
+                failedAttempts = 0
+                status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
+                syncSubscriptions()
+            case .refused(let code, let reason):
+                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion, .policy].map(\.rawValue).contains(code)
+                status.withLock { s in
+                    s.lastError = "the server refused the session (\(code)): \(reason)"
+                    if fatal { s.phase = .failed }
+                }
+            case .apply(let entries, let bytes):
+                status.withLock { $0.receivedEntries += entries.count }
+                do {
+                    let wanted = try peer.applyFromServer(entries)
+                    if var s = session {
+                        let more = s.applied(bytes: bytes, wanted: wanted)
+                        session = s
+                        perform(more)
+                    }
+                } catch {
+                    localFailure(error)
+                }
+            case .saveCheckpoints(let cps):
+                do { try peer.saveCheckpoints(cps.map { ($0.key, $0.value) }) } catch { localFailure(error) }
+            case .acknowledged(let sent, let rejected):
+                do {
+                    let dropped = try peer.acknowledge(sent, rejected: rejected)
+                    if !dropped.isEmpty {
+                        status.withLock { s in s.rejectedUploads += dropped.map { "\($0.0.collection) \(JSON.string($0.0.id)): \($0.1)" } }
+                    }
+                } catch {
+                    localFailure(error)
+                }
+            case .subscriptionFailed(let key, let message):
+                status.withLock { $0.subscriptionErrors[key] = message }
+            case .fullResyncFinished(let key, let delivered):
+                guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
+                do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }
+            }
+        }
+    }
+
+    /// The store could not be written: drop the link (nothing unpersisted was acknowledged) and retry later.
+    private func localFailure(_ error: SmallPeerError) {
+        status.withLock { $0.lastError = "local store: \(error)" }
+        guard var s = session else { return }
+        let actions = s.close(code: SyncCloseCode.internalError.rawValue, reason: "local store failure")
+        session = s
+        perform(actions)
+    }
+
+    /// A local write or a subscription change.
+    func localChange() {
+        syncSubscriptions()
+        flushUploads()
+    }
+
+    private func syncSubscriptions() {
+        guard var s = session, s.state == .ready else { return }
+        let subs = peer.subscriptions
+        var actions = s.keepOnly(Set(subs.map(\.key)))
+        for sub in subs where !s.subscriptionKeys.contains(sub.key) {
+            actions += s.subscribe(sub, resume: peer.resume(for: sub))
+        }
+        session = s
+        perform(actions)
+        flushUploads()
+    }
+
+    private func flushUploads() {
+        while var s = session, s.canUpload {
+            let uploads = peer.takeUploads(excluding: s.uploadingDocuments, maxDocuments: s.configuration.uploadBatchDocuments,
+                                           maxBytes: s.configuration.uploadBatchBytes)
+            if uploads.isEmpty { return }
+            let actions = s.upload(uploads, seq: peer.allocateUploadSeq())
+            session = s
+            status.withLock { $0.uploadedDocuments += uploads.count }
+            perform(actions)
+        }
+    }
+
+    private func scheduleTick() {
+        tickTimer = loop.scheduleTimer(after: .milliseconds(50)) { [weak self] in
+            guard let self else { return }
+            self.tickTimer = nil
+            guard var s = self.session else { return }
+            let now = Self.nowMillis()
+            let actions = s.tick(now: now)
+            self.session = s
+            self.perform(actions)
+            let caughtUp = s.isCaughtUp(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
+            self.status.withLock { $0.caughtUp = caughtUp }
+            if self.session != nil { self.scheduleTick() }
+        }
+    }
+
+    private func setPhase(_ phase: SyncClient.Status.Phase) {
+        status.withLock { s in if s.phase != .failed || phase == .stopped { s.phase = phase } }
+    }
+
+    /// A stable peer key derived from the site id when none is configured (8 bytes, big-endian).
+    static func peerKey(_ site: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) } }
+}
