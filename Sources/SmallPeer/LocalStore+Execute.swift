@@ -81,7 +81,7 @@ extension LocalStore {
     func select(_ s: SelectStatement, context: EvaluationContext) throws(SmallPeerError) -> QueryResult {
         let query: SelectQuery
         do { query = try SelectQuery(s, context: context) } catch { throw .from(error) }
-        do { return QueryResult(queryType: "select", items: try query.run(values(of: s.from.name))) } catch { throw .from(error) }
+        do { return QueryResult(queryType: "select", items: try query.run(candidates(s.from.name, s.filter, context))) } catch { throw .from(error) }
     }
 
     /// Plans a write statement; the store is not changed.
@@ -159,7 +159,35 @@ extension LocalStore {
         s.limit = limit
         s.offset = offset
         let rows: [Value]
-        do { rows = try SelectQuery(s, context: context).run(values(of: collection.name)) } catch { throw .from(error) }
+        do { rows = try SelectQuery(s, context: context).run(candidates(collection.name, filter, context)) } catch { throw .from(error) }
         return rows.compactMap { row in row["_id"].map { (DocumentRef(collection: collection.name, id: $0), row) } }
+    }
+
+    /// The documents a filter can match: the one named by `_id = 'text'` (a top-level conjunct,
+    /// literal or parameter) by lookup, else the whole collection. The query still applies the
+    /// whole filter, so this only skips documents that cannot match.
+    func candidates(_ collection: String, _ filter: Expression?, _ context: EvaluationContext) -> [Value] {
+        guard let filter, let id = Self.idEquality(filter, context) else { return values(of: collection) }
+        return value(DocumentRef(collection: collection, id: id)).map { [$0] } ?? []
+    }
+
+    static func idEquality(_ e: Expression, _ context: EvaluationContext) -> Value? {
+        switch e {
+        case .binary(.and, let l, let r):
+            return idEquality(l, context) ?? idEquality(r, context)
+        case .binary(.equal, .path(let p), let v), .binary(.equal, let v, .path(let p)):
+            guard p.root == "_id", p.components.isEmpty else { return nil }
+            let bound: Value?
+            switch v {
+            case .literal(let x): bound = x
+            case .parameter(let name): bound = context.arguments[name]
+            default: bound = nil
+            }
+            // Strings only: an object id may equal another spelling under DQL's `=` (1 vs 1.0).
+            if case .string? = bound { return bound }
+            return nil
+        default:
+            return nil
+        }
     }
 }

@@ -20,7 +20,7 @@ struct StoredDocument: Sendable {
 
 struct LocalStore: Sendable {
     var replica: Replica
-    var collections: [String: [Value: StoredDocument]] = [:]
+    var collections: [String: LocalCollection] = [:]
     /// Documents with local changes to upload, each with the version vector the server is known to
     /// have of it (everything in it came from the server or was acknowledged). The upload of a
     /// document is `document.delta(since: base)`.
@@ -33,20 +33,20 @@ struct LocalStore: Sendable {
         replica = Replica(site: site, wallClock: wallClock)
     }
 
-    func document(_ ref: DocumentRef) -> Document? { collections[ref.collection]?[ref.id]?.document }
+    func document(_ ref: DocumentRef) -> Document? { collections[ref.collection]?.documents[ref.id]?.document }
 
     /// Live documents' values of `collection`, ordered by `_id` (deterministic scans for queries).
-    func values(of collection: String) -> [Value] {
-        guard let docs = collections[collection] else { return [] }
-        return docs.values.compactMap(\.value).sorted { DQLOrderHelper.less($0["_id"], $1["_id"]) }
-    }
+    func values(of collection: String) -> [Value] { collections[collection]?.liveValues ?? [] }
+
+    /// The live value of one document (nil: absent or a tombstone).
+    func value(_ ref: DocumentRef) -> Value? { collections[ref.collection]?.documents[ref.id]?.value }
 
     mutating func install(_ ref: DocumentRef, _ document: Document?) {
         if let document {
-            collections[ref.collection, default: [:]][ref.id] = StoredDocument(document)
+            collections[ref.collection, default: LocalCollection()].put(ref.id, StoredDocument(document))
         } else {
-            collections[ref.collection]?[ref.id] = nil
-            if collections[ref.collection]?.isEmpty == true { collections[ref.collection] = nil }
+            collections[ref.collection]?.remove(ref.id)
+            if collections[ref.collection]?.documents.isEmpty == true { collections[ref.collection] = nil }
         }
     }
 
@@ -85,7 +85,7 @@ struct LocalStore: Sendable {
         var current = Commit(clock: clock)
         var size = 0
         for (name, docs) in collections.sorted(by: { $0.key < $1.key }) {
-            for (id, stored) in docs {
+            for (id, stored) in docs.documents {
                 let encodedSize = stored.document.encode().count
                 if size > 0 && size + encodedSize > recordBytes {
                     commits.append(current)
@@ -107,7 +107,7 @@ struct LocalStore: Sendable {
     /// strictly ascending: the `have` of a resumed subscription.
     func haveHashes(_ collection: String) -> [UInt64] {
         guard let docs = collections[collection] else { return [] }
-        return Array(Set(docs.keys.map { DocumentHash.of(collection: collection, id: $0) })).sorted()
+        return Array(Set(docs.documents.keys.map { DocumentHash.of(collection: collection, id: $0) })).sorted()
     }
 }
 
@@ -115,4 +115,38 @@ import DQL
 
 enum DQLOrderHelper {
     static func less(_ a: Value?, _ b: Value?) -> Bool { DQLValueOrder.compare(a, b) < 0 }
+}
+
+/// One collection: documents by `_id`, and the `_id`s kept in DQL order (binary insertion), so a
+/// scan needs no sort and an insert costs O(log n) comparisons plus one array move.
+struct LocalCollection: Sendable {
+    private(set) var documents: [Value: StoredDocument] = [:]
+    private(set) var order: [Value] = []
+
+    var liveValues: [Value] { order.compactMap { documents[$0]?.value } }
+
+    mutating func put(_ id: Value, _ stored: StoredDocument) {
+        if documents.updateValue(stored, forKey: id) == nil { order.insert(id, at: lowerBound(id)) }
+    }
+
+    mutating func remove(_ id: Value) {
+        guard documents.removeValue(forKey: id) != nil else { return }
+        // Distinct ids may compare equal in DQL's order (e.g. {a: 1} and {a: 1.0}): find the exact one.
+        var i = lowerBound(id)
+        while i < order.count, DQLValueOrder.compare(order[i], id) == 0 {
+            if order[i] == id { order.remove(at: i); return }
+            i += 1
+        }
+        order.removeAll { $0 == id }  // not reached while `order` is sorted; keeps it consistent anyway
+    }
+
+    /// The first index whose id is not below `id`.
+    private func lowerBound(_ id: Value) -> Int {
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if DQLValueOrder.compare(order[mid], id) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
 }

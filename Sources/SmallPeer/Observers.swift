@@ -103,7 +103,7 @@ extension SmallPeer {
         let id = try state.withLock { st throws(SmallPeerError) -> UInt64 in
             guard st.storage != nil else { throw .closed }
             let items: [Value]
-            do throws(DQLEvaluationError) { items = try prepared.run(st.store.values(of: s.from.name)) } catch { throw SmallPeerError.from(error) }
+            do throws(DQLEvaluationError) { items = try prepared.run(st.store.candidates(s.from.name, s.filter, context)) } catch { throw SmallPeerError.from(error) }
             let id = st.nextObserverID
             st.nextObserverID += 1
             st.observers[id] = ObserverEntry(query: prepared, collection: s.from.name, last: items, handler: handler)
@@ -145,7 +145,8 @@ extension PeerState {
     mutating func queueObserverEvents(for collections: Set<String>) {
         for (id, var o) in observers where collections.contains(o.collection) {
             // A query that fails now (e.g. arithmetic overflow on a new value) keeps its last result.
-            guard let items = try? o.query.run(store.values(of: o.collection)), items != o.last else { continue }
+            guard let items = try? o.query.run(store.candidates(o.collection, o.query.statement.filter, o.query.evaluator.context)),
+                  items != o.last else { continue }
             deliveries.append((o.handler, ObserverEvent.diff(old: o.last, new: items)))
             o.last = items
             observers[id] = o

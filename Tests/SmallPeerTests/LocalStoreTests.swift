@@ -66,6 +66,23 @@ struct LocalStoreTests {
         #expect(throws: SmallPeerError.self) { try peer.execute("CREATE INDEX i ON c (a)") }
     }
 
+    @Test func idLookups_fastPathAndFullScan_agree() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        _ = try peer.execute("INSERT INTO c DOCUMENTS ({'_id': 'b', 'n': 2}), ({'_id': 'a', 'n': 1}), ({'_id': {'k': 1}, 'n': 3})")
+        #expect(try rows(peer, "SELECT n FROM c WHERE _id = :id", ["id": "a"]) == [["n": 1]])
+        #expect(try rows(peer, "SELECT n FROM c WHERE n > 1 AND 'b' = _id") == [["n": 2]])
+        #expect(try rows(peer, "SELECT n FROM c WHERE _id = 'a' AND n > 1").isEmpty)
+        #expect(try rows(peer, "SELECT n FROM c WHERE _id = 'zz'").isEmpty)
+        #expect(try rows(peer, "SELECT n FROM c WHERE _id = :id", ["id": ["k": 1]]) == [["n": 3]])
+        #expect(try rows(peer, "SELECT n FROM c WHERE _id = 'a' OR _id = 'b' ORDER BY n") == [["n": 1], ["n": 2]])
+        // Scans come in _id order (strings before objects), without ORDER BY.
+        #expect(try rows(peer, "SELECT n FROM c") == [["n": 1], ["n": 2], ["n": 3]])
+        _ = try peer.execute("EVICT FROM c WHERE _id = 'a'")
+        #expect(try rows(peer, "SELECT n FROM c") == [["n": 2], ["n": 3]])
+    }
+
     @Test func nonStrictMode_dotPathsWriteMapKeys() throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
