@@ -41,10 +41,20 @@ enum CRC32 {
         return c
     }
 
-    static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+    static func checksum(_ bytes: some Collection<UInt8>) -> UInt32 {
+        // Over raw memory when the collection is contiguous ([UInt8], ArraySlice): no iterator per byte.
+        if let c = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0)) }) { return c }
         var c: UInt32 = 0xFFFF_FFFF
         for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
         return c ^ 0xFFFF_FFFF
+    }
+
+    static func checksum(_ raw: UnsafeRawBufferPointer) -> UInt32 {
+        table.withUnsafeBufferPointer { t in
+            var c: UInt32 = 0xFFFF_FFFF
+            for b in raw { c = t[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+            return c ^ 0xFFFF_FFFF
+        }
     }
 }
 

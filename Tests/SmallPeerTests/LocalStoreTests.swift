@@ -224,6 +224,12 @@ struct LocalStoreTests {
         again.close()
     }
 
+    @Test func crc32_matchesTheStandardCheckValue() {
+        #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)  // IEEE 802.3 / zlib check value
+        #expect(CRC32.checksum(Array("123456789".utf8)[2...]) == CRC32.checksum(Array("3456789".utf8)))
+        #expect(CRC32.checksum([UInt8]()) == 0)
+    }
+
     @Test func recordCodec_roundTripsEveryField() throws {
         var c = Commit(clock: 42)
         var doc = try CRDTFixtures.document("a")
