@@ -38,7 +38,7 @@ let package = Package(
         // Transport.
         .target(name: "Sockets", dependencies: ["CEpoll", "COpenSSL"], swiftSettings: strict),
         .target(name: "HTTP", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL"], swiftSettings: strict),
+        .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
         .target(name: "DQL", dependencies: ["Values", "CRDT"], swiftSettings: strict),

@@ -25,6 +25,9 @@ key=$("$bin" keys create --data-dir "$work/data" --description bench --expires-i
 cluster="$work/data/postgres"; pgport=$(cat "$work/data/postgres-port")
 psql_() { psql -q -h "$cluster" -p "$pgport" -U bigpeer bigpeer "$@"; }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Idle peers first, on the fresh process: later phases leave freed heap the peers would reuse,
+# which would hide their cost from RSS.
+"$bin" bench sync idle --url "ws://127.0.0.1:$port" --key "$key" --peers "$idle" --server-pid "$pid"
 
 # Seed in bulk statements of 5,000 documents (~1 KB each).
 python3 - "$work" "$docs" <<'PY'
@@ -54,5 +57,4 @@ done
 
 "$bin" bench sync update-size --url "ws://127.0.0.1:$port" --key "$key" --kilobytes 250
 "$bin" bench sync fanout --url "ws://127.0.0.1:$port" --key "$key" --peers "$fanout" --writes 50
-"$bin" bench sync idle --url "ws://127.0.0.1:$port" --key "$key" --peers "$idle" --server-pid "$pid"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -76,8 +76,14 @@ final class SyncSocketHandler: WebSocketHandler {
 
     func webSocketDidOpen(_ socket: WebSocketServerAdapter) {
         let bound = LoopBound(socket, loop: socket.loop)
+        let outbox = SyncOutbox()
         let transport = SyncConnection.Transport(
-            send: { bytes in bound.loop.execute { try? bound.value.send(.binary(bytes)) } },
+            send: { bytes in
+                guard outbox.append(bytes) else { return }  // a drain is already scheduled
+                bound.loop.execute {
+                    try? bound.value.send(contentsOf: outbox.takeAll().map { .binary($0) })
+                }
+            },
             close: { code, reason in bound.loop.execute { bound.value.close(WebSocketCloseCode(code), reason: reason) } })
         let authentication = route.authentication
         let logger = route.logger
@@ -114,6 +120,31 @@ final class SyncSocketHandler: WebSocketHandler {
     func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String) {
         connection?.transportClosed()
         connection = nil
+    }
+}
+
+/// Messages a session produced and its loop has not written yet. The first message of a burst
+/// schedules one drain on the loop; the rest join it, so a fan-out step that sends `changes` and
+/// `checkpoint` costs one loop job and one syscall. FIFO: appends and drains keep the order.
+final class SyncOutbox: Sendable {
+    private let queue = Mutex<(messages: [[UInt8]], drainScheduled: Bool)>(([], false))
+
+    /// Queues `bytes`; true when the caller must schedule the drain.
+    func append(_ bytes: [UInt8]) -> Bool {
+        queue.withLock { q in
+            q.messages.append(bytes)
+            if q.drainScheduled { return false }
+            q.drainScheduled = true
+            return true
+        }
+    }
+
+    func takeAll() -> [[UInt8]] {
+        queue.withLock { q in
+            q.drainScheduled = false
+            defer { q.messages.removeAll(keepingCapacity: false) }
+            return q.messages
+        }
     }
 }
 

@@ -231,6 +231,20 @@ public final class TCPConnection {
         afterQueue()
     }
 
+    /// Runs `body` (which may queue many writes) and flushes once afterwards: a burst of small
+    /// messages leaves in one `writev` instead of one syscall each. Nests; the outermost flushes.
+    public func batchingWrites<E: Error>(_ body: () throws(E) -> Void) throws(E) {
+        let outermost = !inReadCallback
+        inReadCallback = true
+        defer {
+            if outermost {
+                inReadCallback = false
+                if state != .closed { flushNow() }
+            }
+        }
+        try body()
+    }
+
     private func afterQueue() {
         if output.count > limits.dropLimit {
             return fail(IOError(call: "write (peer not reading, \(output.count) bytes queued)", errno: ENOBUFS))

@@ -114,6 +114,8 @@ public final class SyncConnection: Sendable {
         case .checkResume(let id, let generation, let checkpoint):
             run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.store.changeLogReaches(back: checkpoint)) }
         case .readLog(let after):
+            // Up-to-date sessions are served from the ring at once; only laggards need a task.
+            if let batch = feed.cachedRead(after: after) { return deliver(.log(batch)) }
             run { .log(try await self.feed.read(after: after)) }
         case .fetchDocuments(let request, let refs):
             run {

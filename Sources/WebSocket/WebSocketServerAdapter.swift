@@ -74,6 +74,15 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
         try driver.send(message)
     }
 
+    /// Sends several messages with one flush to the socket (fan-out: a session's `changes` and
+    /// `checkpoint` leave in one syscall). Stops at the first that cannot be sent.
+    public func send(contentsOf messages: [WebSocketMessage]) throws(WebSocketSendError) {
+        loop.assertInLoop()
+        try connection.batchingWrites { () throws(WebSocketSendError) in
+            for m in messages { try driver.send(m) }
+        }
+    }
+
     /// Sends a Ping (keep-alive Pings are automatic).
     public func ping(_ payload: [UInt8] = []) throws(WebSocketSendError) {
         loop.assertInLoop()

@@ -25,10 +25,7 @@ import WebSocket
             var services: [BigPeerService] = []
             do {
                 for _ in 0..<instances {
-                    var config = ServerConfiguration()
-                    config.port = 0
-                    config.threads = 1
-                    config.database = .configuration(db.configuration)
+                    var config = Self.configuration(db)
                     config.jwt = try JWTVerifier(secret: jwtSecret)
                     services.append(try await BigPeerService.start(config))
                 }
@@ -47,6 +44,15 @@ import WebSocket
             }
             for s in services { await s.stop() }
         }
+    }
+
+    /// One event-loop thread, any free port, this test's database.
+    static func configuration(_ db: TestDatabase) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.port = 0
+        config.threads = 1
+        config.database = .configuration(db.configuration)
+        return config
     }
 
     static func hello(site: UInt64, _ credentials: SyncCredentials?) -> SyncMessage {
@@ -223,10 +229,7 @@ import WebSocket
     /// Shutdown closes sync sockets with 1001 (going away), so peers reconnect elsewhere.
     @Test func shutdown_closesPeersWithGoingAway() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
+            var config = Self.configuration(db)
             config.insecureDevelopment = true
             let service = try await BigPeerService.start(config)
             let peer = try await Self.connect(service.port, site: 0xE5, .apiKey("anything: insecure-dev accepts every peer"))
@@ -240,10 +243,7 @@ import WebSocket
     /// other peers keep being served.
     @Test func aPeerThatStopsReading_isDropped_andOthersAreServed() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
+            var config = Self.configuration(db)
             config.insecureDevelopment = true
             config.maxBodyBytes = 64 << 20
             config.syncWebSocket = WebSocketConfiguration(maxFrameSize: 16 << 20, maxMessageSize: 16 << 20, highWaterMark: 1 << 20,
