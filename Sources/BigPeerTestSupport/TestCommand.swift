@@ -107,6 +107,17 @@ public final class InteractiveChild: Sendable {
         return String(decoding: line, as: UTF8.self)
     }
 
+    /// Writes `text` to the child's stdin (EINTR-safe; the pipe is blocking, so keep it short).
+    public func send(_ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { write(stdinFD, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            bytes = bytes.dropFirst(n)
+        }
+    }
+
     /// Closes the child's stdin (its signal to finish) and waits for it to exit (polling).
     public func finishAsync() async -> Int32 {
         close(stdinFD)

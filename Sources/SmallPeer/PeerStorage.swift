@@ -65,7 +65,7 @@ final class PeerStorage {
         if FileOps.exists(snapshotPath) {
             let bytes = try FileOps.readAll(snapshotPath)
             snapshotBytes = bytes.count
-            let (records, valid) = RecordFraming.split(bytes)
+            let (records, valid, _) = RecordFraming.split(bytes)
             guard valid == bytes.count else { throw .corrupt(path: snapshotPath, reason: "damaged record at offset \(valid)") }
             let decoded = try decode(records, path: snapshotPath)
             guard case .header(let h)? = decoded.first else { throw .corrupt(path: snapshotPath, reason: "no header") }
@@ -80,7 +80,8 @@ final class PeerStorage {
         var logUsable = false
         if FileOps.exists(logPath) {
             let bytes = try FileOps.readAll(logPath)
-            let (records, valid) = RecordFraming.split(bytes)
+            let (records, valid, damaged) = RecordFraming.split(bytes)
+            if damaged { throw .corrupt(path: logPath, reason: "damaged record at offset \(valid) with records after it (not a torn tail)") }
             truncated = bytes.count - valid
             if let first = records.first, case .header(let h) = try decodeOne(first, path: logPath) {
                 if let snapshotHeader = header {

@@ -72,19 +72,23 @@ enum RecordFraming {
         return out
     }
 
-    /// The whole records at the start of `bytes` and where the valid prefix ends.
-    static func split(_ bytes: [UInt8]) -> (records: [ArraySlice<UInt8>], validLength: Int) {
+    /// The whole records at the start of `bytes`, where the valid prefix ends, and whether what
+    /// follows it is damage rather than a torn tail: a complete record whose checksum fails with
+    /// more bytes after it. (Records are appended one at a time, each fsynced before the next, so
+    /// a crash can only tear the last one.)
+    static func split(_ bytes: [UInt8]) -> (records: [ArraySlice<UInt8>], validLength: Int, damagedBeforeEnd: Bool) {
         var records: [ArraySlice<UInt8>] = []
         var at = 0
         while bytes.count - at >= headerBytes {
             let length = Int(readBE(bytes, at)), crc = readBE(bytes, at + 4)
             guard length <= maxRecordBytes, bytes.count - at - headerBytes >= length else { break }
-            let payload = bytes[(at + headerBytes)..<(at + headerBytes + length)]
-            guard CRC32.checksum(payload) == crc else { break }
+            let end = at + headerBytes + length
+            let payload = bytes[(at + headerBytes)..<end]
+            guard CRC32.checksum(payload) == crc else { return (records, at, end < bytes.count) }
             records.append(payload)
-            at += headerBytes + length
+            at = end
         }
-        return (records, at)
+        return (records, at, false)
     }
 
     static func appendBE(_ v: UInt32, to out: inout [UInt8]) {

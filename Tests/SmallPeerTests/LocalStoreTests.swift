@@ -133,6 +133,13 @@ struct LocalStoreTests {
         let full = try #require(FileManager.default.contents(atPath: logPath))
         // Every cut inside the last record loses exactly that record and nothing before it.
         let records = RecordFraming.split(Array(full)).records
+        // A flipped byte in an earlier record is damage, not a torn tail: reported, nothing dropped.
+        var middle = Array(full)
+        middle[RecordFraming.headerBytes + records[0].count + RecordFraming.headerBytes + 2] ^= 0x40
+        FileManager.default.createFile(atPath: logPath, contents: Data(middle))
+        #expect { try openPeer(dir.path) } throws: { error in
+            if case SmallPeerError.storage(.corrupt) = error { true } else { false }
+        }
         let lastStart = full.count - records[records.count - 1].count - RecordFraming.headerBytes
         for cut in [lastStart + 1, lastStart + 4, lastStart + 8, full.count - 1] {
             FileManager.default.createFile(atPath: logPath, contents: full.prefix(cut))
@@ -212,6 +219,36 @@ struct LocalStoreTests {
         } throws: { error in
             if case SmallPeerError.storage(.corrupt) = error { true } else { false }
         }
+    }
+
+    @Test func seededDamage_neverCrashes_opensOrReportsCorruption() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        do {
+            let peer = try openPeer(dir.path)
+            for i in 0..<20 { _ = try peer.execute("INSERT INTO t DOCUMENTS (:d)", arguments: ["d": .object(["_id": .string("k\(i)"), "m": .object(["a": .int(Int64(i))])])]) }
+            peer.close()
+        }
+        let original = Array(try #require(FileManager.default.contents(atPath: dir.path + "/log")))
+        var rng = SeededRandom(seed: 0xD15C)
+        var opened = 0, refused = 0
+        for _ in 0..<200 {
+            var bytes = original
+            for _ in 0...rng.below(6) { bytes[rng.below(bytes.count)] = UInt8(truncatingIfNeeded: rng.next()) }
+            if rng.below(4) == 0 { bytes = Array(bytes.prefix(rng.below(bytes.count))) }
+            FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
+            do {
+                let peer = try openPeer(dir.path)
+                // Whatever survived is a prefix of the history: documents k0 ..< kN.
+                let ids = try rows(peer, "SELECT _id FROM t").compactMap { $0["_id"] }
+                #expect(Set(ids) == Set((0..<ids.count).map { Value.string("k\($0)") }))
+                peer.close()
+                opened += 1
+            } catch SmallPeerError.storage(.corrupt) {
+                refused += 1
+            }
+        }
+        #expect(opened + refused == 200)
     }
 
     @Test func lockFile_keepsASecondOpenerOut() throws {

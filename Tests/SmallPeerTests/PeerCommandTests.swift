@@ -68,6 +68,30 @@ struct PeerCommandTests {
         #expect(usage.status != 0)
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func interactive_printsIncomingChanges_andRunsStdinLocally() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'first', 'color': 'red'})")
+            let child = try InteractiveChild(try bigpeerBinary(), ["peer", "--data", dir.path, "--url", server.url, "--key", server.key,
+                                                                  "--subscribe", "SELECT * FROM cars"])
+            // The initial sync arrives after the subscription's observer started: printed as a change.
+            let first = try JSON.parse(await child.readLine())
+            #expect(first["event"] == "upsert" && first["_id"] == "first")
+            // A live REST write is printed as it arrives.
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'second', 'color': 'blue'})")
+            let second = try JSON.parse(await child.readLine())
+            #expect(second["_id"] == "second" && second["value"]?["color"] == "blue")
+            // A statement from stdin runs on the local store.
+            child.send("SELECT COUNT(*) AS n FROM cars\n")
+            let result = try JSON.parse(await child.readLine())
+            #expect(result["queryType"] == "select")
+            #expect(result["items"] == [["n": 2]])
+            #expect(await child.finishAsync() == 0)
+        }
+    }
+
     @Test func prompt_runsStatementsFromStdin() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
