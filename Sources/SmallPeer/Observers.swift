@@ -90,7 +90,8 @@ public final class CancelHandle: Sendable {
 
 extension SmallPeer {
     /// Calls `handler` with the result of `query` now (`isInitial`) and after every later change
-    /// that alters it. The query must be a SELECT; it sees the documents this peer holds.
+    /// that alters it. The query must be a SELECT; it sees the documents this peer holds. Date
+    /// functions (`now()`, `clock()`) read the time of registration, so results stay comparable.
     public func registerObserver(_ query: String, arguments: [String: Value] = [:],
                                  handler: @escaping @Sendable (ObserverEvent) -> Void) throws(SmallPeerError) -> CancelHandle {
         let statement: Statement

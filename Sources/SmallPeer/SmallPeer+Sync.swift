@@ -32,6 +32,7 @@ struct PendingUpload: Sendable, Equatable {
 extension SmallPeer {
     /// Adds a sync subscription (kept until cancelled; not persisted: register it again after a
     /// restart, and it resumes from its checkpoint). The query must be `SELECT * FROM c [WHERE ...]`.
+    /// The same query and arguments twice are one subscription; cancelling either handle ends it.
     public func subscribe(_ query: String, arguments: [String: Value] = [:]) throws(SmallPeerError) -> CancelHandle {
         let statement: Statement
         do { statement = try DQL.parse(query) } catch { throw .syntax(error) }

@@ -53,7 +53,7 @@ final class SyncClientCore: WebSocketClientHandler {
         Task.detached {
             let result: Result<SocketAddress, IOError>
             do throws(IOError) {
-                if let first = try SocketAddress.resolve(host: host, port: port).first { result = .success(first) } else { result = .failure(IOError(call: "getaddrinfo(\(host))", errno: 2)) }
+                if let first = try SocketAddress.resolve(host: host, port: port).first { result = .success(first) } else { result = .failure(IOError(call: "getaddrinfo(\(host))", errno: 2 /* ENOENT */)) }
             } catch {
                 result = .failure(error)
             }
@@ -223,6 +223,11 @@ final class SyncClientCore: WebSocketClientHandler {
     /// The store could not be written: drop the link (nothing unpersisted was acknowledged) and retry later.
     private func localFailure(_ error: SmallPeerError) {
         status.withLock { $0.lastError = "local store: \(error)" }
+        if error == .closed {
+            // The application closed the peer: nothing left to sync into, so stop instead of retrying.
+            status.withLock { $0.phase = .failed }
+            return stop()
+        }
         guard var s = session else { return }
         let actions = s.close(code: SyncCloseCode.internalError.rawValue, reason: "local store failure")
         session = s

@@ -245,4 +245,23 @@ struct SmallPeerServerTests {
             #expect(try Self.snapshot(peer).compactMap { $0["_id"] } == ["a", "local"])
         }
     }
+
+    @Test func closingThePeer_stopsItsClient_insteadOfRetrying() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            let peer = try openPeer(dir.path)
+            _ = try peer.subscribe(Self.all)
+            let client = try server.client(peer)
+            try await client.waitUntilCaughtUp(timeout: .seconds(20))
+            peer.close()
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'after-close'})")
+            try await eventually("the client stops once the store is closed") { client.status.phase == .stopped || client.status.phase == .failed }
+            let sessions = client.status.sessions
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(client.status.sessions == sessions)  // no reconnect loop
+            #expect(client.status.lastError?.contains("closed") == true)
+            await client.stop()
+        }
+    }
 }
