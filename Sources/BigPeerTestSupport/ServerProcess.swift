@@ -76,9 +76,24 @@ public final class ServerProcess: Sendable {
         return n > 12 && String(decoding: buf[0..<n], as: UTF8.self).hasPrefix("HTTP/1.1 200")
     }
 
-    static func locateBinary() throws -> String {
+    /// The `bigpeer` binary built next to the running test bundle (any scratch path), else the
+    /// default `.build/debug` or `.build/release` of the current directory.
+    public static func locateBinary() throws -> String {
+        var candidates: [String] = []
+        var exe = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+        if n > 0 {
+            var dir = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // …/debug/BigPeerPackageTests.xctest (a file on Linux): bigpeer is in the same folder.
+            while let slash = dir.lastIndex(of: "/"), dir != "/" {
+                dir = String(dir[..<slash])
+                candidates.append(dir + "/bigpeer")
+                if dir.hasSuffix("/debug") || dir.hasSuffix("/release") { break }
+            }
+        }
         let cwd = FileManager.default.currentDirectoryPath
-        for candidate in [cwd + "/.build/debug/bigpeer", cwd + "/.build/release/bigpeer"] where FileManager.default.isExecutableFile(atPath: candidate) {
+        candidates += [cwd + "/.build/debug/bigpeer", cwd + "/.build/release/bigpeer"]
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) {
             return candidate
         }
         throw ServerProcessError.noBinary

@@ -13,16 +13,17 @@ public enum TestCommand {
         public var err: String
     }
 
-    /// Runs `path args` to completion. `stdin` is fed from a temporary file when given.
+    /// Runs `path args` to completion. `stdin` is fed from a temporary file when given. Waiting
+    /// never blocks a thread (see `wait`).
     public static func run(_ path: String, _ args: [String], environment: [String: String]? = nil,
-                           stdin: [UInt8]? = nil) throws -> Output {
+                           stdin: [UInt8]? = nil) async throws -> Output {
         let base = NSTemporaryDirectory() + "bp-cmd-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
         let (outPath, errPath, inPath) = (base + ".out", base + ".err", base + ".in")
         defer { unlink(outPath); unlink(errPath); unlink(inPath) }
         if let stdin { _ = FileManager.default.createFile(atPath: inPath, contents: Data(stdin)) }
         let pid = try spawn(path, args, environment: environment, stdinPath: stdin == nil ? "/dev/null" : inPath,
                             stdoutPath: outPath, stderrPath: errPath)
-        let status = wait(pid)
+        let status = await wait(pid)
         func read(_ p: String) -> String { (try? String(contentsOfFile: p, encoding: .utf8)) ?? "" }
         return Output(status: status, out: read(outPath), err: read(errPath))
     }
@@ -47,10 +48,27 @@ public enum TestCommand {
         return pid
     }
 
-    /// Waits for `pid`; returns its exit status (128 + signal when killed).
-    public static func wait(_ pid: pid_t) -> Int32 {
+    /// Waits for `pid`; returns its exit status (128 + signal when killed). Polls with `WNOHANG`
+    /// and sleeps between polls: a blocking `waitpid` would hold one of Swift's cooperative
+    /// threads (two on this kind of machine) and could deadlock tests that need them.
+    public static func wait(_ pid: pid_t) async -> Int32 {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        var delay: UInt64 = 1
+        var killed = false
+        while true {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { break }
+            if r == -1 && errno != EINTR { return -1 }
+            if Task.isCancelled {
+                // A cancelled task's sleeps return at once: without this the loop would spin.
+                // The test is over (time limit or failure), so the child goes too.
+                if !killed { kill(pid, SIGKILL); killed = true }
+                usleep(1000)
+                continue
+            }
+            try? await Task.sleep(for: .milliseconds(delay))
+            delay = min(delay * 2, 20)
+        }
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }
@@ -99,6 +117,7 @@ public final class InteractiveChild: Sendable {
                 if byte == 10 { break }
                 line.append(byte)
             } else if n == -1 && (errno == EAGAIN || errno == EINTR) {
+                if Task.isCancelled { break }  // sleeps no longer wait: give up rather than spin
                 try? await Task.sleep(for: .milliseconds(10))
             } else {
                 break
@@ -119,23 +138,19 @@ public final class InteractiveChild: Sendable {
     }
 
     /// Closes the child's stdin (its signal to finish) and waits for it to exit (polling).
-    public func finishAsync() async -> Int32 {
+    public func finish() async -> Int32 {
         close(stdinFD)
-        var status: Int32 = 0
-        while true {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid || (r == -1 && errno != EINTR) { break }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        close(stdoutFD)
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-    }
-
-    /// Closes the child's stdin (its signal to finish) and waits for it to exit.
-    public func finish() -> Int32 {
-        close(stdinFD)
-        let status = TestCommand.wait(pid)
+        let status = await TestCommand.wait(pid)
         close(stdoutFD)
         return status
+    }
+
+    /// Kills the child at once (a test that fails half-way); the zombie is reaped in the background.
+    public func kill() {
+        Glibc.kill(pid, SIGKILL)
+        close(stdinFD)
+        close(stdoutFD)
+        let pid = self.pid
+        Task { _ = await TestCommand.wait(pid) }
     }
 }

@@ -99,8 +99,8 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// Runs a program to completion; returns exit status and output (signal-safe: see TestCommand).
-func runProcess(_ path: String, _ args: [String], environment: [String: String]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let r = try TestCommand.run(path, args, environment: environment)
+func runProcess(_ path: String, _ args: [String], environment: [String: String]? = nil) async throws -> (status: Int32, out: String, err: String) {
+    let r = try await TestCommand.run(path, args, environment: environment)
     return (r.status, r.out, r.err)
 }
 

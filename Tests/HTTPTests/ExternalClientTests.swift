@@ -9,10 +9,10 @@ struct TestCertificate {
     var certPath: String { directory + "/cert.pem" }
     var keyPath: String { directory + "/key.pem" }
 
-    static func make(names: String = "DNS:localhost,IP:127.0.0.1") throws -> TestCertificate {
+    static func make(names: String = "DNS:localhost,IP:127.0.0.1") async throws -> TestCertificate {
         let dir = NSTemporaryDirectory() + "bigpeer-tls-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let r = try runProcess("/usr/bin/openssl", [
+        let r = try await runProcess("/usr/bin/openssl", [
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
             "-addext", "subjectAltName=" + names,
@@ -25,7 +25,7 @@ struct TestCertificate {
 @Suite struct ExternalClientTests {
     @Test func curlReusesTheConnectionAcrossRequests() async throws {
         try await withServer { _, port in
-            let r = try runProcess("/usr/bin/curl", ["-sv", "--http1.1", "http://127.0.0.1:\(port)/healthz", "http://127.0.0.1:\(port)/items/2"])
+            let r = try await runProcess("/usr/bin/curl", ["-sv", "--http1.1", "http://127.0.0.1:\(port)/healthz", "http://127.0.0.1:\(port)/items/2"])
             #expect(r.status == 0)
             #expect(r.out == "okitem 2")
             #expect(r.err.contains("Re-using existing connection"))
@@ -35,12 +35,12 @@ struct TestCertificate {
     @Test func curlChunkedUploadAnd100Continue() async throws {
         try await withServer { _, port in
             let payload = [UInt8](repeating: UInt8(ascii: "z"), count: 3000)
-            let chunked = try runProcess("/usr/bin/curl", ["-sv", "--http1.1", "-H", "Transfer-Encoding: chunked", "--data-binary", "@-",
+            let chunked = try await runProcess("/usr/bin/curl", ["-sv", "--http1.1", "-H", "Transfer-Encoding: chunked", "--data-binary", "@-",
                                                             "http://127.0.0.1:\(port)/echo"], stdin: payload)
             #expect(chunked.status == 0)
             #expect(chunked.out == String(repeating: "z", count: 3000))
             #expect(chunked.err.contains("Transfer-Encoding: chunked"))
-            let cont = try runProcess("/usr/bin/curl", ["-sv", "--http1.1", "-H", "Expect: 100-continue", "--data-binary", "@-",
+            let cont = try await runProcess("/usr/bin/curl", ["-sv", "--http1.1", "-H", "Expect: 100-continue", "--data-binary", "@-",
                                                          "http://127.0.0.1:\(port)/echo"], stdin: payload)
             #expect(cont.out.count == 3000)
             #expect(cont.err.contains("HTTP/1.1 100 Continue"))
@@ -65,7 +65,7 @@ struct TestCertificate {
             out.append(f"{r.status}:{r.getheader('Content-Length')}:{len(r.read())}")
             print("|".join(out))
             """
-            let r = try runProcess("/usr/bin/env", ["python3", "-c", script])
+            let r = try await runProcess("/usr/bin/env", ["python3", "-c", script])
             #expect(r.status == 0, "\(r.err)")
             let parts = r.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|").map(String.init)
             #expect(parts.count == 5)
@@ -78,23 +78,23 @@ struct TestCertificate {
     }
 
     @Test func httpsWithCurlAndOpenSSLClient() async throws {
-        let cert = try TestCertificate.make()
+        let cert = try await TestCertificate.make()
         defer { try? FileManager.default.removeItem(atPath: cert.directory) }
         try await withServer({ $0.tls = .init(certificatePath: cert.certPath, privateKeyPath: cert.keyPath) }) { _, port in
-            let ok = try runProcess("/usr/bin/curl", ["-sv", "--http1.1", "--cacert", cert.certPath,
+            let ok = try await runProcess("/usr/bin/curl", ["-sv", "--http1.1", "--cacert", cert.certPath,
                                                        "https://localhost:\(port)/healthz", "https://localhost:\(port)/items/9"])
             #expect(ok.status == 0, "\(ok.err)")
             #expect(ok.out == "okitem 9")
             #expect(ok.err.contains("ALPN: server accepted http/1.1"))
             #expect(ok.err.contains("Re-using existing connection"))
             // Without the CA the chain does not verify (curl exit 60).
-            let untrusted = try runProcess("/usr/bin/curl", ["-s", "https://localhost:\(port)/healthz"])
+            let untrusted = try await runProcess("/usr/bin/curl", ["-s", "https://localhost:\(port)/healthz"])
             #expect(untrusted.status == 60)
             // TLS 1.1 is refused.
-            let old = try runProcess("/usr/bin/curl", ["-s", "--cacert", cert.certPath, "--tls-max", "1.1", "https://localhost:\(port)/healthz"])
+            let old = try await runProcess("/usr/bin/curl", ["-s", "--cacert", cert.certPath, "--tls-max", "1.1", "https://localhost:\(port)/healthz"])
             #expect(old.status != 0)
 
-            let s = try runProcess("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost",
+            let s = try await runProcess("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost",
                                                          "-alpn", "http/1.1", "-CAfile", cert.certPath, "-ign_eof"],
                                    stdin: Array("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
             #expect(s.out.contains("ALPN protocol: http/1.1"))
@@ -104,7 +104,7 @@ struct TestCertificate {
     }
 
     @Test func tlsHandshakeTimeoutAndPlaintextOnTheTLSPort() async throws {
-        let cert = try TestCertificate.make()
+        let cert = try await TestCertificate.make()
         defer { try? FileManager.default.removeItem(atPath: cert.directory) }
         try await withServer({
             $0.tls = .init(certificatePath: cert.certPath, privateKeyPath: cert.keyPath)
@@ -117,7 +117,7 @@ struct TestCertificate {
             let plain = try RawClient(port: port)
             plain.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(plain.isClosedByPeer())
-            let ok = try runProcess("/usr/bin/curl", ["-s", "--cacert", cert.certPath, "https://localhost:\(port)/healthz"])
+            let ok = try await runProcess("/usr/bin/curl", ["-s", "--cacert", cert.certPath, "https://localhost:\(port)/healthz"])
             #expect(ok.out == "ok")
             #expect(await eventually { server.connectionCount == 0 })
         }

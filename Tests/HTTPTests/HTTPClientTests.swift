@@ -69,8 +69,8 @@ import Testing
     }
 
     @Test func httpsVerifiesTheChainAndTheHostName() async throws {
-        let cert = try TestCertificate.make()
-        let other = try TestCertificate.make(names: "DNS:other.example")
+        let cert = try await TestCertificate.make()
+        let other = try await TestCertificate.make(names: "DNS:other.example")
         defer {
             try? FileManager.default.removeItem(atPath: cert.directory)
             try? FileManager.default.removeItem(atPath: other.directory)

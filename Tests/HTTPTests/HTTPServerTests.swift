@@ -91,7 +91,7 @@ import Testing
 
     @Test func servesOverIPv6() async throws {
         try await withServer({ $0.host = "::1" }) { _, port in
-            let r = try runProcess("/usr/bin/curl", ["-s", "http://[::1]:\(port)/healthz"])
+            let r = try await runProcess("/usr/bin/curl", ["-s", "http://[::1]:\(port)/healthz"])
             #expect(r.out == "ok")
         }
     }

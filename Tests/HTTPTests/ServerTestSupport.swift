@@ -165,8 +165,8 @@ final class RawClient {
 }
 
 /// Runs a program to completion; returns exit status and output (signal-safe: see TestCommand).
-func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let r = try TestCommand.run(path, args, stdin: stdin)
+func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) async throws -> (status: Int32, out: String, err: String) {
+    let r = try await TestCommand.run(path, args, stdin: stdin)
     return (r.status, r.out, r.err)
 }
 

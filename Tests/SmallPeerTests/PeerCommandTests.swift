@@ -15,7 +15,7 @@ struct PeerCommandTests {
         let binary = try bigpeerBinary()
         let start = ContinuousClock.now
         defer { print("bigpeer peer \(args.filter { $0.hasPrefix("--") }.joined(separator: " ")): \(ContinuousClock.now - start)") }
-        return try await offPool { try TestCommand.run(binary, ["peer"] + args, stdin: stdin.map { Array($0.utf8) }) }
+        return try await TestCommand.run(binary, ["peer"] + args, stdin: stdin.map { Array($0.utf8) })
     }
 
     static func lines(_ text: String) throws -> [Value] {
@@ -88,7 +88,7 @@ struct PeerCommandTests {
             let result = try JSON.parse(await child.readLine())
             #expect(result["queryType"] == "select")
             #expect(result["items"] == [["n": 2]])
-            #expect(await child.finishAsync() == 0)
+            #expect(await child.finish() == 0)
         }
     }
 
@@ -119,7 +119,7 @@ struct PeerCommandTests {
                                         stdoutPath: outPath, stderrPath: errPath)
         try await Task.sleep(for: .milliseconds(150 + rng.below(400)))
         kill(pid, SIGKILL)
-        let status = try await offPool { TestCommand.wait(pid) }
+        let status = await TestCommand.wait(pid)
         #expect(status == 128 + SIGKILL, "the peer finished before the kill; raise the statement count")
         let printed = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
         let acknowledged = printed.split(separator: "\n").filter { $0.hasPrefix("{") && $0.hasSuffix("}") }.count

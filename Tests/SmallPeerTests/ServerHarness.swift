@@ -110,32 +110,8 @@ func eventually(_ what: String, _ condition: () async throws -> Bool) async thro
 }
 
 /// Runs a blocking child-process call on its own thread, so no cooperative thread waits in waitpid.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
-
 /// The `bigpeer` binary built next to the test bundle.
-func bigpeerBinary() throws -> String {
-    var candidates: [String] = []
-    if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") })?.bundlePath {
-        candidates.append((bundle as NSString).deletingLastPathComponent + "/bigpeer")
-    }
-    let argv0 = CommandLine.arguments.first ?? ""
-    var dir = (argv0 as NSString).deletingLastPathComponent
-    while !dir.isEmpty && dir != "/" {
-        candidates.append(dir + "/bigpeer")
-        dir = (dir as NSString).deletingLastPathComponent
-    }
-    let cwd = FileManager.default.currentDirectoryPath
-    candidates += [cwd + "/.build-sp/debug/bigpeer", cwd + "/.build/debug/bigpeer"]
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) && !$0.hasSuffix(".xctest/bigpeer") }) else {
-        throw TestFailure("bigpeer binary not found (build it: swift build)")
-    }
-    return found
-}
+func bigpeerBinary() throws -> String { try ServerProcess.locateBinary() }
 
 struct TestFailure: Error, CustomStringConvertible {
     var description: String

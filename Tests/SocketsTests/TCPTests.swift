@@ -138,14 +138,14 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
 
     /// Runs `EMFILEChild` in a child process whose descriptor limit is 64, so exhausting
     /// descriptors cannot disturb the other tests of this process.
-    @Test func acceptPausesOnDescriptorExhaustionWithoutSpinning() throws {
+    @Test func acceptPausesOnDescriptorExhaustionWithoutSpinning() async throws {
         var exe = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &exe, exe.count - 1)
         try #require(n > 0)
         let path = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var env = ProcessInfo.processInfo.environment
         env["BIGPEER_EMFILE_CHILD"] = "1"
-        let r = try TestCommand.run("/bin/sh", ["-c", "ulimit -n 64 && exec \"$0\" --testing-library swift-testing --filter EMFILEChild", path],
+        let r = try await TestCommand.run("/bin/sh", ["-c", "ulimit -n 64 && exec \"$0\" --testing-library swift-testing --filter EMFILEChild", path],
                                     environment: env)
         let text = r.out + r.err
         #expect(r.status == 0, "\(text.suffix(2000))")

@@ -42,10 +42,10 @@ final class ScriptedClient: WebSocketClientHandler {
 }
 
 /// A self-signed certificate for localhost/127.0.0.1 (openssl CLI, temp folder).
-func makeTestCertificate() throws -> (directory: String, cert: String, key: String) {
+func makeTestCertificate() async throws -> (directory: String, cert: String, key: String) {
     let dir = NSTemporaryDirectory() + "bigpeer-ws-tls-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let r = try TestCommand.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    let r = try await TestCommand.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                    "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
     guard r.status == 0 else { throw LiveTestError("openssl req failed") }
@@ -100,7 +100,7 @@ struct WebSocketClientAdapterTests {
     }
 
     @Test func wss_echoesOverTLS_andChecksTheCertificate() async throws {
-        let cert = try makeTestCertificate()
+        let cert = try await makeTestCertificate()
         defer { try? FileManager.default.removeItem(atPath: cert.directory) }
         let serverLog = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(serverLog), tls: .init(certificatePath: cert.cert, privateKeyPath: cert.key)) { port in

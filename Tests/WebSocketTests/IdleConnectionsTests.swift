@@ -41,7 +41,7 @@ struct IdleConnectionsTests {
             let rssBefore = residentBytes()
             let child = try InteractiveChild("python3", [script, String(port), String(count), "2.5"])
             var finished = false
-            defer { if !finished { _ = child.finish() } }
+            defer { if !finished { child.kill() } }
 
             let opened = await child.readLine()
             #expect(opened == "open \(count)")
@@ -55,7 +55,7 @@ struct IdleConnectionsTests {
             print("idle WebSockets: \(count) open, server RSS +\(perConnection) B per connection")
             #expect(perConnection < 64 << 10)
 
-            _ = await child.finishAsync()  // closing its stdin makes the child exit, closing every socket
+            _ = await child.finish()  // closing its stdin makes the child exit, closing every socket
             finished = true
             #expect(try await eventually(log, within: .seconds(15)) { $0.closes.count == count })
         }
