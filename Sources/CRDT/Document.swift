@@ -20,6 +20,8 @@ public struct Document: Sendable, Equatable {
     public internal(set) var reapedVersionVector: VersionVector
     /// Highest LWW stamp stored; local writes are stamped above it.
     var maxStamp: UInt64
+    /// Paths written since this value was created or decoded, for O(delta) `delta(since:)`.
+    var recent = RecentWrites()
 
     /// An empty, not-yet-inserted document. Use an operation (upsert, insertInitial) to create it.
     public init(id: Value) throws(CRDTError) {
@@ -63,6 +65,7 @@ extension Document {
     /// Inserts `event` at `path` and normalizes the affected subtree. Local operations only.
     mutating func apply(_ event: Event, at path: ArraySlice<String>, meta: Meta) {
         Self.apply(event, at: path, meta: meta, in: &root, barrier: nil)
+        recent.record(path)
         maxStamp = max(maxStamp, meta.stamp)
     }
 
