@@ -112,7 +112,6 @@ extension Document {
             let childBarrier = local.childBarrier(inherited: barrier)
             for (key, rchild) in remote.children {
                 mergeSlot(&local.children[key, default: Slot()], rchild, barrier: childBarrier, vv: vv, maxStamp: &maxStamp)
-                if local.children[key]?.isEmpty ?? false { local.children[key] = nil }
             }
         }
         if touched { normalize(&local, barrier: barrier) }

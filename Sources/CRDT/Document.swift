@@ -94,7 +94,6 @@ extension Document {
         }
         let childBarrier = slot.childBarrier(inherited: barrier)
         apply(event, at: path.dropFirst(), meta: meta, in: &slot.children[key, default: Slot()], barrier: childBarrier)
-        if slot.children[key]?.isEmpty ?? false { slot.children[key] = nil }
     }
 
     /// Drops everything the stored events make irrelevant forever (docs/CRDT.md "Pruning").
@@ -125,12 +124,10 @@ extension Document {
         }
         if slot.children.isEmpty { return }
         let childBarrier = maxMeta(local, slot.register?.meta)
-        var sawEmpty = false
-        slot.children.updateEach { child in
+        // A plain register child only loses its event to the barrier (nothing else in it to prune).
+        slot.children.prune(keepRegister: { m in childBarrier.map { m > $0 } ?? true }) { child in
             normalize(&child, barrier: childBarrier)
-            if child.isEmpty { sawEmpty = true }
         }
-        if sawEmpty { slot.children.removeAll { $0.isEmpty } }
     }
 }
 

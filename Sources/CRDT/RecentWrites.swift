@@ -17,19 +17,20 @@
 // part of equality, and empty for documents that are only read.
 
 struct RecentWrites: Sendable {
-    /// Above this many distinct paths the index is dropped (bounded memory per cached document).
+    /// Above this many paths the index is dropped (bounded memory per cached document).
     static let maxPaths = 64
 
     private(set) var floor = VersionVector()
-    /// Distinct paths, in the order first written.
+    /// Paths in the order written (no two neighbours equal).
     private(set) var paths: [[String]] = []
 
     /// Set when more than `maxPaths` were recorded; `settle` then moves the floor up.
     private var overflowed = false
 
     /// Events are being stored at `path` (call `settle` once the version vector includes them).
+    /// Only a repeat of the last path is skipped (O(1)); other repeats take a place in the list.
     mutating func record(_ path: ArraySlice<String>) {
-        if overflowed || paths.contains(where: { $0.elementsEqual(path) }) { return }
+        if overflowed || paths.last?.elementsEqual(path) == true { return }
         if paths.count >= Self.maxPaths {
             overflowed = true
             paths = []
@@ -59,7 +60,8 @@ extension Document {
     /// `extract(root, unseenBy:)` would give (nil if there are none).
     func extractRecent(unseenBy vv: VersionVector) -> Slot? {
         var out = Slot()
-        for path in recent.paths {
+        var done = Set<[String]>()
+        for path in recent.paths where done.insert(path).inserted {
             guard let stored = slot(at: FieldPath(path)) else { continue }
             var own = stored
             own.children = SlotChildren()

@@ -17,9 +17,9 @@
 // Callers see whole `Slot` values: reads rebuild the slot from its stored form, writes store it back,
 // so the merge, delta and materialize code never deals with the compact form. Inserting a new key in a
 // MAP of n keys costs O(n) moves, which stays far below the cost of the operation around it for the
-// document sizes allowed (5 MiB). `metas` may hold duplicates and records no entry uses any more; it
-// is rebuilt once it is more than twice as long as needed, so overwriting one field a million times
-// stays bounded (amortized O(1) per write).
+// document sizes allowed (5 MiB). `metas` may hold records no entry uses any more (and, rarely, equal
+// records twice); it is rebuilt once it is more than twice as long as needed, so overwriting one field
+// a million times stays bounded (amortized O(1) per write).
 
 import Values
 
@@ -56,6 +56,25 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
     /// Stands in for an entry while its slot is being mutated outside the array (no allocation,
     /// never read): the stored box is released so the slot being mutated is uniquely referenced.
     private static let placeholder = Stored.register(.null, meta: 0)
+    /// Marks a register `prune` removes (no real index reaches this: `metas` is far shorter).
+    private static let droppedIndex = UInt32.max
+    private static let dropped = Stored.register(.null, meta: droppedIndex)
+
+    /// A child as stored, for hot loops that handle plain registers without rebuilding a `Slot`.
+    enum ChildView {
+        /// A slot holding only a live REGISTER with a value (no marker, counter, removal, children).
+        case register(Values.Value, Meta)
+        case slot(Slot)
+    }
+
+    func forEachChild(_ body: (String, ChildView) throws -> Void) rethrows {
+        for e in entries {
+            switch e.stored {
+            case .register(let v, let i): try body(e.key, .register(v, metas[Int(i)]))
+            case .slot(let slot): try body(e.key, .slot(slot))
+            }
+        }
+    }
 
     // MARK: stored form
 
@@ -85,23 +104,18 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
         return UInt32(n)
     }
 
-    /// Drops unused and duplicate records once `metas` outgrows twice what the entries need.
+    /// Drops the records no entry uses once `metas` outgrows twice what the entries need.
     private mutating func compactMetasIfNeeded() {
         guard metas.count > 2 * entries.count + 8 else { return }
         var kept = ContiguousArray<Meta>()
-        var index: [Meta: UInt32] = [:]
+        var remap = [UInt32](repeating: .max, count: metas.count)  // old index -> new index
         for i in entries.indices {
             guard case .register(let v, let old) = entries[i].stored else { continue }
-            let m = metas[Int(old)]
-            let new: UInt32
-            if let j = index[m] {
-                new = j
-            } else {
-                new = UInt32(kept.count)
-                index[m] = new
-                kept.append(m)
+            if remap[Int(old)] == .max {
+                remap[Int(old)] = UInt32(kept.count)
+                kept.append(metas[Int(old)])
             }
-            entries[i].stored = .register(v, meta: new)
+            entries[i].stored = .register(v, meta: remap[Int(old)])
         }
         metas = kept
     }
@@ -139,7 +153,8 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
         }
     }
 
-    /// In-place access, inserting `defaultValue` first if `key` is absent.
+    /// In-place access, inserting `defaultValue` first if `key` is absent; a child left empty by the
+    /// mutation is removed (an empty slot is never stored).
     subscript(key: String, default defaultValue: @autoclosure () -> Slot) -> Slot {
         get { self[key] ?? defaultValue() }
         _modify {
@@ -147,12 +162,23 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
             var s = found ? slot(entries[i].stored) : defaultValue()
             if found { entries[i].stored = Self.placeholder }
             defer {
-                let stored = store(s)
-                if found { entries[i].stored = stored } else { entries.insert(Entry(key: key, stored: stored), at: i) }
+                switch (found, s.isEmpty) {
+                case (true, true): entries.remove(at: i)
+                case (true, false): entries[i].stored = store(s)
+                case (false, true): break
+                case (false, false): entries.insert(Entry(key: key, stored: store(s)), at: i)
+                }
                 compactMetasIfNeeded()
             }
             yield &s
         }
+    }
+
+    /// Appends a child whose key sorts after every key present (the decoder, which has checked the
+    /// canonical order already): no search.
+    mutating func append(sortedKey key: String, _ slot: Slot) {
+        assert(entries.last.map { CBORKeyOrder.less($0.key, key) } ?? true, "keys must arrive in canonical order")
+        entries.append(Entry(key: key, stored: store(slot)))
     }
 
     mutating func reserveCapacity(_ n: Int) {
@@ -170,12 +196,46 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
         compactMetasIfNeeded()
     }
 
+    /// `updateEach` for pruning passes: plain registers are only shown their Meta and are removed
+    /// when `keepRegister` is false; every other child goes through `body`. Then empty children are removed.
+    mutating func prune(keepRegister: (Meta) -> Bool, _ body: (inout Slot) -> Void) {
+        var sawEmpty = false
+        for i in entries.indices {
+            switch entries[i].stored {
+            case .register(_, let m):
+                if !keepRegister(metas[Int(m)]) {
+                    entries[i].stored = Self.dropped
+                    sawEmpty = true
+                }
+            case .slot(var s):
+                entries[i].stored = Self.placeholder
+                body(&s)
+                if s.isEmpty { sawEmpty = true }
+                entries[i].stored = store(s)
+            }
+        }
+        if sawEmpty {
+            entries.removeAll {
+                switch $0.stored {
+                case .slot(let s): s.isEmpty
+                case .register(_, let m): m == Self.droppedIndex
+                }
+            }
+        }
+        compactMetasIfNeeded()
+    }
+
     /// Removes the children for which `shouldRemove` is true.
     mutating func removeAll(where shouldRemove: (Slot) -> Bool) {
         let kept = entries.filter { !shouldRemove(slot($0.stored)) }
         entries = ContiguousArray(kept)
         compactMetasIfNeeded()
     }
+
+    /// For tests and measurements: how many event records are held, and how many children are
+    /// stored in the compact register form.
+    var metaRecordCount: Int { metas.count }
+    var compactRegisterCount: Int { entries.count { if case .register = $0.stored { true } else { false } } }
 
     // MARK: equality by content (the stored form is not canonical: `metas` may hold spare records)
 
