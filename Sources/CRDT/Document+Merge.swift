@@ -36,7 +36,7 @@ extension Document {
         Self.mergeSlot(&root, delta.root, barrier: nil, vv: versionVector, maxStamp: &stamp)
         maxStamp = stamp
         for (site, range) in delta.ranges { versionVector.raise(site, to: range.to) }
-        for path in candidates { recent.record(path.keys[...]) }
+        for path in candidates { recent.record(path.keys[...], meta: nil) }
         recent.settle(versionVector: versionVector)
         var changed: [FieldPath] = []
         for (path, old) in zip(candidates, before) where value(at: path) != old { changed.append(path) }

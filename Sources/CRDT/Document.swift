@@ -65,7 +65,7 @@ extension Document {
     /// Inserts `event` at `path` and normalizes the affected subtree. Local operations only.
     mutating func apply(_ event: Event, at path: ArraySlice<String>, meta: Meta) {
         Self.apply(event, at: path, meta: meta, in: &root, barrier: nil)
-        recent.record(path)
+        recent.record(path, meta: meta)
         maxStamp = max(maxStamp, meta.stamp)
     }
 

@@ -62,7 +62,8 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
 
     /// A child as stored, for hot loops that handle plain registers without rebuilding a `Slot`.
     enum ChildView {
-        /// A slot holding only a live REGISTER with a value (no marker, counter, removal, children).
+        /// A slot holding only a REGISTER with a value (no marker, counter, removal or children); its
+        /// Meta may still be hidden by an ancestor's barrier, as for any slot.
         case register(Values.Value, Meta)
         case slot(Slot)
     }

@@ -146,8 +146,8 @@ if enabled("memory") {
 }
 
 if enabled("sizes") {
-line("| document (JSON) | fields | state bytes | one-field delta bytes (field's own CBOR) | materialize | encode | decode |")
-line("|---|---|---|---|---|---|---|")
+line("| document (JSON) | fields | state bytes | one-field delta bytes (field's own CBOR) | delta(since:) | materialize | encode | decode |")
+line("|---|---|---|---|---|---|---|---|")
 for target in [1_000, 250_000, 5_000_000] {
     let f = fields(targetBytes: target)
     var doc = try Document(id: "bench")
@@ -160,12 +160,13 @@ for target in [1_000, 250_000, 5_000_000] {
     let state = doc.encode()
     let runs = target > 1_000_000 ? 3 : 7
     let reps = target < 10_000 ? 1000 : 1
+    let tDelta = measure(runs: runs) { for _ in 0..<reps { _ = doc.delta(since: since) } } / Double(reps)
     let tMat = measure(runs: runs) { for _ in 0..<reps { _ = doc.materialize() } } / Double(reps)
     let tEnc = measure(runs: runs) { for _ in 0..<reps { _ = doc.encode() } } / Double(reps)
     let tDec = try measure(runs: runs) { for _ in 0..<reps { _ = try Document.decode(state) } } / Double(reps)
     let mb = Double(state.count) / 1e6
     func fmt(_ s: Double) -> String { s < 1e-3 ? String(format1(s * 1e6)) + " µs" : String(format1(s * 1e3)) + " ms" }
-    line("| \(json / 1000) KB | \(f.count) | \(state.count) | \(delta.count) (\(fieldSize)) | \(fmt(tMat)) | \(fmt(tEnc)) (\(format1(mb / tEnc)) MB/s) | \(fmt(tDec)) (\(format1(mb / tDec)) MB/s) |")
+    line("| \(json / 1000) KB | \(f.count) | \(state.count) | \(delta.count) (\(fieldSize)) | \(fmt(tDelta)) | \(fmt(tMat)) | \(fmt(tEnc)) (\(format1(mb / tEnc)) MB/s) | \(fmt(tDec)) (\(format1(mb / tDec)) MB/s) |")
 }
 }
 
