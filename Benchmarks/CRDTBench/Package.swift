@@ -10,6 +10,7 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "CRDTBench",
-            dependencies: [.product(name: "CRDT", package: "BigPeer"), .product(name: "Values", package: "BigPeer")]),
+            dependencies: [.product(name: "CRDT", package: "BigPeer"), .product(name: "Values", package: "BigPeer"), "CMallocStats"]),
+        .target(name: "CMallocStats"),
     ]
 )

@@ -5,6 +5,8 @@
 // Superseded events are not sent: whatever superseded them is either in the delta or already at
 // the receiver, so after the merge the receiver's version vector can rise to the sender's.
 //
+// Usually only the recently written paths are visited (RecentWrites.swift); otherwise the whole tree.
+//
 // When this replica has reaped tombstones the receiver may never have seen
 // (`!since.covers(reapedVersionVector)`), the delta is a *reset*: the full state; the receiver keeps
 // only its own events the sender never saw and takes the rest from the snapshot (docs/CRDT.md "TTL").
@@ -42,18 +44,24 @@ extension Document {
     /// `since` must be a vector the receiver actually had (its current one or an older one);
     /// `merge` checks the ranges against the receiver and throws `deltaGap` otherwise.
     public func delta(since: VersionVector) -> Delta {
+        delta(since: since, useRecentWrites: true)
+    }
+
+    /// `useRecentWrites: false` always walks the whole tree (tests compare the two).
+    func delta(since: VersionVector, useRecentWrites: Bool) -> Delta {
         if !since.covers(reapedVersionVector) {
             return Delta(kind: .reset, ranges: versionVector.entries.mapValues { DeltaRange(from: nil, to: $0) },
                          reaped: reapedVersionVector, root: root)
         }
         var ranges: [SiteID: DeltaRange] = [:]
-        for (site, to) in versionVector.entries {
+        for e in versionVector.sorted {
+            let site = e.site, to = e.timestamp
             let from = since[site]
             if let f = from, f >= to { continue }
             ranges[site] = DeltaRange(from: from, to: to)
         }
         if ranges.isEmpty { return Delta(kind: .incremental, ranges: [:], reaped: VersionVector(), root: Slot()) }
-        let sparse = Self.extract(root, unseenBy: since) ?? Slot()
+        let sparse = (useRecentWrites && recent.serves(since) ? extractRecent(unseenBy: since) : Self.extract(root, unseenBy: since)) ?? Slot()
         return Delta(kind: .incremental, ranges: ranges, reaped: VersionVector(), root: sparse)
     }
 

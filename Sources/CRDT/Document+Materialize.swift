@@ -73,10 +73,17 @@ extension Document {
         let childBarrier = maxMeta(local, liveRegister(slot, local)?.meta)
         var fields: [String: Value] = [:]
         fields.reserveCapacity(slot.children.count)
-        for (key, child) in slot.children {
-            guard let (v, m) = visible(child, barrier: childBarrier) else { continue }
-            fields[key] = v
-            newest = maxMeta(newest, m)
+        slot.children.forEachChild { key, child in
+            switch child {
+            case .register(let v, let m):  // what visible(_:barrier:) gives for a plain register
+                if let b = childBarrier, m <= b { return }
+                fields[key] = v
+                newest = maxMeta(newest, m)
+            case .slot(let s):
+                guard let (v, m) = visible(s, barrier: childBarrier) else { return }
+                fields[key] = v
+                newest = maxMeta(newest, m)
+            }
         }
         guard let n = newest else { return nil }
         return (.object(fields), n)

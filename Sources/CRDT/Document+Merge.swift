@@ -36,6 +36,8 @@ extension Document {
         Self.mergeSlot(&root, delta.root, barrier: nil, vv: versionVector, maxStamp: &stamp)
         maxStamp = stamp
         for (site, range) in delta.ranges { versionVector.raise(site, to: range.to) }
+        for path in candidates { recent.record(path.keys[...], meta: nil) }
+        recent.settle(versionVector: versionVector)
         var changed: [FieldPath] = []
         for (path, old) in zip(candidates, before) where value(at: path) != old { changed.append(path) }
         return ChangeSet(paths: changed.sorted(), existenceChanged: existedBefore != exists)
@@ -57,6 +59,7 @@ extension Document {
         maxStamp = max(maxStamp, stamp)
         versionVector.formUnion(senderVV)
         reapedVersionVector.formUnion(delta.reaped)
+        recent.forget(versionVector: versionVector)
         let after = materialize()
         var changed: [FieldPath] = []
         let oldFields = before?.objectValue ?? [:], newFields = after?.objectValue ?? [:]
@@ -109,7 +112,6 @@ extension Document {
             let childBarrier = local.childBarrier(inherited: barrier)
             for (key, rchild) in remote.children {
                 mergeSlot(&local.children[key, default: Slot()], rchild, barrier: childBarrier, vv: vv, maxStamp: &maxStamp)
-                if local.children[key]?.isEmpty ?? false { local.children[key] = nil }
             }
         }
         if touched { normalize(&local, barrier: barrier) }

@@ -215,6 +215,7 @@ extension Document {
             apply(event, at: path.keys[...], meta: meta)
         }
         versionVector.raise(replica.site, to: dot)
+        recent.settle(versionVector: versionVector)
         if existedBefore != exists { return true }
         return zip(paths, before).contains { value(at: $0) != $1 }
     }

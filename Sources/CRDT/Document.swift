@@ -20,6 +20,8 @@ public struct Document: Sendable, Equatable {
     public internal(set) var reapedVersionVector: VersionVector
     /// Highest LWW stamp stored; local writes are stamped above it.
     var maxStamp: UInt64
+    /// Paths written since this value was created or decoded, for O(delta) `delta(since:)`.
+    var recent = RecentWrites()
 
     /// An empty, not-yet-inserted document. Use an operation (upsert, insertInitial) to create it.
     public init(id: Value) throws(CRDTError) {
@@ -63,6 +65,7 @@ extension Document {
     /// Inserts `event` at `path` and normalizes the affected subtree. Local operations only.
     mutating func apply(_ event: Event, at path: ArraySlice<String>, meta: Meta) {
         Self.apply(event, at: path, meta: meta, in: &root, barrier: nil)
+        recent.record(path, meta: meta)
         maxStamp = max(maxStamp, meta.stamp)
     }
 
@@ -91,7 +94,6 @@ extension Document {
         }
         let childBarrier = slot.childBarrier(inherited: barrier)
         apply(event, at: path.dropFirst(), meta: meta, in: &slot.children[key, default: Slot()], barrier: childBarrier)
-        if slot.children[key]?.isEmpty ?? false { slot.children[key] = nil }
     }
 
     /// Drops everything the stored events make irrelevant forever (docs/CRDT.md "Pruning").
@@ -122,12 +124,10 @@ extension Document {
         }
         if slot.children.isEmpty { return }
         let childBarrier = maxMeta(local, slot.register?.meta)
-        var sawEmpty = false
-        slot.children.updateEach { child in
+        // A plain register child only loses its event to the barrier (nothing else in it to prune).
+        slot.children.prune(keepRegister: { m in childBarrier.map { m > $0 } ?? true }) { child in
             normalize(&child, barrier: childBarrier)
-            if child.isEmpty { sawEmpty = true }
         }
-        if sawEmpty { slot.children.removeAll { $0.isEmpty } }
     }
 }
 

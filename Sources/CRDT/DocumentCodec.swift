@@ -31,7 +31,7 @@ extension Document {
     public static let encodingVersion: UInt64 = 1
 
     public func encode() -> [UInt8] {
-        var sites = Set(versionVector.entries.keys).union(reapedVersionVector.entries.keys)
+        var sites = Set(versionVector.sites).union(reapedVersionVector.sites)
         SiteTable.collectSites(root, into: &sites)
         let table = SiteTable(sites: sites, reference: versionVector.entries)
         var w = CBORWriter(capacity: 256)
@@ -84,6 +84,7 @@ extension Document {
         doc.root = root
         doc.versionVector = vv
         doc.reapedVersionVector = reaped
+        doc.recent.forget(versionVector: vv)
         var stamp: UInt64 = 0
         root.forEachMeta { stamp = max(stamp, $0.stamp) }
         doc.maxStamp = stamp
@@ -93,7 +94,7 @@ extension Document {
 
 extension Delta {
     public func encode() -> [UInt8] {
-        var sites = Set(ranges.keys).union(reaped.entries.keys)
+        var sites = Set(ranges.keys).union(reaped.sites)
         SiteTable.collectSites(root, into: &sites)
         let table = SiteTable(sites: sites, reference: ranges.mapValues(\.to))
         var w = CBORWriter(capacity: 64)
@@ -164,11 +165,11 @@ extension Delta {
 }
 
 private func writeVector(_ vv: VersionVector, _ t: SiteTable, _ w: inout CBORWriter) {
-    w.arrayHeader(vv.entries.count)
-    for s in vv.entries.keys.sorted() {
+    w.arrayHeader(vv.sorted.count)
+    for e in vv.sorted {
         w.arrayHeader(2)
-        w.unsigned(t.idx(s))
-        w.unsigned(vv[s]?.rawValue ?? 0)
+        w.unsigned(t.idx(e.site))
+        w.unsigned(e.timestamp.rawValue)
     }
 }
 

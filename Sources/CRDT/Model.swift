@@ -181,6 +181,8 @@ struct Slot: Hashable, Sendable {
     }
 
     var isEmpty: Bool { register == nil && children.isEmpty && extrasBox.isEmpty }
+    /// Whether a marker, counter or removal is stored (they live out of line).
+    var hasExtras: Bool { !extrasBox.isEmpty }
 
     /// Calls `body` with the Meta of every event stored in this slot (not its children).
     func forEachOwnMeta(_ body: (Meta) -> Void) {

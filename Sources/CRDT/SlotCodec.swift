@@ -42,7 +42,12 @@ struct SiteTable {
     static func collectSites(_ slot: Slot, into set: inout Set<SiteID>) {
         slot.forEachOwnMeta { set.insert($0.site) }
         if let r = slot.counter?.restart { for s in r.observed.keys { set.insert(s) } }
-        for child in slot.children.values { collectSites(child, into: &set) }
+        slot.children.forEachChild { _, child in
+            switch child {
+            case .register(_, let m): set.insert(m.site)
+            case .slot(let s): collectSites(s, into: &set)
+            }
+        }
     }
 }
 
@@ -119,9 +124,19 @@ enum SlotCodec {
         if !slot.children.isEmpty {
             w.unsigned(4)
             w.mapHeader(slot.children.count)
-            for (key, child) in slot.children {
+            slot.children.forEachChild { key, child in
                 w.text(key)
-                write(child, t, &w)
+                switch child {
+                case .register(let v, let m):  // what write(_:_:_:) emits for a slot holding only this
+                    w.mapHeader(1)
+                    w.unsigned(0)
+                    w.arrayHeader(5)
+                    writeMeta(m, t, &w)
+                    w.unsigned(0)
+                    w.value(v)
+                case .slot(let s):
+                    write(s, t, &w)
+                }
             }
         }
     }
@@ -196,7 +211,7 @@ enum SlotCodec {
                     if let p = previous, !r.encodedLess(p, range) { throw .duplicateOrUnsortedKey(offset: keyOffset) }
                     previous = range
                     if isRoot && k == "_id" { throw .invalidValue(offset: keyOffset, reason: "_id is not a field") }
-                    slot.children[k] = try read(&r, t, isRoot: false)
+                    slot.children.append(sortedKey: k, try read(&r, t, isRoot: false))
                 }
                 guard count > 0 else { throw .nonCanonical(offset: keyOffset, reason: "empty children map") }
             }

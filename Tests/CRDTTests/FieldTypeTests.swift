@@ -220,6 +220,24 @@ struct Pair {
         c.removeAll { $0.register != nil }
         #expect(c.count == 5)
     }
+
+    @Test func plainRegistersShareOneMetaRecordAndTheTableStaysBounded() throws {
+        var r = makeReplica(1)
+        var d = try Document(id: "x")
+        var fields: [String: Value] = ["m": ["k": 1]]
+        for i in 0..<20 { fields["f\(i)"] = .int(Int64(i)) }
+        _ = try d.upsert(fields, types: .nonStrict, replica: &r)
+        let decoded = try Document.decode(d.encode())
+        #expect(decoded.root.children.compactRegisterCount == 20)  // "m" is a MAP: boxed
+        #expect(decoded.root.children.metaRecordCount == 1)
+        for i in 0..<10_000 { _ = try d.set(FieldPath(["f\(i % 3)"]), to: .int(Int64(i)), replica: &r) }
+        #expect(d.root.children.metaRecordCount <= 2 * d.root.children.count + 8)
+        #expect(d.root.children.compactRegisterCount == 20)
+        // Equality is by content, whatever spare records either table holds.
+        let reloaded = try Document.decode(d.encode())
+        #expect(reloaded.root.children.metaRecordCount < d.root.children.metaRecordCount)
+        #expect(reloaded == d && reloaded.root.children.hashValue == d.root.children.hashValue)
+    }
 }
 
 @Suite struct TypeConflictPruningTests {
