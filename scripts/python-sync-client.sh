@@ -9,9 +9,9 @@
 # seeds ~130 KB of documents through REST (more than the client's 64 KiB initial credit, so the
 # server must pause for credit), runs the client (handshake, subscribe, initial sync decoded and
 # compared field by field, upload of a new document and a one-field change as CRDT deltas, sub_error,
-# want, ping, 25 s idle answering the server's heartbeat ping, live changes, bye), makes REST writes
-# while it is subscribed (they must reach it as `changes`: a delta, a full state, a delete), then
-# checks through REST that the client's upload is stored with exactly its values. Exits non-zero on
+# want, ping, 25 s idle answering the server's heartbeat ping, live changes, bye, then a resumed
+# session with `cp` and `have`), makes REST writes while it is subscribed (they must reach it as
+# `changes`: a delta, a full state, a delete), then checks through REST that the client's upload is stored with exactly its values. Exits non-zero on
 # any failure. websockets and cbor2 are installed once into a venv under $BIGPEER_PY_VENV (/tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,7 +116,7 @@ echo "==> running scripts/sync-client.py"
 "$py" scripts/sync-client.py --url "ws://127.0.0.1:$port" --key "$key" check --collection pycars \
   --expect "$work/expect.json" --upload "$work/upload.json" --update "$work/update.json" \
   --live "$work/live.json" --live-deleted "$work/live-deleted.json" --ready-file "$work/ready" \
-  --idle 25 --tolerate-own-upload-echo &
+  --idle 25 --resume --tolerate-own-upload-echo &
 client_pid=$!
 for _ in $(seq 1 450); do
   [ -f "$work/ready" ] && break

@@ -138,6 +138,14 @@ def id_key(doc_id):
     return cbor2.dumps(doc_id, canonical=True)
 
 
+def document_hash(collection, doc_id):
+    """64-bit FNV-1a over UTF-8(collection) || 0x00 || deterministic CBOR(id) (PROTOCOL.md §4.3)."""
+    h = 0xCBF29CE484222325
+    for b in collection.encode() + b"\0" + id_key(doc_id):
+        h = ((h ^ b) * 0x100000001B3) & UINT64
+    return h
+
+
 # ---- session ----------------------------------------------------------------------------------
 
 class Session:
@@ -314,7 +322,12 @@ class Check:
                 continue
             return m
 
-    async def run(self):
+    def subscription(self):
+        """sub 1: every document of the collection that has a color (all the driver writes do), with
+        a named argument so that `args` is exercised too."""
+        return {"t": "sub", "id": 1, "q": f"SELECT * FROM {self.coll} WHERE color != :none", "args": {"none": "(none)"}}
+
+    async def connect(self):
         url = self.args.url.rstrip("/") + "/api/v4/sync"
         try:
             ws = await asyncio.wait_for(websockets.connect(url, subprotocols=[SUBPROTOCOL], compression=None,
@@ -323,8 +336,12 @@ class Check:
             raise Deviation(f"connect {url}: {exc}") from None
         self.ws = ws
         self.s = Session(ws, self.args.credit)
+        need(ws.subprotocol == SUBPROTOCOL, f"server selected subprotocol {ws.subprotocol!r}")
+        return ws
+
+    async def run(self):
+        ws = await self.connect()
         try:
-            need(ws.subprotocol == SUBPROTOCOL, f"server selected subprotocol {ws.subprotocol!r}")
             await self.handshake()
             await self.initial_sync()
             if self.upload or self.update:
@@ -343,6 +360,46 @@ class Check:
         finally:
             if ws.state is not websockets.protocol.State.CLOSED:
                 await ws.close(4004)
+        if self.args.resume:
+            ws = await self.connect()
+            try:
+                await self.handshake()
+                await self.resume()
+                await self.close()
+            finally:
+                if ws.state is not websockets.protocol.State.CLOSED:
+                    await ws.close(4004)
+
+    async def resume(self):  # §4.3 `cp` + `have`, §4.5: no docs, synced at once, then only later changes
+        before = self.replica.values()
+        held = self.replica.docs  # tombstones included: we hold them too
+        have = b"".join(h.to_bytes(8, "big") for h in sorted(document_hash(self.coll, cbor2.loads(k)) for k in held))
+        top = self.last_txn
+        await self.s.send(dict(self.subscription(), cp=self.cp, have=have))
+        m = await self.next("resume")
+        need(m["t"] == "synced" and m["id"] == 1 and m["cp"] == self.cp,
+             f"resume: expected synced with cp {self.cp} and no docs, got {m!r:.200}")
+        self.last_txn = self.cp
+        seen = set()
+        while self.last_txn < top:  # the changes between our checkpoint and where session 1 ended
+            m = await self.next(f"resume (at txn {self.last_txn}, session 1 ended at {top})")
+            need(m["t"] == "changes", f"resume: unexpected `{m['t']}`: {m!r:.200}")
+            for i, e in enumerate(m["docs"]):
+                self.replica.apply(e, f"resume changes txn {m['txn']} docs[{i}]")
+                need("delta" in e, f"resume: {e['id']!r} came as a full state although it is in `have`")
+                seen.add(id_key(e["id"]))
+            await self.s.consumed(m["_size"])
+        await self.s.grant()
+        live = {id_key(d["_id"]) for d in self.live} | {id_key(i) for i in self.live_deleted}
+        ours = set(self.own_new) | ({id_key(self.update["_id"])} if self.update else set())
+        need(seen == live, f"resume: changes for {[cbor2.loads(k) for k in seen]}, expected the live writes "
+                           f"{[cbor2.loads(k) for k in live]} (our own uploads are not sent back)")
+        need(not (seen & ours - live), "resume: our own upload was sent back")
+        after = self.replica.values()
+        need(after.keys() == before.keys() and all(strict_equal(after[k], before[k]) for k in after),
+             "resume: re-merging the changes after our checkpoint changed our documents")
+        log(f"resume from cp {self.cp} with `have` ({len(have) // 8} hashes): synced at once, then the "
+            f"{len(seen)} live changes again as deltas up to txn {self.last_txn}, our own upload not sent back")
 
     async def handshake(self):  # §4.1, §4.2; nothing else may be sent before welcome
         await self.s.send({"t": "hello", "v": 1, "site": self.site, "key": self.site.to_bytes(8, "big"),
@@ -358,7 +415,7 @@ class Check:
             f"upload credit {w['credit']}, max {w['max']}; our site {self.site:#x}")
 
     async def initial_sync(self):  # §4.3, §4.5, §6
-        await self.s.send({"t": "sub", "id": 1, "q": f"SELECT * FROM {self.coll}"})
+        await self.s.send(self.subscription())
         ndocs = nmsgs = 0
         while True:
             m = await self.next("initial sync")
@@ -497,6 +554,8 @@ def main():
     p.add_argument("--ready-file", help="created once subscribed, synced and uploaded (the driver then writes)")
     p.add_argument("--idle", type=float, default=0, help="stay idle this long before the live step; "
                    "the server must ping (use more than welcome.hb, e.g. 25)")
+    p.add_argument("--resume", action="store_true", help="finally reconnect with the synced cp and `have`: "
+                   "only the live changes must come again")
     p.add_argument("--credit", type=int, default=MIN_CREDIT, help="hello.credit (bytes, >= 65536)")
     p.add_argument("--max", type=int, default=1 << 20, help="hello.max (bytes, >= 65536)")
     p.add_argument("--tolerate-own-upload-echo", action="store_true",

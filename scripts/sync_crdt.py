@@ -8,7 +8,7 @@ one-field REGISTER update.
 
     state = [1, 0, _id, sites, vv, reaped, root-slot]
     delta = [1, 1, sites, ranges, reaped, root-slot]
-    slot  = {? 0: register, ? 1: marker, ? 2: counter, ? 3: removal, ? 4: {* name => slot}}
+    slot  = {? 0: value, ? 1: marker, ? 2: counter, ? 3: removal, ? 4: {* name => slot}}
 
 The merge here is value-level: it does not reproduce the server's pruning byte for byte (that is
 not needed to check values), so it never re-encodes a merged state.
@@ -18,6 +18,7 @@ import cbor2
 FORMAT_VERSION = 1
 KIND_STATE = 0
 KIND_DELTA = 1
+KIND_RESET = 2  # the reset delta of CRDT.md §11 (same layout); only sent to peers back after the TTL
 UINT64 = (1 << 64) - 1
 SLOT_KEYS = (0, 1, 2, 3, 4)
 
@@ -74,12 +75,17 @@ def _decode_slot(raw, frame, path):
     slot = {}
     for key, val in raw.items():
         _need(key in SLOT_KEYS, f"{path}: unknown slot component {key!r}")
-        if key == 0:
-            _need(isinstance(val, list) and len(val) in (3, 5), f"{path}: register is not [meta] or [meta, 0, value]")
+        if key == 0:  # the LWW value: [meta] | [meta, 0, value] | [meta, 1, id, len, metadata]
+            _need(isinstance(val, list) and len(val) in (3, 5, 7), f"{path}: value component of {len(val)} items")
             meta = frame.meta(val, f"{path} register")
             if len(val) == 5:
-                _need(val[3] == 0, f"{path}: register flag {val[3]!r} (only 0 = REGISTER value is known)")
+                _need(val[3] == 0, f"{path}: register kind {val[3]!r} with 5 items (REGISTER is 0)")
                 slot["reg"] = (meta, True, val[4])
+            elif len(val) == 7:
+                _need(val[3] == 1 and isinstance(val[4], str) and isinstance(val[6], dict),
+                      f"{path}: not an ATTACHMENT [meta, 1, id, len, metadata]")
+                token = {"_type": "attachment", "id": val[4], "len": _uint(val[5], f"{path} len"), "metadata": val[6]}
+                slot["reg"] = (meta, True, token)
             else:
                 slot["reg"] = (meta, False, None)  # meta only: hides older writes, never wins
         elif key == 1:
@@ -159,6 +165,7 @@ def decode_state(data):
 def decode_delta(data):
     """-> {"sites", "ranges": {site: (from, to)}, "reaped", "root"}."""
     a = _loads(data, "delta")
+    _need(len(a) == 6 and a[1] != KIND_RESET, "delta: a reset delta (kind 2, CRDT.md §11), which this client does not merge")
     _need(len(a) == 6 and a[1] == KIND_DELTA, "delta: not [1, 1, sites, ranges, reaped, root]")
     sites = _decode_sites(a[2])
     ranges = {}
