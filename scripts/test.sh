@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs missing Debian packages, checks the dependency graph has no
 # SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
-# themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh) and the independent Python
-# sync client (scripts/python-sync-client.sh).
+# themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh)
+# and the independent Python sync client (scripts/python-sync-client.sh).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
