@@ -24,6 +24,8 @@ if ! "$venv/bin/python" -c 'import websockets, cbor2' 2>/dev/null; then
   "$venv/bin/pip" install -q 'websockets>=14,<18' 'cbor2>=5.4,<7'
 fi
 py="$venv/bin/python"
+echo "==> sync-client.py selftest (the examples of PROTOCOL.md and CRDT.md §12)"
+"$py" scripts/sync-client.py selftest
 
 bin="${BIGPEER_BIN:-}"
 if [ -z "$bin" ]; then

@@ -7,14 +7,20 @@ docs/CRDT.md §12 only, to prove the documents are enough to build a peer. Needs
         --collection pycars --expect seed.json --upload new.json --update update.json \
         --live live.json --ready-file /tmp/ready
 
-`check`: hello -> welcome; sub (SELECT * FROM collection); docs... -> synced, every state decoded
-and compared with --expect (exact values and types); up (the --upload document and the --update
-field change as CRDT deltas with this client's own site id and HLC clock) -> ack without
-rejections; ping -> pong; then it creates --ready-file and waits for the --live documents to
-arrive as `changes` (deltas merged into its copies, or full states), compares them, and says bye.
-Download credit is granted as messages are consumed (lazily, so the server really runs out of it
-with a large seed); server pings are answered; every server message is checked against its CDDL
-schema and for deterministic CBOR. Any deviation exits 1 with a message naming the step.
+`check` runs one session through every part of the protocol, then a resumed one (steps of
+`Check.run`): hello -> welcome; sub (WHERE + args) -> docs... -> synced, every state decoded per
+CRDT.md §12 and compared with --expect (exact values and JSON types); up (the --upload document
+and the --update field change as CRDT deltas of this client's own site id and HLC clock) -> ack
+without rejections; a bad sub -> sub_error; want -> full state equal to our copy; ping -> pong;
+--idle seconds without sending (the server's heartbeat ping is answered); --ready-file, then the
+--live / --live-deleted documents must arrive as `changes` (deltas merged into our copies, full
+states, deletes); upload credit returned; bye -> close 1000; with --resume a second session with
+`cp` and `have` gets exactly the live changes again.
+
+Download credit is granted as messages are consumed, lazily (once the server is out of it), so
+a seed larger than 64 KiB makes the server pause; a data message that arrives without positive
+credit is a deviation. Every server message is checked against its CDDL schema and for
+deterministic CBOR. Any deviation exits 1 with a message naming the step.
 """
 import argparse
 import asyncio
@@ -170,7 +176,7 @@ class Session:
         return raw
 
     async def recv(self, step, timeout=STEP_TIMEOUT, quiet_ok=False):
-        """The next message that is not a ping/pong/credit, within `timeout` seconds; on timeout a
+        """The next message that is not a ping or a credit (both handled here), within `timeout` s; on timeout a
         Deviation, or None when quiet_ok (a quiet period is what the caller wanted)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -540,11 +546,71 @@ class Check:
             + (f"; tolerated {self.echoes} echo(es) of our own upload" if self.echoes else ""))
 
 
+# ---- selftest: the examples of the documents, without a server ---------------------------------
+
+def _doc_text(name):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def _annotated_hex(block):
+    """Leading hex tokens of each line (the annotations after them are ignored)."""
+    out = bytearray()
+    for line in block.splitlines():
+        for tok in line.split():
+            if len(tok) % 2 or any(c not in "0123456789abcdef" for c in tok):
+                break
+            out += bytes.fromhex(tok)
+    return bytes(out)
+
+
+def selftest():
+    """Checks this client against the examples of PROTOCOL.md and CRDT.md §12 (no server needed)."""
+    import re
+    proto = _doc_text("PROTOCOL.md")
+    examples = re.findall(r"```hex example=(\S+)\n(.*?)```", proto, re.S)
+    need(len(examples) >= 19, f"selftest: only {len(examples)} hex examples in PROTOCOL.md")
+    for name, text in examples:
+        raw = bytes.fromhex(text.replace("\n", " "))
+        m = cbor2.loads(raw)
+        need(cbor2.dumps(m, canonical=True) == raw, f"selftest: example {name} is not deterministic CBOR")
+        if m["t"] in SCHEMAS:
+            decode_message(raw)
+    need(document_hash("cars", "car-1") == 0x31B33814AADBB9EF, "selftest: FNV-1a example 1 (§4.3)")
+    need(document_hash("cars", {"vin": "W0L1"}) == 0xC993E1E04AB45955, "selftest: FNV-1a example 2 (§4.3)")
+
+    text = _doc_text("CRDT.md")
+    start = text.index("Example, a state")
+    block = text[text.index("```", start) + 3:]
+    block = block[:block.index("```")]
+    state_hex, delta_hex = [p for p in block.split("\n\n") if p.strip()]
+    state = crdt.decode_state(_annotated_hex(state_hex))
+    need(crdt.materialize(state) == {"_id": "a", "color": "red"}, f"selftest: CRDT.md state example: {crdt.materialize(state)}")
+    delta = crdt.decode_delta(_annotated_hex(delta_hex))
+    crdt.merge(state, delta)
+    need(crdt.materialize(state) == {"_id": "a", "color": "green"}, "selftest: CRDT.md delta example")
+
+    site, t = 0x1234, 0x01A2030000000000
+    doc = crdt.empty_state("n")
+    crdt.merge(doc, crdt.decode_delta(crdt.encode_new_document_delta(site, t, {"x": 1, "y": [1.5, None]})))
+    need(strict_equal(crdt.materialize(doc), {"x": 1, "y": [1.5, None], "_id": "n"}), "selftest: new-document delta")
+    crdt.merge(doc, crdt.decode_delta(crdt.encode_set_field_delta(doc, site, t + 1, "x", "two")))
+    need(strict_equal(crdt.materialize(doc), {"x": "two", "y": [1.5, None], "_id": "n"}), "selftest: one-field delta")
+    numeric_start = cbor2.dumps([1, 1, [site], [[0, t, t]], [], {1: [0, 0, 0]}], canonical=True)
+    try:
+        crdt.merge(crdt.empty_state("m"), crdt.decode_delta(numeric_start))
+        raise Deviation("selftest: a numeric range start for an unknown site must be a deltaGap (CRDT.md §12)")
+    except crdt.CRDTFormatError:
+        pass
+    log(f"selftest: {len(examples)} PROTOCOL.md examples, FNV-1a examples, CRDT.md §12 example, delta round trips")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", required=True, help="ws://HOST:PORT of bigpeer serve")
-    p.add_argument("--key", required=True, help="API key (sent in hello.cred.apiKey)")
-    p.add_argument("command", choices=["check"])
+    p.add_argument("--url", help="ws://HOST:PORT of bigpeer serve (check)")
+    p.add_argument("--key", help="API key, sent in hello.cred.apiKey (check)")
+    p.add_argument("command", choices=["check", "selftest"], help="check: against the server; selftest: "
+                   "the documents' examples, no server")
     p.add_argument("--collection", default="pycars")
     p.add_argument("--expect", help="JSON file: the documents the initial sync must deliver, exactly")
     p.add_argument("--upload", help="JSON file: a new document to upload (with _id)")
@@ -562,15 +628,23 @@ def main():
                    help="accept the server sending our own uploaded new document back as a full state "
                         "(a known deviation from PROTOCOL.md §4.6; without this flag it fails the check)")
     args = p.parse_args()
+    if args.command == "check" and not (args.url and args.key):
+        p.error("check needs --url and --key")
     try:
-        asyncio.run(Check(args).run())
+        if args.command == "selftest":
+            selftest()
+        else:
+            asyncio.run(Check(args).run())
     except Deviation as exc:
+        print(f"sync-client: FAILED: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except crdt.CRDTFormatError as exc:
         print(f"sync-client: FAILED: {exc}", file=sys.stderr)
         sys.exit(1)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"sync-client: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)
-    log("check passed")
+    log(f"{args.command} passed")
 
 
 if __name__ == "__main__":
