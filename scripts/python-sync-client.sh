@@ -5,14 +5,18 @@
 #   scripts/python-sync-client.sh                       # builds bigpeer unless BIGPEER_BIN is set
 #   BIGPEER_BIN=path/to/bigpeer scripts/python-sync-client.sh
 #
-# Starts `bigpeer serve` on a free port with a private PostgreSQL in a temporary data directory,
-# seeds ~130 KB of documents through REST (more than the client's 64 KiB initial credit, so the
-# server must pause for credit), runs the client (handshake, subscribe, initial sync decoded and
-# compared field by field, upload of a new document and a one-field change as CRDT deltas, sub_error,
-# want, ping, 25 s idle answering the server's heartbeat ping, live changes, bye, then a resumed
-# session with `cp` and `have`), makes REST writes while it is subscribed (they must reach it as
-# `changes`: a delta, a full state, a delete), then checks through REST that the client's upload is stored with exactly its values. Exits non-zero on
-# any failure. websockets and cbor2 are installed once into a venv under $BIGPEER_PY_VENV (/tmp).
+# Starts `bigpeer serve` on a free port with a private PostgreSQL in a temporary data directory and
+# seeds ~154 KB of document states through REST: more than the client's 64 KiB initial credit, so
+# the server must pause for credit. Then it runs the client:
+#   selftest    the examples of PROTOCOL.md and CRDT.md §12, no server;
+#   check       handshake; subscribe; initial sync decoded and compared field by field; upload of a
+#               new document and a one-field change as CRDT deltas; sub_error; want; ping; 25 s idle
+#               answering the server's heartbeat ping; live changes made through REST while it is
+#               subscribed (a delta, a full state, a delete); bye; a resumed session with cp + have;
+#   violations  every refusal and close code, and the key scopes.
+# Finally it checks through REST that the client's upload is stored with exactly its values.
+# Exits non-zero on any failure. websockets and cbor2 are installed once into a venv under
+# $BIGPEER_PY_VENV (default /tmp/bigpeer-py-venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
@@ -61,6 +65,9 @@ done
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail -50 "$work/server.log"; echo "server not ready"; exit 1; }
 key=$("$bin" keys create --data-dir "$work/data" --description python-sync-client --expires-in 1d --read-all --write-all 2>"$work/keys.log" | tail -1)
 [ -n "$key" ] || { cat "$work/keys.log"; echo "could not create an API key"; exit 1; }
+ro_key=$("$bin" keys create --data-dir "$work/data" --description read-only --expires-in 1d --read-all 2>>"$work/keys.log" | tail -1)
+other_key=$("$bin" keys create --data-dir "$work/data" --description other --expires-in 1d --read other --write other 2>>"$work/keys.log" | tail -1)
+[ -n "$ro_key" ] && [ -n "$other_key" ] || { cat "$work/keys.log"; echo "could not create the scoped API keys"; exit 1; }
 
 # POST /api/v4/store/execute with a JSON body file; prints the response, fails on a non-200.
 execute() {
@@ -136,6 +143,10 @@ status=0
 wait "$client_pid" || status=$?
 client_pid=""
 [ "$status" -eq 0 ] || fail "the client exited with $status"
+
+echo "==> sync-client.py violations (refusals, close codes, scopes; ~13 s)"
+"$py" scripts/sync-client.py --url "ws://127.0.0.1:$port" --key "$key" violations --collection pycars \
+  --read-only-key "$ro_key" --other-key "$other_key" || fail "violations"
 
 echo "==> checking the client's upload through REST"
 rest "SELECT * FROM pycars WHERE _id = 'py-new-1' OR _id = 'car-007'"
