@@ -158,8 +158,9 @@ class Session:
     """One bigpeer-sync.v1 session: sends canonical CBOR, receives and validates, keeps both credits,
     answers pings, and hands every other message to the caller."""
 
-    def __init__(self, ws, credit):
+    def __init__(self, ws, credit, max_size):
         self.ws = ws
+        self.max_size = max_size  # hello.max: the server must split docs/changes to fit (§8)
         self.download_credit = credit  # what the server may still send (may go negative by one message)
         self.consumed_ungranted = 0
         self.upload_credit = 0
@@ -191,6 +192,7 @@ class Session:
                 raise Deviation(f"{step}: timeout ({timeout:.0f} s) waiting for the server") from None
             except websockets.ConnectionClosed as exc:
                 raise Deviation(f"{step}: connection closed by the server: {exc}") from None
+            need(len(raw) <= self.max_size, f"{step}: a {len(raw)}-byte message above our hello.max {self.max_size}")
             m = decode_message(raw)
             t = m["t"]
             if t == "ping":
@@ -337,11 +339,11 @@ class Check:
         url = self.args.url.rstrip("/") + "/api/v4/sync"
         try:
             ws = await asyncio.wait_for(websockets.connect(url, subprotocols=[SUBPROTOCOL], compression=None,
-                                                           max_size=self.args.max, ping_interval=None), STEP_TIMEOUT)
+                                                           max_size=4 * self.args.max, ping_interval=None), STEP_TIMEOUT)
         except Exception as exc:
             raise Deviation(f"connect {url}: {exc}") from None
         self.ws = ws
-        self.s = Session(ws, self.args.credit)
+        self.s = Session(ws, self.args.credit, self.args.max)
         need(ws.subprotocol == SUBPROTOCOL, f"server selected subprotocol {ws.subprotocol!r}")
         return ws
 
@@ -605,9 +607,13 @@ async def violations(args):
 
     # The server's own site id, from a normal handshake.
     url = args.url.rstrip("/") + "/api/v4/sync"
-    async with websockets.connect(url, subprotocols=[SUBPROTOCOL], compression=None, ping_interval=None) as ws:
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL], compression=None, ping_interval=None,
+                                  open_timeout=STEP_TIMEOUT) as ws:
         await ws.send(cbor2.dumps(hello(), canonical=True))
-        w = decode_message(await asyncio.wait_for(ws.recv(), STEP_TIMEOUT))
+        try:
+            w = decode_message(await asyncio.wait_for(ws.recv(), STEP_TIMEOUT))
+        except asyncio.TimeoutError:
+            raise Deviation("violations: no welcome within 15 s") from None
         need(w["t"] == "welcome", f"violations: handshake: {w!r:.200}")
         await ws.send(cbor2.dumps({"t": "bye", "code": 1000, "reason": ""}, canonical=True))
     coll = args.collection
@@ -649,10 +655,13 @@ async def violations(args):
             seen = []
             try:
                 while "synced" not in seen:
-                    m = decode_message(await asyncio.wait_for(ws.recv(), STEP_TIMEOUT))
+                    raw = await asyncio.wait_for(ws.recv(), STEP_TIMEOUT)
+                    m = decode_message(raw)
                     seen.append(m["t"])
                     need(m["t"] in ("welcome", "docs", "synced"), f"violations: sub before welcome: got {m!r:.200}")
-                return f"sub before welcome: served ({' '.join(seen)}) - the race of docs/CONFORMANCE.md"
+                    if m["t"] == "docs":  # served: keep the initial sync going
+                        await ws.send(cbor2.dumps({"t": "credit", "bytes": len(raw)}, canonical=True))
+                return f"sub before welcome: served ({len(seen)} messages up to synced): the race of docs/CONFORMANCE.md"
             except websockets.ConnectionClosed:
                 pass
             need(ws.close_code == 4004 and "synced" not in seen,
@@ -661,7 +670,15 @@ async def violations(args):
         finally:
             await ws.close()
 
-    runs = [pipelined() if c[0] == "sub before welcome" else violation_case(args, *c) for c in cases]
+    async def named(name, run):
+        try:
+            return await run
+        except Deviation:
+            raise
+        except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            raise Deviation(f"violations: {name}: {type(exc).__name__}: {exc}") from None
+
+    runs = [named(c[0], pipelined() if c[0] == "sub before welcome" else violation_case(args, *c)) for c in cases]
     for line in await asyncio.gather(*runs):
         log(f"violations: {line}")
     log(f"violations: all {len(runs)} cases ended as PROTOCOL.md says")
@@ -745,7 +762,7 @@ def main():
     p.add_argument("--resume", action="store_true", help="finally reconnect with the synced cp and `have`: "
                    "only the live changes must come again")
     p.add_argument("--credit", type=int, default=MIN_CREDIT, help="hello.credit (bytes, >= 65536)")
-    p.add_argument("--max", type=int, default=1 << 20, help="hello.max (bytes, >= 65536)")
+    p.add_argument("--max", type=int, default=MIN_CREDIT, help="hello.max (bytes, >= 65536)")
     p.add_argument("--read-only-key", help="violations: a key that may read but not write the collection")
     p.add_argument("--other-key", help="violations: a key that may not read the collection")
     p.add_argument("--tolerate-own-upload-echo", action="store_true",
