@@ -38,7 +38,7 @@ let package = Package(
         // Transport.
         .target(name: "Sockets", dependencies: ["CEpoll", "COpenSSL"], swiftSettings: strict),
         .target(name: "HTTP", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL"], swiftSettings: strict),
+        .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
         .target(name: "DQL", dependencies: ["Values", "CRDT"], swiftSettings: strict),
@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Values",
+            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),

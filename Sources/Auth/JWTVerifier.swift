@@ -49,8 +49,8 @@ public struct JWTVerifier: Sendable {
         guard bytes.count <= Self.maxTokenBytes else { return .failure(.malformed("token longer than \(Self.maxTokenBytes) bytes")) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { return .failure(.malformed("a JWT has three dot-separated parts (JWE and unsigned tokens are not accepted)")) }
-        guard let headerJSON = Base64URL.decode(parts[0]), let claimsJSON = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]) else {
+        guard let headerJSON = Base64.decode(parts[0], .url), let claimsJSON = Base64.decode(parts[1], .url),
+              let signature = Base64.decode(parts[2], .url) else {
             return .failure(.malformed("a part is not base64url without padding"))
         }
         guard case .object(let header)? = try? JSON.parse(headerJSON) else { return .failure(.malformed("the header is not a JSON object")) }
@@ -130,10 +130,10 @@ public struct JWTVerifier: Sendable {
 
     /// Creates a token (tests, tooling and the `bigpeer token` command); the claims are written as given.
     public func sign(claims: [String: Value]) -> String {
-        let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
-        let body = Base64URL.encode(JSON.serialize(.object(claims)))
+        let header = Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url)
+        let body = Base64.encode(JSON.serialize(.object(claims)), .url)
         let signingInput = header + "." + body
-        return signingInput + "." + Base64URL.encode(hmacSHA256(Array(signingInput.utf8)))
+        return signingInput + "." + Base64.encode(hmacSHA256(Array(signingInput.utf8)), .url)
     }
 }
 
@@ -163,57 +163,5 @@ public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongIssuer: "the JWT issuer is not accepted"
         case .wrongAudience: "the JWT audience is not accepted"
         }
-    }
-}
-
-/// base64url without padding (RFC 4648 §5, as JWS uses it: RFC 7515 §2).
-enum Base64URL {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            for shift in [18, 12, 6, 0] { out.append(alphabet[Int((n >> UInt32(shift)) & 63)]) }
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-            out.append(alphabet[Int((n >> 18) & 63)])
-            out.append(alphabet[Int((n >> 12) & 63)])
-            if rest == 2 { out.append(alphabet[Int((n >> 6) & 63)]) }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Nil for padding, characters outside the alphabet, an impossible length (4k+1), or
-    /// non-zero unused bits in the last character (so each byte string has exactly one encoding).
-    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
-        guard text.count % 4 != 1 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count * 3 / 4)
-        var acc: UInt32 = 0, bits = 0
-        for c in text {
-            let v: UInt32
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "-"): v = 62
-            case UInt8(ascii: "_"): v = 63
-            default: return nil
-            }
-            acc = acc << 6 | v
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
-            }
-        }
-        guard acc & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
-        return out
     }
 }

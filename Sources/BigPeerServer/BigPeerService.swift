@@ -30,12 +30,14 @@ public final class BigPeerService: Sendable {
     /// WebSocket endpoints, closed with 1001 on shutdown (upgraded sockets are not HTTP
     /// connections any more, so the HTTP drain does not see them).
     private let webSocketEndpoints: [WebSocketEndpoint]
+    private let syncEndpoint: WebSocketEndpoint
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, feed: ChangeFeed, listener: PostgresListener,
-                 follower: Task<Void, Never>, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+                 follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
         self.webSocketEndpoints = webSocketEndpoints
+        self.syncEndpoint = syncEndpoint
         self.feed = feed
         self.listener = listener
         self.follower = follower
@@ -108,7 +110,7 @@ public final class BigPeerService: Sendable {
         syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
         let syncRoute = SyncRoute(store: store, feed: feed,
                                   authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
-                                  session: syncSession, limits: SyncRoute.webSocketLimits(syncSession.limits), logger: logger)
+                                  session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits), logger: logger)
         var syncEndpoint = syncRoute.register(on: &router)
         syncEndpoint.maxConnections = configuration.maxSyncSessions
         webSocketEndpoints.append(syncEndpoint)
@@ -145,7 +147,7 @@ public final class BigPeerService: Sendable {
         ])
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, feed: feed, listener: listener, follower: follower,
-                              webSocketEndpoints: webSocketEndpoints, logger: logger)
+                              syncEndpoint: syncEndpoint, webSocketEndpoints: webSocketEndpoints, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -153,6 +155,9 @@ public final class BigPeerService: Sendable {
         var rng = SystemRandomNumberGenerator()
         return "s" + String(rng.next() as UInt32, radix: 36)
     }
+
+    /// Sync WebSockets open on this instance now.
+    public var syncConnections: Int { syncEndpoint.openConnections }
 
     /// The port actually bound (differs from the configuration when it asked for port 0).
     public var port: Int { http.localPort ?? configuration.port }

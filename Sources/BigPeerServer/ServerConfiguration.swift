@@ -45,6 +45,9 @@ public struct ServerConfiguration: Sendable {
     public var maxSyncSessions = 50_000
     /// Sync heartbeat interval announced in `welcome` (a silent peer is closed after twice this).
     public var syncHeartbeat: Duration = .seconds(20)
+    /// WebSocket limits of the sync endpoint (nil: `SyncRoute.webSocketLimits`, sized for the
+    /// protocol's largest message). Tests lower the queue cap and stall timeout.
+    public var syncWebSocket: WebSocketConfiguration?
 
     public init() {}
 }

@@ -47,6 +47,11 @@ public final class SyncTestClient: Sendable {
             }
         }
         adapter.withLock { $0 = connected }
+        // Sending is possible only once the handshake is done.
+        let end = NanoTime.now().adding(.seconds(10))
+        while !inbox.connected.withLock({ $0 }), NanoTime.now() < end, inbox.events.withLock({ $0.isEmpty }) {
+            try await Task.sleep(for: .milliseconds(2))
+        }
     }
 
     /// The next event, or nil when `timeout` passed without one.
@@ -106,6 +111,7 @@ public final class SyncTestClient: Sendable {
 
     final class Inbox: Sendable {
         let events = Mutex<[Event]>([])
+        let connected = Mutex(false)
         func push(_ e: Event) { events.withLock { $0.append(e) } }
         func pop() -> Event? { events.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
     }
@@ -115,7 +121,9 @@ public final class SyncTestClient: Sendable {
         let inbox: Inbox
         init(inbox: Inbox) { self.inbox = inbox }
 
-        func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {}
+        func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
+            inbox.connected.withLock { $0 = true }
+        }
 
         func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
             switch message {

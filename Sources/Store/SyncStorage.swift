@@ -37,6 +37,8 @@ public struct ChangeLogRow: Sendable {
     public var delta: [UInt8]?
     public var origin: Int64?
     public var value: Value?
+    /// The document's full CRDT state when the row was read (nil: the document is gone).
+    public var state: [UInt8]?
 }
 
 extension DocumentStore {
@@ -130,8 +132,8 @@ extension DocumentStore {
         do {
             let upper = after &+ max(1, maxTransactions)
             let result = try await pool.query("""
-                SELECT t.n, q.txn, q.collection, q.id, q.kind, q.delta, q.origin, q.value FROM bigpeer_txn t LEFT JOIN LATERAL (
-                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, c.origin, d.value
+                SELECT t.n, q.txn, q.collection, q.id, q.kind, q.delta, q.origin, q.value, q.state FROM bigpeer_txn t LEFT JOIN LATERAL (
+                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, c.origin, d.value, d.state
                   FROM change_log c LEFT JOIN documents d ON d.collection = c.collection AND d.id = c.id
                   WHERE c.txn > \(after) AND c.txn <= least(t.n, \(upper)) ORDER BY c.txn, c.seq
                 ) q ON true
@@ -144,7 +146,8 @@ extension DocumentStore {
                     id: try Self.decodeJSON(row, column: 3), kind: try row.decode(4, as: String.self),
                     delta: row.isNull(5) ? nil : try row.decode(5, as: PostgresBytea.self).bytes,
                     origin: row.isNull(6) ? nil : try row.decode(6, as: Int64.self),
-                    value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7)))
+                    value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7),
+                    state: row.isNull(8) ? nil : try row.decode(8, as: PostgresBytea.self).bytes))
             }
             return (rows, max(after, min(newest, upper)))
         } catch {

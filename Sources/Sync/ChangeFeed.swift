@@ -132,21 +132,35 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    static func size(_ e: LogEntry) -> Int { 64 + (e.delta?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0) }
+    /// The index of the first entry with `txn > after` (the ring is sorted by txn).
+    static func firstIndex(in ring: [LogEntry], after: Int64) -> Int {
+        var lo = 0, hi = ring.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if ring[mid].txn > after { hi = mid } else { lo = mid + 1 }
+        }
+        return lo
+    }
+
+    static func size(_ e: LogEntry) -> Int {
+        64 + (e.delta?.count ?? 0) + (e.state?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0)
+    }
 
     static func entry(_ r: ChangeLogRow) -> LogEntry {
         LogEntry(txn: r.txn, document: DocumentRef(collection: r.collection, id: r.id),
                  kind: LogEntry.Kind(rawValue: r.kind) ?? .evict, delta: r.delta, value: r.value,
-                 origin: r.origin.map { UInt64(bitPattern: $0) })
+                 origin: r.origin.map { UInt64(bitPattern: $0) }, state: r.state)
     }
 
     /// The change log after `after`: from the ring when it reaches back that far, else from the database.
     public func read(after: Int64, maxTransactions: Int64 = 100) async throws(StoreError) -> LogBatch {
         let cached = state.withLock { s -> LogBatch? in
             guard after >= s.ringFrom else { return nil }
-            let start = s.ring.firstIndex { $0.txn > after } ?? s.ring.endIndex
+            // The ring is in txn order: binary searches keep a read O(log ring + batch), which
+            // matters because every session reads after every commit.
+            let start = Self.firstIndex(in: s.ring, after: after)
             let upper = min(s.head, after &+ maxTransactions)
-            let end = s.ring[start...].firstIndex { $0.txn > upper } ?? s.ring.endIndex
+            let end = Self.firstIndex(in: s.ring, after: upper)
             return LogBatch(entries: Array(s.ring[start..<end]), through: max(after, upper))
         }
         if let cached { return cached }

@@ -2,7 +2,9 @@
 //
 // Per change-log row, with H = "the peer holds the document", M = "a live subscription matches its
 // current value":   H∧M → delta;  H∧¬M → delta, forget it (the change that makes it leave);
-//                   ¬H∧M → full state (fetched), hold it;  ¬H∧¬M → nothing.
+//                   ¬H∧M → full state, hold it;  ¬H∧¬M → nothing.
+// The full state comes with the log entry (read once per instance by the ChangeFeed); only when it
+// is missing (a ring entry without it) is it fetched for this session.
 // Rows the peer itself uploaded are not echoed; they only update H (and fetch the full state if
 // the document enters a subscription the peer did not hold it for).
 
@@ -74,13 +76,23 @@ extension SyncSession {
         if sent, let cursor, cursor > lastCheckpointSent { sendCheckpoint(cursor, now: now, into: &out) }
     }
 
+    /// A document the peer must now hold: its full state from the entry, else fetched.
+    mutating func enter(_ e: LogEntry, _ hash: UInt64, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
+        if let state = e.state {
+            built.append(ChangeEntry(document: e.document, kind: .upsert, payload: .state(state)))
+            held.insert(hash)
+        } else {
+            entering.append(e.document)
+        }
+    }
+
     mutating func decide(_ e: LogEntry, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
         if e.kind == .evict { return }  // the server dropped its copy; peers keep theirs
         let hash = DocumentHash.of(e.document)
         let isHeld = held.contains(hash)
         let matches = matchesLive(e.document, e.value)
         if let origin = e.origin, origin == peer?.site {
-            if !matches { held.remove(hash) } else if !isHeld { entering.append(e.document) }
+            if !matches { held.remove(hash) } else if !isHeld { enter(e, hash, &built, &entering) }
             return
         }
         let kind: ChangeKind = e.kind == .delete ? .delete : .upsert
@@ -90,12 +102,12 @@ extension SyncSession {
                 built.append(ChangeEntry(document: e.document, kind: kind, payload: .delta(delta)))
                 if !matches { held.remove(hash) }
             } else if matches {
-                entering.append(e.document)
+                enter(e, hash, &built, &entering)
             } else {
                 held.remove(hash)
             }
         case (false, true):
-            entering.append(e.document)
+            enter(e, hash, &built, &entering)
         case (false, false):
             break
         }

@@ -27,14 +27,19 @@ public struct LogEntry: Sendable, Equatable {
     public var value: Value?
     /// Site id of the peer whose upload made this change (nil: REST or server-side writes).
     public var origin: UInt64?
+    /// The document's full state when the reader read the row (nil: deleted, gone, or not read).
+    /// Read once per instance, so a document entering the subscriptions of many sessions costs
+    /// no database read per session (it may be newer than `txn`: merging it is still correct).
+    public var state: [UInt8]?
 
-    public init(txn: Int64, document: DocumentRef, kind: Kind, delta: [UInt8]?, value: Value?, origin: UInt64? = nil) {
+    public init(txn: Int64, document: DocumentRef, kind: Kind, delta: [UInt8]?, value: Value?, origin: UInt64? = nil, state: [UInt8]? = nil) {
         self.txn = txn
         self.document = document
         self.kind = kind
         self.delta = delta
         self.value = value
         self.origin = origin
+        self.state = state
     }
 }
 

@@ -2,6 +2,7 @@
 // `Sec-WebSocket-Accept`, RAND_bytes for client nonces and masking keys. SHA-1 here is not a
 // security boundary (§10.7 only needs it to prove the server read the key), but it must be exact.
 import COpenSSL
+import Values
 
 enum HandshakeCrypto {
     /// The GUID every server appends to the key (§1.3, §4.2.2 item 5.4).
@@ -38,61 +39,12 @@ enum HandshakeCrypto {
         return bytes
     }
 
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
     /// Standard base64 with padding (RFC 4648 §4).
-    static func base64Encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            for s in [18, 12, 6, 0] { out.append(alphabet[Int((n >> UInt32(s)) & 63)]) }
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-            out.append(alphabet[Int((n >> 18) & 63)])
-            out.append(alphabet[Int((n >> 12) & 63)])
-            out.append(rest == 2 ? alphabet[Int((n >> 6) & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func base64Encode(_ bytes: [UInt8]) -> String { Base64.encode(bytes, .standard) }
 
     /// Strict base64 decoding (RFC 4648 §4): padding required, no whitespace, canonical trailing
     /// bits. Returns nil for anything else, so `Sec-WebSocket-Key` checks are exact.
-    static func base64Decode(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 4 == 0 else { return nil }
-        func value(_ c: UInt8) -> UInt32? {
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(c - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "+"): 62
-            case UInt8(ascii: "/"): 63
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        var i = 0
-        while i < chars.count {
-            let last = i + 4 == chars.count
-            let pad = last ? (chars[i + 3] == UInt8(ascii: "=") ? (chars[i + 2] == UInt8(ascii: "=") ? 2 : 1) : 0) : 0
-            var n: UInt32 = 0
-            for j in 0..<(4 - pad) {
-                guard let v = value(chars[i + j]) else { return nil }
-                n |= v << UInt32(18 - 6 * j)
-            }
-            out.append(UInt8(n >> 16))
-            if pad < 2 { out.append(UInt8((n >> 8) & 0xFF)) } else if n & 0xFFFF != 0 { return nil }
-            if pad < 1 { out.append(UInt8(n & 0xFF)) } else if n & 0xFF != 0 { return nil }
-            i += 4
-        }
-        return out
-    }
+    static func base64Decode(_ text: String) -> [UInt8]? { Base64.decode(text.utf8, .standard) }
 }
 
 /// Where masking keys come from (§5.3: "derived from a strong source of entropy").

@@ -7,7 +7,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks (see Benchmarks/ for the scripts that compare them with references).",
-        subcommands: [PostgresBench.self])
+        subcommands: [PostgresBench.self, SyncBench.self])
 }
 
 /// Round trips through our libpq layer, shaped like `pgbench -S` so the two compare directly.

@@ -23,7 +23,7 @@ struct SessionHarness {
     static func ready(credit: UInt64 = 65536, configure: (inout SyncSession.Configuration) -> Void = { _ in }) -> SessionHarness {
         var h = SessionHarness(configure: configure)
         _ = h.receive(.hello(hello(credit: credit)))
-        _ = h.feed(.authenticated(.accept))
+        _ = h.feed(.authenticated(.accept(.everything)))
         return h
     }
 
@@ -55,7 +55,7 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         let a = h.receive(.hello(SessionHarness.hello()))
         #expect(a == [.authenticate(SessionHarness.hello())])
         #expect(h.session.state == .authenticating)
-        let b = h.feed(.authenticated(.accept))
+        let b = h.feed(.authenticated(.accept(.everything)))
         #expect(sent(b) == [.welcome(Welcome(site: 1, sessionID: "s-test", heartbeatMillis: 7000, maxMessageSize: 16 << 20, credit: 12345))])
         #expect(h.session.state == .ready)
         #expect(h.session.credit == 65536)
@@ -232,6 +232,21 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                                         ChangeEntry(document: car2, kind: .upsert, payload: .state([0x5A]))]),
             .changes(txn: 12, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([0x03]))]),
             .checkpoint(txn: 12),
+        ])
+        #expect(h.session.held.contains(DocumentHash.of(car2)))
+    }
+
+    /// With the state read once by the change feed, no per-session fetch is needed.
+    @Test func documentEnteringWithItsStateInTheEntry_isSentWithoutAFetch() {
+        var h = Self.syncedOnRed()
+        let car2Red: Value = ["_id": "car-2", "color": "red"]
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car2, kind: .upsert, delta: [0x01], value: car2Red, state: [0x5B]),
+        ], through: 11)))
+        #expect(!a.contains { if case .fetchDocuments = $0 { true } else { false } })
+        #expect(sent(a) == [
+            .changes(txn: 11, entries: [ChangeEntry(document: car2, kind: .upsert, payload: .state([0x5B]))]),
+            .checkpoint(txn: 11),
         ])
         #expect(h.session.held.contains(DocumentHash.of(car2)))
     }

@@ -37,7 +37,7 @@ actor TestPeer {
         var config = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: "t-\(site)")
         config.pageRows = 2  // several pages even for small test collections
         let conn = SyncConnection(configuration: config, store: store, feed: feed, transport: transport) { hello in
-            hello.credentials == .apiKey("test-key") ? .accept : .refuse(code: .unauthorized, reason: "invalid API key")
+            hello.credentials == .apiKey("test-key") ? .accept(.everything) : .refuse(code: .unauthorized, reason: "invalid API key")
         }
         connection = conn
         conn.start()

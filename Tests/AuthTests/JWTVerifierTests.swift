@@ -1,0 +1,81 @@
+import Testing
+import Values
+@testable import Auth
+
+@Suite struct JWTVerifierTests {
+    /// RFC 7515 Appendix A.1: the HS256 example JWS, its key (JWK `k`) and its claims.
+    static let rfcKey = Base64.decode("AyM1SysPpbyDfgZld3umj1qzKObwVMkoqQ-EstJQLr_T-1qS0gZH75aKtMN3Yj0iPS4hcgUuTwjAzZr1Z9CAow".utf8, .url)!
+    static let rfcToken = "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9" + "." +
+        "eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ" + "." +
+        "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+
+    static func verifier(at now: Int64, issuer: String? = nil, audience: String? = nil) throws -> JWTVerifier {
+        try JWTVerifier(secret: Array("0123456789abcdef0123456789abcdef".utf8), issuer: issuer, audience: audience, now: { now })
+    }
+
+    @Test func rfc7515A1_verifies_andItsSignatureIsOurs() throws {
+        let v = try JWTVerifier(secret: Self.rfcKey, issuer: "joe", now: { 1_300_819_370 })
+        let principal = try v.verify(Self.rfcToken).get()
+        #expect(principal.read == .none && principal.write == .none)  // no BigPeer claims: nothing allowed
+        let parts = Self.rfcToken.split(separator: ".")
+        #expect(Base64.encode(v.hmacSHA256(Array("\(parts[0]).\(parts[1])".utf8)), .url) == String(parts[2]))
+        // One bit flipped anywhere: refused.
+        var tampered = Array(Self.rfcToken.utf8)
+        tampered[60] = tampered[60] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(throws: JWTError.self) { try v.verify(String(decoding: tampered, as: UTF8.self)).get() }
+        // Expired a day later.
+        let late = try JWTVerifier(secret: Self.rfcKey, now: { 1_300_819_380 + 86_400 })
+        #expect(late.verify(Self.rfcToken) == .failure(.expired))
+    }
+
+    @Test func claimsBecomeScopes() throws {
+        let v = try Self.verifier(at: 1000)
+        let p = try v.verify(v.sign(claims: ["exp": 2000, "sub": "tablet", "read": "*", "write": ["cars", "notes"]])).get()
+        #expect(p.read == .all)
+        #expect(p.write == .only(["cars", "notes"]))
+        #expect(p.keyID == "jwt:tablet")
+        #expect(v.verify(v.sign(claims: ["exp": 2000, "read": 5])) == .failure(.malformed(#"read and write must be "*" or an array of collection names"#)))
+        if case .success = v.verify(v.sign(claims: ["exp": 2000, "write": [1]])) { Issue.record("non-string collection accepted") }
+    }
+
+    @Test func timeClaims_withLeeway() throws {
+        let signer = try Self.verifier(at: 0)
+        let token = signer.sign(claims: ["exp": 1000, "nbf": 500, "iat": 400])
+        for (now, ok) in [(439, false), (440, true), (1000, true), (1060, true), (1061, false)] {
+            let result = try Self.verifier(at: Int64(now)).verify(token)
+            if case .success = result { #expect(ok, "now=\(now)") } else { #expect(!ok, "now=\(now): \(result)") }
+        }
+        #expect(try Self.verifier(at: 0).verify(signer.sign(claims: ["read": "*"])) == .failure(.malformed("exp (expiry, seconds since the epoch) is required")))
+        #expect(try Self.verifier(at: 0).verify(signer.sign(claims: ["exp": "soon"])) == .failure(.malformed("exp (expiry, seconds since the epoch) is required")))
+    }
+
+    @Test func issuerAndAudience() throws {
+        let v = try Self.verifier(at: 0, issuer: "auth.example", audience: "bigpeer")
+        func check(_ claims: [String: Value]) -> Bool {
+            var c = claims
+            c["exp"] = 100
+            if case .success = v.verify(v.sign(claims: c)) { return true }
+            return false
+        }
+        #expect(check(["iss": "auth.example", "aud": "bigpeer"]))
+        #expect(check(["iss": "auth.example", "aud": ["other", "bigpeer"]]))
+        #expect(!check(["iss": "evil", "aud": "bigpeer"]))
+        #expect(!check(["iss": "auth.example", "aud": "other"]))
+        #expect(!check(["aud": "bigpeer"]))
+    }
+
+    @Test func refusesAlgNoneOtherAlgorithmsAndMalformedTokens() throws {
+        let v = try Self.verifier(at: 0)
+        let claims = Base64.encode(Array(#"{"exp":100,"read":"*","write":"*"}"#.utf8), .url)
+        let none = Base64.encode(Array(#"{"alg":"none"}"#.utf8), .url) + "." + claims + "."
+        #expect(v.verify(none) == .failure(.unsupportedAlgorithm("\"none\"")))
+        // HS512 header with a valid HS256 signature over it: the header's alg is never trusted.
+        let hs512Input = Base64.encode(Array(#"{"alg":"HS512"}"#.utf8), .url) + "." + claims
+        let hs512 = hs512Input + "." + Base64.encode(v.hmacSHA256(Array(hs512Input.utf8)), .url)
+        #expect(v.verify(hs512) == .failure(.unsupportedAlgorithm("\"HS512\"")))
+        for bad in ["", "a.b", "a.b.c.d", "!!.!!.!!", "e30.e30.", "e30=.e30.AAAA", String(repeating: "a", count: 9000)] {
+            if case .success = v.verify(bad) { Issue.record("accepted \(bad)") }
+        }
+        #expect(throws: JWTError.secretTooShort(5)) { try JWTVerifier(secret: Array("short".utf8)) }
+    }
+}

@@ -1,0 +1,364 @@
+import Auth
+import Glibc
+import BigPeerServer
+import BigPeerTestSupport
+import CRDT
+import HTTP
+import Postgres
+import Sockets
+import SyncProtocol
+import Testing
+import Values
+import WebSocket
+
+/// `GET /api/v4/sync` through a real server, real WebSockets and a real PostgreSQL: the handshake
+/// and its refusals, credentials (API keys with scopes, HS256 JWTs), the transport rules, and
+/// fan-out across two instances on one database.
+@Suite struct SyncEndpointTests {
+    static let loops = try! EventLoopGroup(threads: 1)
+    static let jwtSecret = Array("a test secret that is long enough for HS256!".utf8)
+
+    /// A server on its own database with auth on, an API key with `read`/`write` scopes, and a client HTTP pool.
+    static func withServer(read: String = "--read-all", write: String = "--write-all", instances: Int = 1,
+                           _ body: ([BigPeerService], String, HTTPClient) async throws -> Void) async throws {
+        try await TestPostgres.withDatabase { db in
+            var services: [BigPeerService] = []
+            do {
+                for _ in 0..<instances {
+                    var config = Self.configuration(db)
+                    config.jwt = try JWTVerifier(secret: jwtSecret)
+                    services.append(try await BigPeerService.start(config))
+                }
+                let keys = APIKeyStore(pool: services[0].pool)
+                let scopes = { (flag: String) -> CollectionScope in
+                    flag.hasSuffix("-all") ? .all : .only(Set(flag.split(separator: "=").last.map { $0.split(separator: ",").map(String.init) } ?? []))
+                }
+                let now = APIKeyStore.now()
+                let (_, key) = try await keys.create(description: "sync test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
+                                                     read: scopes(read), write: scopes(write))
+                let client = try HTTPClient()
+                try await body(services, key.text, client)
+            } catch {
+                for s in services { await s.stop() }
+                throw error
+            }
+            for s in services { await s.stop() }
+        }
+    }
+
+    /// One event-loop thread, any free port, this test's database.
+    static func configuration(_ db: TestDatabase) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.port = 0
+        config.threads = 1
+        config.database = .configuration(db.configuration)
+        return config
+    }
+
+    static func hello(site: UInt64, _ credentials: SyncCredentials?) -> SyncMessage {
+        .hello(Hello(site: site, peerKey: [7, 7], deviceName: "test-\(site)", credentials: credentials, credit: 1 << 20, maxMessageSize: 1 << 20))
+    }
+
+    static func execute(_ client: HTTPClient, _ port: Int, key: String, _ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
+        var h = HTTPHeaders()
+        h.add("Content-Type", "application/json")
+        h.add("Authorization", "Bearer \(key)")
+        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
+        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
+        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
+        return try JSON.parse(r.body)
+    }
+
+    /// Connects and completes the handshake with an API key or JWT.
+    static func connect(_ port: Int, site: UInt64, _ credentials: SyncCredentials) async throws -> SyncTestClient {
+        let c = try await SyncTestClient(port: port, loop: loops.next())
+        c.send(hello(site: site, credentials))
+        let m = try await c.nextMessage()
+        guard case .welcome = m else { throw SyncTestClientError("expected welcome, got \(m)") }
+        return c
+    }
+
+    @Test func apiKey_subscribeReceiveUploadAck_andRESTSeesTheUpload() async throws {
+        try await Self.withServer { services, key, http in
+            let port = services[0].port
+            _ = try await Self.execute(http, port, key: key, "INSERT INTO cars DOCUMENTS (:a), (:b)",
+                                       ["a": ["_id": "a", "color": "red"], "b": ["_id": "b", "color": "blue"]])
+            let peer = try await Self.connect(port, site: 0xA1, .apiKey(key))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars WHERE color = :c", arguments: ["c": "red"])))
+            let initial = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            let ids = initial.flatMap { m -> [Value] in if case .documents(_, let e) = m { e.map(\.document.id) } else { [] } }
+            #expect(ids == ["a"])
+
+            // Upload a new red car made on the peer's own replica.
+            var replica = Replica(site: SiteID(0xA1))
+            var doc = try Document(id: "c")
+            let before = doc.versionVector
+            _ = try doc.upsert(["_id": "c", "color": "red", "seats": 4], replica: &replica)
+            peer.send(.upload(seq: 1, entries: [UploadEntry(document: DocumentRef(collection: "cars", id: "c"), delta: doc.delta(since: before).encode())]))
+            let acked = try await peer.waitFor { if case .ack = $0 { true } else { false } }
+            guard case .ack(1, let txn, let rejected)? = acked.last else { Issue.record("no ack: \(acked)"); return }
+            #expect(rejected.isEmpty)
+            #expect(txn > 0)
+            let rest = try await Self.execute(http, port, key: key, "SELECT * FROM cars WHERE _id = 'c'")
+            #expect(rest["items"] == [["_id": "c", "color": "red", "seats": 4]])
+
+            // A REST write reaches the subscribed peer live.
+            _ = try await Self.execute(http, port, key: key, "UPDATE cars SET seats = 5 WHERE _id = 'a'")
+            let live = try await peer.waitFor { m in
+                if case .changes(_, let e) = m { e.contains { $0.document.id == "a" } } else { false }
+            }
+            #expect(!live.isEmpty)
+            peer.send(.bye(code: 1000, reason: "done"))
+            #expect(await peer.closeCode() == 1000)
+        }
+    }
+
+    @Test func refusals_badKeyNoCredentialsUnknownVersion_closeWithTheDocumentedCodes() async throws {
+        try await Self.withServer { services, key, _ in
+            let port = services[0].port
+            let wrongSecret = String(key.dropLast(4)) + "0000"
+            let cases: [(SyncMessage, UInt16)] = [
+                (Self.hello(site: 1, .apiKey(wrongSecret)), 4001),
+                (Self.hello(site: 2, .apiKey("not-a-key")), 4001),
+                (Self.hello(site: 3, nil), 4001),
+                (Self.hello(site: 4, .jwt("a.b.c")), 4001),
+                (.hello(Hello(version: 99, site: 5, peerKey: [1], deviceName: "x", credentials: .apiKey(key), credit: 1 << 20, maxMessageSize: 1 << 20)), 4002),
+            ]
+            for (hello, code) in cases {
+                let c = try await SyncTestClient(port: port, loop: Self.loops.next())
+                c.send(hello)
+                let m = try await c.nextMessage()
+                guard case .refuse(let refused, let reason) = m else { Issue.record("expected refuse, got \(m)"); continue }
+                #expect(refused == code, "\(reason)")
+                #expect(!reason.isEmpty)
+                #expect(await c.closeCode() == code)
+            }
+        }
+    }
+
+    @Test func transportRules_textIs4004_garbageIs4004_noSubprotocolIs400() async throws {
+        try await Self.withServer { services, key, http in
+            let port = services[0].port
+            let text = try await Self.connect(port, site: 10, .apiKey(key))
+            text.sendRaw(.text("{\"t\":\"ping\"}"))
+            #expect(await text.closeCode() == 4004)
+
+            let garbage = try await Self.connect(port, site: 11, .apiKey(key))
+            garbage.sendRaw(.binary([0xA1, 0x61, 0x74, 0xFF, 0x00]))
+            #expect(await garbage.closeCode() == 4004)
+
+            let before = try await SyncTestClient(port: port, loop: Self.loops.next())
+            before.sendRaw(.binary([0x01, 0x02, 0x03]))  // not even a hello
+            #expect(await before.closeCode() == 4004)
+
+            var h = HTTPHeaders()
+            for (n, v) in [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")] { h.add(n, v) }
+            let r = try await http.execute(HTTPClientRequest(method: .GET, url: "http://127.0.0.1:\(port)/api/v4/sync", headers: h))
+            #expect(r.status.code == 400)
+        }
+    }
+
+    /// Scopes: a key that may read only `cars` and write only `notes`.
+    @Test func apiKeyScopes_limitSubscriptionsAndUploads() async throws {
+        try await Self.withServer(read: "--read=cars", write: "--write=notes") { services, key, _ in
+            let peer = try await Self.connect(services[0].port, site: 0xB2, .apiKey(key))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM trucks")))
+            let refused = try await peer.waitFor { if case .subscriptionError = $0 { true } else { false } }
+            guard case .subscriptionError(1, let why)? = refused.last else { Issue.record("\(refused)"); return }
+            #expect(why.contains("trucks"))
+            peer.send(.subscribe(Subscribe(id: 2, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced(2, _) = $0 { true } else { false } }
+
+            var replica = Replica(site: SiteID(0xB2))
+            var entries: [UploadEntry] = []
+            for (collection, id) in [("cars", "x"), ("notes", "n1"), ("trucks", "t")] {
+                var doc = try Document(id: .string(id))
+                let before = doc.versionVector
+                _ = try doc.upsert(["_id": .string(id), "v": 1], replica: &replica)
+                entries.append(UploadEntry(document: DocumentRef(collection: collection, id: .string(id)), delta: doc.delta(since: before).encode()))
+            }
+            peer.send(.upload(seq: 1, entries: entries))
+            let acks = try await peer.waitFor { if case .ack = $0 { true } else { false } }
+            guard case .ack(1, _, let rejected)? = acks.last else { Issue.record("\(acks)"); return }
+            #expect(rejected.map(\.index) == [0, 2])
+            #expect(rejected.allSatisfy { $0.message.contains("not permitted to write") })
+            let stored = try await services[0].store.fetchDocuments([("notes", "n1"), ("cars", "x"), ("trucks", "t")])
+            #expect(stored.map(\.collection) == ["notes"])
+        }
+    }
+
+    @Test func jwt_validTokenGrantsItsClaims_expiredAndForgedAreRefused() async throws {
+        try await Self.withServer { services, key, http in
+            let port = services[0].port
+            let verifier = try JWTVerifier(secret: Self.jwtSecret)
+            let now = JWTVerifier.wallClockSeconds()
+            let token = verifier.sign(claims: ["sub": "tablet-7", "exp": .int(now + 600), "read": ["cars"], "write": "*"])
+            _ = try await Self.execute(http, port, key: key, "INSERT INTO cars DOCUMENTS ({_id: 'j', n: 1})")
+            let peer = try await Self.connect(port, site: 0xC3, .jwt(token))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            let got = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            #expect(got.contains { if case .documents(1, let e) = $0 { e.map(\.document.id) == ["j"] } else { false } })
+            peer.send(.subscribe(Subscribe(id: 2, query: "SELECT * FROM secrets")))
+            _ = try await peer.waitFor { if case .subscriptionError(2, _) = $0 { true } else { false } }
+
+            let expired = verifier.sign(claims: ["exp": .int(now - 3600), "read": "*"])
+            let forged = try JWTVerifier(secret: Array("another secret of at least thirty-two bytes".utf8))
+                .sign(claims: ["exp": .int(now + 600), "read": "*", "write": "*"])
+            for bad in [expired, forged] {
+                let c = try await SyncTestClient(port: port, loop: Self.loops.next())
+                c.send(Self.hello(site: 0xC4, .jwt(bad)))
+                guard case .refuse(4001, _) = try await c.nextMessage() else { Issue.record("accepted \(bad)"); continue }
+            }
+        }
+    }
+
+    /// Two instances on one database: a peer on instance B receives a REST write made on instance A.
+    @Test func twoInstances_aWriteOnOneReachesAPeerOnTheOther() async throws {
+        try await Self.withServer(instances: 2) { services, key, http in
+            let peer = try await Self.connect(services[1].port, site: 0xD4, .apiKey(key))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            _ = try await Self.execute(http, services[0].port, key: key, "INSERT INTO cars DOCUMENTS ({_id: 'far', n: 1})")
+            let live = try await peer.waitFor { m in
+                if case .changes(_, let e) = m { e.contains { $0.document.id == "far" } } else { false }
+            }
+            #expect(!live.isEmpty)
+        }
+    }
+
+    /// Shutdown closes sync sockets with 1001 (going away), so peers reconnect elsewhere.
+    @Test func shutdown_closesPeersWithGoingAway() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = Self.configuration(db)
+            config.insecureDevelopment = true
+            let service = try await BigPeerService.start(config)
+            let peer = try await Self.connect(service.port, site: 0xE5, .apiKey("anything: insecure-dev accepts every peer"))
+            await service.stop()
+            #expect(await peer.closeCode() == 1001)
+        }
+    }
+
+    /// A peer that grants a huge credit, subscribes to ~10 MB of documents and then never reads:
+    /// the server's queue for it stays capped (`maxQueuedBytes`) and the peer is dropped, while
+    /// other peers keep being served.
+    @Test func aPeerThatStopsReading_isDropped_andOthersAreServed() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = Self.configuration(db)
+            config.insecureDevelopment = true
+            config.maxBodyBytes = 64 << 20
+            config.syncWebSocket = WebSocketConfiguration(maxFrameSize: 16 << 20, maxMessageSize: 16 << 20, highWaterMark: 1 << 20,
+                                                          lowWaterMark: 256 << 10, maxQueuedBytes: 2 << 20, writeStallTimeout: .seconds(2))
+            let service = try await BigPeerService.start(config)
+            defer { Task { await service.stop() } }
+            let http = try HTTPClient()
+            let blob = String(repeating: "y", count: 64 << 10)
+            for batch in 0..<5 {
+                var args: [String: Value] = [:]
+                for i in 0..<32 { args["d\(i)"] = ["_id": .string("doc-\(batch)-\(i)"), "blob": .string(blob)] }
+                let list = (0..<32).map { "(:d\($0))" }.joined(separator: ", ")
+                _ = try await Self.execute(http, service.port, key: "unused", "INSERT INTO big DOCUMENTS \(list)", args)
+            }
+
+            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            defer { close(fd) }
+            try RawSocket.upgrade(fd, port: service.port)
+            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
+            try RawSocket.sendFrame(fd, hello.encode())
+            try RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            #expect(await Self.eventually(.seconds(20)) { service.syncConnections == 0 }, "the stuck peer was not dropped")
+            // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
+            let first = try RawSocket.readFrame(fd)
+            guard case .welcome? = try? SyncMessageDecoder.decode(first) else { Issue.record("first frame was not welcome"); return }
+
+            // Another peer is served normally afterwards.
+            let ok = try await Self.connect(service.port, site: 100, .apiKey("insecure-dev"))
+            ok.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM big WHERE _id = 'doc-0-0'")))
+            let got = try await ok.waitFor { if case .synced = $0 { true } else { false } }
+            #expect(got.contains { if case .documents(1, let e) = $0 { e.count == 1 } else { false } })
+        }
+    }
+
+    static func eventually(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+}
+
+/// A WebSocket client on a plain socket that can stop reading (the adapters always read).
+enum RawSocket {
+    struct Failure: Error { var what: String }
+
+    static func connect(port: Int, receiveBuffer: Int32) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(what: "socket") }
+        var size = receiveBuffer
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard r == 0 else { close(fd); throw Failure(what: "connect errno \(errno)") }
+        return fd
+    }
+
+    /// Sends the upgrade request and reads exactly the response head (loopback: answered at once;
+    /// poll bounds the wait so a broken server cannot hang the test).
+    static func upgrade(_ fd: Int32, port: Int) throws {
+        let request = "GET /api/v4/sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n\r\n"
+        try write(fd, Array(request.utf8))
+        var head: [UInt8] = []
+        while !head.ends(with: [13, 10, 13, 10]) {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no upgrade response") }
+            var byte: UInt8 = 0
+            guard recv(fd, &byte, 1, 0) == 1 else { throw Failure(what: "closed during upgrade") }
+            head.append(byte)
+        }
+        guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else { throw Failure(what: String(decoding: head, as: UTF8.self)) }
+    }
+
+    /// Reads one unfragmented, unmasked server frame (what this server sends) and returns its payload.
+    static func readFrame(_ fd: Int32) throws -> [UInt8] {
+        func read(_ n: Int) throws -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: n), got = 0
+            while got < n {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no frame") }
+                let r = out[got...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                guard r > 0 else { throw Failure(what: "closed") }
+                got += r
+            }
+            return out
+        }
+        let h = try read(2)
+        var length = Int(h[1] & 0x7F)
+        if length == 126 { length = try read(2).reduce(0) { $0 << 8 | Int($1) } }
+        if length == 127 { length = try read(8).reduce(0) { $0 << 8 | Int($1) } }
+        return try read(length)
+    }
+
+    static func sendFrame(_ fd: Int32, _ payload: [UInt8]) throws {
+        var frame: [UInt8] = []
+        WebSocketFrameWriter.append(fin: true, opcode: .binary, maskKey: WebSocketMaskKey(1, 2, 3, 4), payload: payload, to: &frame)
+        try write(fd, frame)
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(what: "send errno \(errno)") }
+            sent += n
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
+}
