@@ -43,7 +43,8 @@ def _int(x, what):
 
 
 def _number(x, what):
-    _need(isinstance(x, (int, float)) and not isinstance(x, bool), f"{what}: not a number: {x!r}")
+    """Counter bases and totals: always CBOR floats, finite (CRDT.md §12, §4)."""
+    _need(isinstance(x, float), f"{what}: not a float: {x!r}")
     _need(x == x and x not in (float("inf"), float("-inf")), f"{what}: not finite")
     return x
 
