@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs missing Debian packages, checks the dependency graph has no
 # SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
-# themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh).
+# themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh)
+# and the independent Python sync client (scripts/python-sync-client.sh).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,3 +26,6 @@ BIGPEER_BIN="$PWD/.build/debug/bigpeer" scripts/autobahn.sh limits
 
 echo "==> schemathesis (the running server against openapi.yaml)"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/schemathesis.sh
+
+echo "==> independent Python sync client (docs/PROTOCOL.md, docs/CRDT.md §12) against a running server"
+BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/python-sync-client.sh
