@@ -23,6 +23,13 @@ public final class DocumentStore: Sendable {
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
     let batcher: WriteBatcher
+    /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
+    let statements = StatementCache(limits: DocumentStore.parseLimits)
+
+    /// Parse limits for statements run through the store: 4 MiB, so one INSERT can carry 100k
+    /// `(:dN)` documents (the request body limit bounds it too). The DQL default (256 KiB) stays
+    /// for everything else, e.g. sync subscriptions.
+    public static let parseLimits = DQLParseLimits(maxStatementBytes: 4 << 20)
     /// `_id`s generated for INSERTs without one come from here (tests may inject a deterministic one).
     let generateID: @Sendable () -> Value
 
@@ -48,9 +55,13 @@ public final class DocumentStore: Sendable {
     ///   database has committed that transaction number; `.unknownTransaction` if it never does.
     public func execute(_ text: String, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
-        let statement: Statement
-        do { statement = try DQL.parse(text) } catch { throw StoreError.syntax(error) }
+        let statement = try parse(text)
         return try await execute(statement, arguments: arguments, minimumTransaction: minimumTransaction, transactionWait: transactionWait)
+    }
+
+    /// Parses `text` (cached by text: see `StatementCache`) with `parseLimits`.
+    public func parse(_ text: String) throws(StoreError) -> Statement {
+        do { return try statements.statement(for: text) } catch { throw StoreError.syntax(error) }
     }
 
     /// Runs one already parsed statement (callers that inspect the statement first, e.g. to check
@@ -144,9 +155,14 @@ public final class DocumentStore: Sendable {
         }
     }
 
+    static let settingsQuery: PostgresQuery = "SELECT name, value FROM bigpeer_settings"
+
     func settings(on conn: PostgresConnection? = nil) async throws -> [String: Value] {
-        let q: PostgresQuery = "SELECT name, value FROM bigpeer_settings"
-        let rows = if let conn { try await conn.query(q) } else { try await pool.query(q) }
+        let rows = if let conn { try await conn.query(Self.settingsQuery) } else { try await pool.query(Self.settingsQuery) }
+        return try Self.decodeSettings(rows)
+    }
+
+    static func decodeSettings(_ rows: PostgresResult) throws -> [String: Value] {
         var out: [String: Value] = [:]
         for row in rows { out[try row.decode(0, as: String.self)] = try Self.decodeJSON(row, column: 1) }
         return out
@@ -154,6 +170,11 @@ public final class DocumentStore: Sendable {
 
     func strictMode(on conn: PostgresConnection? = nil) async throws -> Bool {
         try await settings(on: conn)[SystemSetting.strictMode.rawValue]?.boolValue ?? true
+    }
+
+    /// Strict mode as the write transaction `db` sees it (sent with its BEGIN: one round trip).
+    func strictMode(in db: PostgresPipelinedTransaction) async throws -> Bool {
+        try Self.decodeSettings(try await db.query(Self.settingsQuery))[SystemSetting.strictMode.rawValue]?.boolValue ?? true
     }
 
     static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {

@@ -100,7 +100,7 @@ extension WriteTransaction {
         if evict {
             for chunk in stride(from: 0, to: matched.count, by: 1000) {
                 let part = PostgresArray<PostgresJSON>(matched[chunk..<min(chunk + 1000, matched.count)].map { PostgresJSON(JSON.string($0)) })
-                _ = try await conn.query("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
+                try await db.enqueue("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
             }
             for id in matched { changes.append(ChangeRecord(key: DocumentKey(collection: r.collection.name, id: id), kind: "evict", delta: nil)) }
             return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
@@ -121,7 +121,7 @@ extension WriteTransaction {
         case .set(let name, let expression):
             let value = try Evaluator(context: EvaluationContext()).evaluate(expression, in: nil) ?? .null
             let (setting, checked) = try SystemSetting.validate(name: name, value: value)
-            _ = try await conn.query("""
+            try await db.enqueue("""
                 INSERT INTO bigpeer_settings (name, value) VALUES (\(setting.rawValue), \(PostgresJSON(JSON.string(checked))))
                 ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
                 """)
@@ -129,11 +129,11 @@ extension WriteTransaction {
         case .reset(let name):
             if let name {
                 guard let setting = SystemSetting(rawValue: name.uppercased()) else { throw StoreError.invalid("unknown setting \(name)") }
-                _ = try await conn.query("DELETE FROM bigpeer_settings WHERE name = \(setting.rawValue)")
+                try await db.enqueue("DELETE FROM bigpeer_settings WHERE name = \(setting.rawValue)")
             } else {
-                _ = try await conn.query("DELETE FROM bigpeer_settings")
+                try await db.enqueue("DELETE FROM bigpeer_settings")
             }
-            strictMode = try await store.strictMode(on: conn)
+            strictMode = try await store.strictMode(in: db)
         case .show:
             throw StoreError.invalid("SHOW is not a write")
         }
@@ -147,7 +147,7 @@ extension WriteTransaction {
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
                                                 offset: offset, context: context)
-        let rows = try await conn.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
+        let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
         var docs: [Value] = []
         for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
         return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
