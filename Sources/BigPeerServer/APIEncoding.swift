@@ -64,7 +64,10 @@ enum APIEncoding {
                 return .failure(APIRequestError("the request body is not valid CBOR: \(error)"))
             }
         }
-        do { return .success(try JSON.parse(request.body)) } catch {
+        // As for CBOR: the server's body limit already bounds the size; depth and keys keep the defaults.
+        var jsonLimits = JSONLimits()
+        jsonLimits.maxInputBytes = max(jsonLimits.maxInputBytes, request.body.count)
+        do { return .success(try JSON.parse(request.body, limits: jsonLimits)) } catch {
             return .failure(APIRequestError("the request body is not valid JSON: \(error)"))
         }
     }

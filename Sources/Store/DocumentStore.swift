@@ -31,6 +31,8 @@ public final class DocumentStore: Sendable {
     /// for everything else, e.g. sync subscriptions.
     public static let parseLimits = DQLParseLimits(maxStatementBytes: 4 << 20)
     /// `_id`s generated for INSERTs without one come from here (tests may inject a deterministic one).
+    /// Must never repeat an existing id: INSERT does not look generated ids up (a random 128-bit id
+    /// cannot exist yet), which saves the lock round trip.
     let generateID: @Sendable () -> Value
 
     public let siteID: SiteID

@@ -10,14 +10,21 @@ extension WriteTransaction {
         let types = crdtTypes(plan.declarations)
         // Documents without _id get a generated one; the same _id twice in one statement is one document.
         var order: [Value] = []
+        var supplied: [Value] = []  // ids to look up; a freshly generated 128-bit random id cannot exist yet
         var fieldsByID: [Value: [[String: Value]]] = [:]
         for var doc in plan.documents {
-            let id = doc["_id"] ?? store.generateID()
+            let id: Value
+            if let given = doc["_id"] {
+                id = given
+                if fieldsByID[id] == nil { supplied.append(id) }
+            } else {
+                id = store.generateID()
+            }
             doc["_id"] = id
             if fieldsByID[id] == nil { order.append(id) }
             fieldsByID[id, default: []].append(doc)
         }
-        let existing = try await lockDocuments(plan.collection, order)
+        let existing = try await lockDocuments(plan.collection, supplied)
         var writes: [PendingWrite] = []
         var mutated: [Value] = []
         for id in order {
@@ -102,7 +109,11 @@ extension WriteTransaction {
                 let part = PostgresArray<PostgresJSON>(matched[chunk..<min(chunk + 1000, matched.count)].map { PostgresJSON(JSON.string($0)) })
                 try await db.enqueue("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
             }
-            for id in matched { changes.append(ChangeRecord(key: DocumentKey(collection: r.collection.name, id: id), kind: "evict", delta: nil)) }
+            for id in matched {
+                let key = DocumentKey(collection: r.collection.name, id: id)
+                changes.append(ChangeRecord(key: key, kind: "evict", delta: nil))
+                remember(key, nil)
+            }
             return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
         }
         var writes: [PendingWrite] = []

@@ -9,6 +9,7 @@ extension DocumentStore {
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
         let (results, txn, registered) = try await pool.withPipelinedTransaction { db in
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
+            if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
             for job in jobs {
                 do {
@@ -51,6 +52,14 @@ struct WriteTransaction {
     }
     /// Origin recorded with the changes `write` appends (set while merging a sync upload).
     var currentOrigin: Int64?
+    /// Documents this transaction has locked or written, as it sees them now (a written one holds
+    /// exactly the state its held upsert writes), and ids it looked up and found absent. A pure
+    /// cache of what the database would answer once held statements are sent, so it may be
+    /// dropped at any time (it is, past `lockCacheLimit` entries); it saves the lock round trip
+    /// when several statements of one group-committed batch touch the same documents.
+    var lockedDocuments: [DocumentKey: Document] = [:]
+    var knownAbsent: Set<DocumentKey> = []
+    static let lockCacheLimit = 4096
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite {
@@ -144,10 +153,16 @@ struct WriteTransaction {
 
     /// Loads and locks the documents with these ids (missing ones are absent from the result).
     /// Locks are taken in id order so concurrent transactions do not deadlock on each other.
-    func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
+    /// Documents this transaction already holds come from `lockedDocuments` (no round trip).
+    mutating func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
         var out: [Value: Document] = [:]
-        for chunk in stride(from: 0, to: ids.count, by: 1000) {
-            let part = PostgresArray<PostgresJSON>(ids[chunk..<min(chunk + 1000, ids.count)].map { PostgresJSON(JSON.string($0)) })
+        var missing: [Value] = []
+        for id in ids {
+            let key = DocumentKey(collection: collection, id: id)
+            if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+        }
+        for chunk in stride(from: 0, to: missing.count, by: 1000) {
+            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
             var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
@@ -162,7 +177,52 @@ struct WriteTransaction {
                 }
             }
         }
+        if lockedDocuments.count + knownAbsent.count + missing.count > Self.lockCacheLimit {
+            lockedDocuments = [:]
+            knownAbsent = []
+        } else {
+            for id in missing {
+                let key = DocumentKey(collection: collection, id: id)
+                if let doc = out[id] { lockedDocuments[key] = doc } else { knownAbsent.insert(key) }
+            }
+        }
         return out
+    }
+
+    /// Locks, in one round trip per collection, every document that the batch's small INSERTs name
+    /// by `_id`, so each INSERT then finds its documents in `lockedDocuments` instead of spending its
+    /// own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
+    /// on its own later), and the locks are the ones those statements would take anyway.
+    mutating func prefetchInsertTargets(_ jobs: [WriteBatcher.Job]) async throws {
+        var ids: [String: [Value]] = [:]
+        var seen = Set<DocumentKey>()
+        for job in jobs {
+            guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+            guard let plan = try? InsertPlan(s, context: context) else { continue }
+            for doc in plan.documents {
+                guard let id = doc["_id"], seen.insert(DocumentKey(collection: plan.collection, id: id)).inserted else { continue }
+                ids[plan.collection, default: []].append(id)
+            }
+        }
+        for collection in ids.keys.sorted() {
+            _ = try await lockDocuments(collection, ids[collection] ?? [])
+        }
+    }
+
+    /// Records what this transaction wrote (or evicted) in the lock cache.
+    mutating func remember(_ key: DocumentKey, _ document: Document?) {
+        if lockedDocuments.count + knownAbsent.count >= Self.lockCacheLimit {
+            lockedDocuments = [:]
+            knownAbsent = []
+        }
+        if let document {
+            lockedDocuments[key] = document
+            knownAbsent.remove(key)
+        } else {
+            lockedDocuments[key] = nil
+            knownAbsent.insert(key)
+        }
     }
 
     // MARK: - Writing documents
@@ -193,7 +253,10 @@ struct WriteTransaction {
             upsert.prepared = true
             try await db.enqueue(upsert)
         }
-        for w in writes { changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin)) }
+        for w in writes {
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin))
+            remember(w.key, w.document)
+        }
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it
