@@ -114,7 +114,11 @@ public final class InteractiveChild: Sendable {
         while true {
             let r = waitpid(pid, &status, WNOHANG)
             if r == pid || (r == -1 && errno != EINTR) { break }
-            try? await Task.sleep(for: .milliseconds(10))
+            // A cancelled task (e.g. a test over its time limit) makes Task.sleep throw at once:
+            // without this the loop would spin on a cooperative thread forever and stall every
+            // other test. Kill the child instead, and yield while it goes.
+            if Task.isCancelled { kill(pid, SIGKILL) }
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { await Task.yield() }
         }
         close(stdoutFD)
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
