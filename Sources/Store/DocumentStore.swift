@@ -25,6 +25,8 @@ public final class DocumentStore: Sendable {
     let batcher: WriteBatcher
     /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
     let statements = StatementCache(limits: DocumentStore.parseLimits)
+    /// Reusable plans for `WHERE path = :param AND ...` reads.
+    let equalityPlans = EqualityPlanCache()
 
     /// Parse limits for statements run through the store: 4 MiB, so one INSERT can carry 100k
     /// `(:dN)` documents (the request body limit bounds it too). The DQL default (256 KiB) stays
@@ -96,9 +98,17 @@ public final class DocumentStore: Sendable {
     // MARK: - Reads
 
     func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
+        // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
+        if let cached = try equalityPlans.plan(s, context: context) {
+            var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
+            query.prepared = true
+            let rows = try await pool.query(query)
+            return try Self.documentsResult(rows, memory: cached.memory)
+        }
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
         let sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
+        equalityPlans.record(s, plan: plan, wrappedSQL: sql, arguments: context.arguments)
         var query = PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind))
         // The SQL text depends only on the statement's shape (values are binds), so a session
         // prepares it once and skips PostgreSQL's parse and plan on every later request.
@@ -109,11 +119,17 @@ public final class DocumentStore: Sendable {
         case .count:
             return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
         case .documents:
-            var docs: [Value] = []
-            docs.reserveCapacity(rows.count)
-            for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
-            return ExecuteResult(transactionID: txn, queryType: "select", items: try plan.memoryQuery.run(docs))
+            return try Self.documentsResult(rows, memory: plan.memoryQuery)
         }
+    }
+
+    /// Rows of `SELECT t.n, q.value ...` through the memory stage.
+    static func documentsResult(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult {
+        let txn = try rows[0].decode(0, as: Int64.self)
+        var docs: [Value] = []
+        docs.reserveCapacity(rows.count)
+        for row in rows where !row.isNull(1) { docs.append(try decodeJSON(row, column: 1)) }
+        return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
     }
 
     func show(_ name: String?) async throws -> ExecuteResult {

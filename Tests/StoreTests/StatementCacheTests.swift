@@ -77,3 +77,54 @@ import Values
         }
     }
 }
+
+/// Reused plans for `WHERE path = :param` reads must answer exactly what a fresh plan answers, for
+/// every argument type (NULL and MISSING arguments are never served from the cache).
+@Suite struct EqualityPlanCacheTests {
+    @Test func cachedPlansAnswerLikeThePureEvaluator_forEveryArgumentType() async throws {
+        try await withStore { store, _ in
+            let docs: [Value] = [
+                ["_id": "a", "v": "s", "w": ["c": 1]], ["_id": "b", "v": 1, "w": ["c": "s"]], ["_id": "c", "v": 1.5],
+                ["_id": "d", "v": true, "w": ["c": true]], ["_id": "e", "v": ["k": 1]], ["_id": "f", "v": [1, 2]],
+                ["_id": "g", "v": .null], ["_id": "h"],
+            ]
+            for d in docs { _ = try await store.execute("INSERT INTO c DOCUMENTS (:d)", arguments: ["d": d]) }
+            let statements = [
+                "SELECT * FROM c WHERE _id = :x", "SELECT * FROM c WHERE v = :x", "SELECT _id, :y AS echo FROM c WHERE :x = v",
+                "SELECT * FROM c WHERE v = :x AND w.c = :y", "SELECT * FROM c", "SELECT COUNT(*) AS n FROM c WHERE v = :x",
+            ]
+            let values: [Value?] = ["a", "s", 1, 1.5, true, ["k": 1], [1, 2], .null, nil, "h", 1.0]
+            func canonical(_ items: [Value]) -> [String] { items.map { JSON.string($0) }.sorted() }
+            for text in statements {
+                guard case .select = try DQL.parse(text) else { Issue.record("not a select"); continue }
+                for x in values {
+                    for y in [values[1], values[2], nil] {
+                        var args: [String: Value] = [:]
+                        if let x { args["x"] = x }
+                        if let y { args["y"] = y }
+                        // The reference: a store whose caches are empty, so it plans this request afresh.
+                        let fresh = try await DocumentStore.open(pool: store.pool)
+                        var expected: [Value]?
+                        do { expected = try await fresh.items(text, args) } catch { expected = nil }
+                        // Twice: the first run may record the plan, the second may use it.
+                        for _ in 0..<2 {
+                            var got: [Value]?
+                            do { got = try await store.items(text, args) } catch { got = nil }
+                            #expect(got.map(canonical) == expected.map(canonical), "\(text) with \(args)")
+                        }
+                    }
+                }
+            }
+            // The shapes that qualify were cached; COUNT(*) and filters that are not equalities were not.
+            #expect(store.equalityPlans.count == 5)
+            guard case .select(let point) = try DQL.parse("SELECT * FROM c WHERE _id = :x") else { return }
+            let context = EvaluationContext(arguments: ["x": "a"])
+            let cached = try #require(try store.equalityPlans.plan(point, context: context))
+            let fresh = try store.planner.plan(point, context: context)
+            #expect(cached.sql == "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + fresh.sql + ") q ON true")
+            #expect(cached.binds == fresh.parameters)
+            #expect(try store.equalityPlans.plan(point, context: EvaluationContext(arguments: ["x": .null])) == nil)
+            #expect(try store.equalityPlans.plan(point, context: EvaluationContext(arguments: [:])) == nil)
+        }
+    }
+}
