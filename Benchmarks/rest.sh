@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # REST store throughput vs pgbench on the same cluster, same run, interleaved.
 #   Benchmarks/rest.sh [seconds=10] [rounds=3]
+# Environment: BIGPEER_BIN=path (use this binary, skip the build), BULK_DOCS=n (default 100000),
+# CONCURRENCY="1 8 64", SERVER_PREFIX="perf record -g -o FILE" (profile the server).
 # - point read by _id through POST /api/v4/store/execute (wrk, 1/8/64 connections) vs pgbench -S
 #   (same concurrency, prepared);
 # - single-document INSERT through /execute vs pgbench -N (same concurrency);
@@ -10,11 +12,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}; rounds=${2:-3}
 export PATH="/opt/swift/usr/bin:$PATH"
-swift build -c release --product bigpeer >/dev/null
-bin=.build/release/bigpeer
+if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
+  swift build -c release --product bigpeer >/dev/null
+  bin=.build/release/bigpeer
+fi
+ndocs=${BULK_DOCS:-100000}
 work=$(mktemp -d /tmp/bigpeer-rest-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) --log-level notice >"$work/server.log" 2>&1 &
+${SERVER_PREFIX:-} "$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) --log-level notice >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 200); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
@@ -22,10 +27,10 @@ key=$("$bin" keys create --data-dir "$work/data" --description bench --expires-i
 cluster="$work/data/postgres"; pgport=$(cat "$work/data/postgres-port")
 psql_() { psql -q -h "$cluster" -p "$pgport" -U bigpeer bigpeer "$@"; }
 # Seed 100k ~1 KB documents with one bulk statement (timed: the bulk-insert row below).
-python3 - "$work/bulk.json" <<'PY'
+python3 - "$work/bulk.json" "$ndocs" <<'PY'
 import json, sys
 pad = "x" * 900
-n = 100000
+n = int(sys.argv[2])
 args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
 statement = "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n))
 json.dump({"statement": statement, "args": args}, open(sys.argv[1], "w"))
@@ -39,7 +44,7 @@ import json; d=list(json.load(open('$work/bulk.json'))['args'].values())
 open('$work/copy.txt','w').write(''.join(json.dumps(x).replace('\\\\','\\\\\\\\')+'\n' for x in d))"
 psql_ -c "CREATE TABLE copy_ref (value jsonb)"
 start=$(date +%s.%N); psql_ -c "\\copy copy_ref (value) FROM '$work/copy.txt'"; copy=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
-echo "bulk insert 100k x ~1 KB: /execute ${bulk}s, COPY ${copy}s"
+echo "bulk insert $ndocs x ~1 KB: /execute ${bulk}s, COPY ${copy}s ($(uptime | sed 's/.*load/load/'))"
 
 pgbench -q -i -s 1 -h "$cluster" -p "$pgport" -U bigpeer bigpeer >/dev/null 2>&1
 cat > "$work/read.lua" <<LUA
@@ -47,7 +52,7 @@ wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer $key"
 wrk.headers["Content-Type"] = "application/json"
 request = function()
-  return wrk.format(nil, nil, nil, '{"statement":"SELECT * FROM bench WHERE _id = :id","args":{"id":"d' .. math.random(0, 99999) .. '"}}')
+  return wrk.format(nil, nil, nil, '{"statement":"SELECT * FROM bench WHERE _id = :id","args":{"id":"d' .. math.random(0, $((ndocs - 1))) .. '"}}')
 end
 LUA
 cat > "$work/write.lua" <<LUA
@@ -60,7 +65,7 @@ request = function()
   return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
 end
 LUA
-for c in 1 8 64; do
+for c in ${CONCURRENCY:-1 8 64}; do
   for r in $(seq "$rounds"); do
     rr=$(wrk -t1 -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
     pr=$(pgbench -n -S -M prepared -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')

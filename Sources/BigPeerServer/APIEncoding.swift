@@ -16,7 +16,7 @@ enum APIEncoding {
     static func responseFormat(_ request: HTTPRequest) -> Format {
         let accept = request.headers.values("Accept")
         // Fast path (most requests): nothing mentions CBOR, so no parsing.
-        if !accept.contains(where: { $0.utf8.count >= 4 && $0.lowercased().contains("cbor") }) { return .json }
+        if !accept.contains(where: { mentionsCBOR($0) }) { return .json }
         var cbor = 0.0, json = 0.0
         for field in accept {
             for range in field.split(separator: ",") {
@@ -36,9 +36,24 @@ enum APIEncoding {
         return cbor > 0 && cbor >= json ? .cbor : .json
     }
 
+    /// True when `field` contains "cbor" in any ASCII case. A byte scan: this runs on every
+    /// request, and Foundation's `lowercased().contains` cost more than the rest of the header work.
+    static func mentionsCBOR(_ field: String) -> Bool {
+        field.utf8.withContiguousStorageIfAvailable(scanForCBOR) ?? Array(field.utf8).withUnsafeBufferPointer(scanForCBOR)
+    }
+
+    private static func scanForCBOR(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard b.count >= 4 else { return false }
+        for i in 0...(b.count - 4) where b[i] | 0x20 == UInt8(ascii: "c") && b[i + 1] | 0x20 == UInt8(ascii: "b")
+            && b[i + 2] | 0x20 == UInt8(ascii: "o") && b[i + 3] | 0x20 == UInt8(ascii: "r") {
+            return true
+        }
+        return false
+    }
+
     /// The request body as a value, or a description of why it cannot be read.
     static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
-        let type = request.headers["Content-Type"].flatMap { $0.lowercased().contains("cbor") ? $0 : nil }?
+        let type = request.headers["Content-Type"].flatMap { mentionsCBOR($0) ? $0 : nil }?
             .split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         if type == "application/cbor" {
             // The body is already bounded by the server's body limit; the other limits (depth,
@@ -49,7 +64,10 @@ enum APIEncoding {
                 return .failure(APIRequestError("the request body is not valid CBOR: \(error)"))
             }
         }
-        do { return .success(try JSON.parse(request.body)) } catch {
+        // As for CBOR: the server's body limit already bounds the size; depth and keys keep the defaults.
+        var jsonLimits = JSONLimits()
+        jsonLimits.maxInputBytes = max(jsonLimits.maxInputBytes, request.body.count)
+        do { return .success(try JSON.parse(request.body, limits: jsonLimits)) } catch {
             return .failure(APIRequestError("the request body is not valid JSON: \(error)"))
         }
     }

@@ -56,8 +56,8 @@ struct StoreRoutes {
         case .failure(let why): return failure(400, why.message, request)
         }
         let parsed: Statement
-        do { parsed = try DQL.parse(statement) } catch {
-            return failure(400, StoreError.syntax(error).description, request)
+        do { parsed = try store.parse(statement) } catch {
+            return failure(400, error.description, request)
         }
         if let denied = principal.authorize(AccessRequirement(parsed)) { return failure(denied, request) }
         do {

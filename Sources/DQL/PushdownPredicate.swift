@@ -67,11 +67,19 @@ struct SQLBuilder {
 }
 
 extension String {
-    func replacingAll(_ target: Character, with replacement: String) -> String {
-        var out = ""
-        out.reserveCapacity(utf8.count)
-        for ch in self { if ch == target { out += replacement } else { out.append(ch) } }
-        return out
+    /// Replaces every `target` byte. Works on UTF-8 bytes, not Characters: a quote followed by a
+    /// combining mark is one Character that is not `'`, yet PostgreSQL sees a quote byte, so a
+    /// Character-wise replace would let such a name end the SQL literal.
+    func replacingAll(_ target: Unicode.Scalar, with replacement: String) -> String {
+        precondition(target.isASCII, "only ASCII targets are byte-replaceable")
+        let byte = UInt8(target.value)
+        if !utf8.contains(byte) { return self }  // the common case: nothing to replace
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count + 8)
+        for b in utf8 {
+            if b == byte { out.append(contentsOf: replacement.utf8) } else { out.append(b) }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

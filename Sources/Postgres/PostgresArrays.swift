@@ -8,19 +8,63 @@ public struct PostgresArray<Element: Sendable>: Sendable {
 
 extension PostgresArray: PostgresEncodable where Element: PostgresEncodable {
     public static var postgresType: PostgresOID { PostgresType.arrayType(of: Element.postgresType) }
-    public var postgresText: String {
-        var out = "{"
-        for (i, e) in elements.enumerated() {
-            if i > 0 { out += "," }
-            guard let e else { out += "NULL"; continue }
-            out += "\""
-            for ch in e.postgresText.unicodeScalars {
-                if ch == "\\" || ch == "\"" { out += "\\" }
-                out.unicodeScalars.append(ch)
-            }
-            out += "\""
+
+    /// Binary format when the element type has one (`array_send`), else the quoted text literal.
+    ///
+    ///     int32 ndim = 1 │ int32 has-nulls │ uint32 element OID │ int32 count │ int32 lower bound = 1
+    ///     then per element: int32 length (-1 for NULL) │ that many bytes (the element's binary form)
+    ///
+    /// All integers big-endian. Binary avoids quoting and escaping every element, and sends
+    /// bytea elements as raw bytes rather than hex text.
+    public var postgresBind: PostgresBind {
+        // Unknown element types map to text[] (`arrayType(of:)`): their OID would not match.
+        let knownArrayType = Self.postgresType != PostgresType.textArray || Element.postgresType == PostgresType.text
+        guard Element.hasPostgresBinary, knownArrayType else {
+            return PostgresBind(type: Self.postgresType, text: postgresText)
         }
-        return out + "}"
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + elements.count * 16)
+        if elements.isEmpty {  // zero dimensions: the empty array
+            Int32(0).appendBigEndian(to: &out)
+            Int32(0).appendBigEndian(to: &out)
+            Element.postgresType.appendBigEndian(to: &out)
+            return PostgresBind(type: Self.postgresType, binary: out)
+        }
+        Int32(1).appendBigEndian(to: &out)
+        Int32(elements.contains { $0 == nil } ? 1 : 0).appendBigEndian(to: &out)
+        Element.postgresType.appendBigEndian(to: &out)
+        Int32(elements.count).appendBigEndian(to: &out)
+        Int32(1).appendBigEndian(to: &out)
+        for e in elements {
+            guard let e else {
+                Int32(-1).appendBigEndian(to: &out)
+                continue
+            }
+            let lengthAt = out.count
+            out.append(contentsOf: [0, 0, 0, 0])
+            e.appendPostgresBinary(to: &out)
+            let length = UInt32(truncatingIfNeeded: out.count - lengthAt - 4).bigEndian
+            withUnsafeBytes(of: length) { b in
+                for i in 0..<4 { out[lengthAt + i] = b[i] }
+            }
+        }
+        return PostgresBind(type: Self.postgresType, binary: out)
+    }
+
+    public var postgresText: String {
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        for (i, e) in elements.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            guard let e else { out.append(contentsOf: "NULL".utf8); continue }
+            out.append(UInt8(ascii: "\""))
+            for b in e.postgresText.utf8 {
+                if b == UInt8(ascii: "\\") || b == UInt8(ascii: "\"") { out.append(UInt8(ascii: "\\")) }
+                out.append(b)
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -56,6 +100,7 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
 
 extension Array: PostgresEncodable where Element: PostgresEncodable {
     public static var postgresType: PostgresOID { PostgresType.arrayType(of: Element.postgresType) }
+    public var postgresBind: PostgresBind { PostgresArray<Element>(self.map { $0 }).postgresBind }
     public var postgresText: String { PostgresArray<Element>(self.map { $0 }).postgresText }
 }
 

@@ -4,10 +4,27 @@ public protocol PostgresEncodable: Sendable {
     var postgresBind: PostgresBind { get }
     /// The value's text form inside an array literal (before quoting).
     var postgresText: String { get }
+    /// True when `appendPostgresBinary` writes the type's binary send format, so arrays of it
+    /// go to the server in binary (no quoting or escaping, bytea not hex-doubled).
+    static var hasPostgresBinary: Bool { get }
+    /// Appends the value in PostgreSQL's binary format for its type (the type's `typsend`).
+    /// Only called when `hasPostgresBinary` is true.
+    func appendPostgresBinary(to buffer: inout [UInt8])
 }
 
 extension PostgresEncodable {
     public var postgresBind: PostgresBind { PostgresBind(type: Self.postgresType, text: postgresText) }
+    public static var hasPostgresBinary: Bool { false }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) {}
+}
+
+extension FixedWidthInteger {
+    /// Appends the integer in network byte order (PostgreSQL's binary integer format).
+    @inline(__always)
+    func appendBigEndian(to buffer: inout [UInt8]) {
+        var v = self.bigEndian
+        withUnsafeBytes(of: &v) { buffer.append(contentsOf: $0) }
+    }
 }
 
 /// Values that can be read from a result column (results arrive in text format).
@@ -24,6 +41,8 @@ public struct PostgresDecodeFailure: Error, Sendable {
 extension String: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.text }
     public var postgresText: String { self }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { buffer.append(contentsOf: utf8) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> String {
         String(decoding: t, as: UTF8.self)
     }
@@ -32,6 +51,8 @@ extension String: PostgresEncodable, PostgresDecodable {
 extension Bool: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.bool }
     public var postgresText: String { self ? "t" : "f" }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { buffer.append(self ? 1 : 0) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> Bool {
         guard t.count == 1 else { throw PostgresDecodeFailure("not a boolean") }
         switch t[0] {
@@ -67,6 +88,8 @@ func decodeInteger<T: FixedWidthInteger>(_ t: UnsafeRawBufferPointer, as: T.Type
 extension Int64: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.int8 }
     public var postgresText: String { String(self) }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { appendBigEndian(to: &buffer) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> Int64 {
         try decodeInteger(t, as: Int64.self)
     }
@@ -75,6 +98,8 @@ extension Int64: PostgresEncodable, PostgresDecodable {
 extension Int: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.int8 }
     public var postgresText: String { String(self) }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { Int64(self).appendBigEndian(to: &buffer) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> Int {
         try decodeInteger(t, as: Int.self)
     }
@@ -83,6 +108,8 @@ extension Int: PostgresEncodable, PostgresDecodable {
 extension Int32: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.int4 }
     public var postgresText: String { String(self) }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { appendBigEndian(to: &buffer) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> Int32 {
         try decodeInteger(t, as: Int32.self)
     }
@@ -91,6 +118,8 @@ extension Int32: PostgresEncodable, PostgresDecodable {
 extension Int16: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.int2 }
     public var postgresText: String { String(self) }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { appendBigEndian(to: &buffer) }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> Int16 {
         try decodeInteger(t, as: Int16.self)
     }
@@ -98,6 +127,8 @@ extension Int16: PostgresEncodable, PostgresDecodable {
 
 extension Double: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.float8 }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { bitPattern.appendBigEndian(to: &buffer) }
     public var postgresText: String {
         if isNaN { return "NaN" }
         if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
@@ -117,6 +148,8 @@ public struct PostgresBytea: Sendable, Hashable, PostgresEncodable, PostgresDeco
 
     public static var postgresType: PostgresOID { PostgresType.bytea }
     public var postgresBind: PostgresBind { PostgresBind(type: PostgresType.bytea, binary: bytes) }
+    public static var hasPostgresBinary: Bool { true }
+    public func appendPostgresBinary(to buffer: inout [UInt8]) { buffer.append(contentsOf: bytes) }
     public var postgresText: String {
         let hex: [UInt8] = Array("0123456789abcdef".utf8)
         var out = [UInt8](repeating: 0, count: 2 + bytes.count * 2)
@@ -152,6 +185,12 @@ public struct PostgresBytea: Sendable, Hashable, PostgresEncodable, PostgresDeco
 extension PostgresJSON: PostgresEncodable, PostgresDecodable {
     public static var postgresType: PostgresOID { PostgresType.jsonb }
     public var postgresText: String { text }
+    public static var hasPostgresBinary: Bool { true }
+    /// jsonb's binary format: a version byte (1) and the JSON text (`jsonb_send`).
+    public func appendPostgresBinary(to buffer: inout [UInt8]) {
+        buffer.append(1)
+        buffer.append(contentsOf: text.utf8)
+    }
     public static func decode(postgresText t: UnsafeRawBufferPointer, type: PostgresOID) throws(PostgresDecodeFailure) -> PostgresJSON {
         PostgresJSON(String(decoding: t, as: UTF8.self))
     }

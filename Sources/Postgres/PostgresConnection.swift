@@ -15,13 +15,16 @@ import Synchronization
 /// crash) is noticed at once and the connection marks itself broken for the pool.
 public final class PostgresConnection: @unchecked Sendable {
     public let loop: EventLoop
-    private var pg: OpaquePointer?
+    var pg: OpaquePointer?
     private var registration: Registration?
     private var interest: Interest = []
-    private var op: Operation?
+    var op: Operation?
     private var connectTimer: TimerID?
     private var connectContinuation: CheckedContinuation<Void, any Error>?
-    private var prepared: [String: String] = [:]
+    /// SQL text -> name of the statement this session prepared for it (loop-owned).
+    var prepared: [String: String] = [:]
+    /// Source of unique prepared-statement names (a pipeline may prepare several at once).
+    var nextPreparedID = 0
     private let broken = Atomic<Bool>(false)
     /// libpq's transaction status after the last statement (PQTRANS_*), for the pool's hygiene check.
     private let transactionStatus = Atomic<UInt8>(UInt8(PQTRANS_IDLE.rawValue))
@@ -169,7 +172,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Sends what libpq has buffered; watches for writability while anything is left.
     /// Returns false if the session broke.
     @discardableResult
-    private func flush() -> Bool {
+    func flush() -> Bool {
         guard let pg else { return false }
         switch PQflush(pg) {
         case 0:
@@ -242,7 +245,7 @@ public final class PostgresConnection: @unchecked Sendable {
     public func close() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             loop.execute { [self] in
-                if let op { self.op = nil; op.continuation.resume(throwing: PostgresError.shutDown) }
+                if let op { self.op = nil; op.completion.fail(PostgresError.shutDown) }
                 broken.store(true, ordering: .releasing)
                 teardown()
                 done.resume()
@@ -253,29 +256,40 @@ public final class PostgresConnection: @unchecked Sendable {
     private func run(_ request: Request) async throws -> PostgresResult {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresResult, any Error>) in
             // Already on our loop (a handler running with the loop as its executor): start now, no hop.
-            if loop.inEventLoop { start(request, cont) } else { loop.execute { [self] in start(request, cont) } }
+            if loop.inEventLoop { start(request, .one(cont)) } else { loop.execute { [self] in start(request, .one(cont)) } }
         }
     }
 
-    private func start(_ request: Request, _ cont: CheckedContinuation<PostgresResult, any Error>) {
+    /// Starts `request` now; called on `loop` only.
+    func start(_ request: Request, _ completion: Completion) {
         guard let pg, !isBroken else {
-            cont.resume(throwing: PostgresError.connectionClosed("connection is not open"))
+            completion.fail(PostgresError.connectionClosed("connection is not open"))
             return
         }
         guard op == nil else {
-            cont.resume(throwing: PostgresError.protocolViolation("a statement is already running on this connection"))
+            completion.fail(PostgresError.protocolViolation("a statement is already running on this connection"))
             return
         }
-        var newOp = Operation(continuation: cont, phase: .results)
+        var newOp = Operation(completion: completion, phase: .results)
         let sent: Int32
         switch request {
+        case .pipeline(let queries):
+            guard let state = sendPipeline(queries) else {
+                let e = PostgresError.connectionClosed(errorMessage())
+                completion.fail(e)
+                markBroken(e)
+                return
+            }
+            newOp.phase = .pipeline(state)
+            sent = 1
         case .simple(let sql):
             sent = PQsendQuery(pg, sql)
         case .statement(let q) where q.prepared:
             if let name = prepared[q.sql] {
                 sent = sendPrepared(name, q)
             } else if prepared.count < Self.maxPreparedStatements {
-                let name = "bp_\(prepared.count)"
+                let name = "bp_\(nextPreparedID)"
+                nextPreparedID += 1
                 let types = q.binds.map { $0.type }
                 sent = PQsendPrepare(pg, name, q.sql, Int32(types.count), types)
                 newOp.phase = .preparing(name, q)
@@ -293,7 +307,7 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         guard sent == 1 else {
             let e = PostgresError.connectionClosed(errorMessage())
-            cont.resume(throwing: e)
+            completion.fail(e)
             markBroken(e)
             return
         }
@@ -301,13 +315,13 @@ public final class PostgresConnection: @unchecked Sendable {
         flush()
     }
 
-    private func sendParams(_ q: PostgresQuery) -> Int32 {
+    func sendParams(_ q: PostgresQuery) -> Int32 {
         withBindPointers(q.binds) { types, values, lengths, formats in
             PQsendQueryParams(pg, q.sql, Int32(q.binds.count), types, values, lengths, formats, 0)
         }
     }
 
-    private func sendPrepared(_ name: String, _ q: PostgresQuery) -> Int32 {
+    func sendPrepared(_ name: String, _ q: PostgresQuery) -> Int32 {
         withBindPointers(q.binds) { _, values, lengths, formats in
             PQsendQueryPrepared(pg, name, Int32(q.binds.count), values, lengths, formats, 0)
         }
@@ -323,6 +337,9 @@ public final class PostgresConnection: @unchecked Sendable {
                 continue
             case .copyIn:
                 return  // driven by writability
+            case .pipeline:
+                drainPipeline()
+                return
             default:
                 break
             }
@@ -413,11 +430,19 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    private func finish(_ done: Operation) {
+    func finish(_ done: Operation) {
         if let pg { transactionStatus.store(UInt8(PQtransactionStatus(pg).rawValue), ordering: .releasing) }
+        if case .pipeline(let state) = done.phase {
+            finishPipeline(state, done.completion)
+            return
+        }
+        guard case .one(let continuation) = done.completion else {
+            done.completion.fail(PostgresError.protocolViolation("a single statement finished a pipeline"))
+            return
+        }
         if case .preparing(let name, let q) = done.phase {
             if let error = done.error {
-                done.continuation.resume(throwing: error)
+                continuation.resume(throwing: error)
                 return
             }
             prepared[q.sql] = name
@@ -426,7 +451,7 @@ public final class PostgresConnection: @unchecked Sendable {
             next.result = nil
             guard sendPrepared(name, q) == 1 else {
                 let e = PostgresError.connectionClosed(errorMessage())
-                done.continuation.resume(throwing: e)
+                continuation.resume(throwing: e)
                 markBroken(e)
                 return
             }
@@ -435,19 +460,19 @@ public final class PostgresConnection: @unchecked Sendable {
             return
         }
         if let error = done.error {
-            done.continuation.resume(throwing: error)
+            continuation.resume(throwing: error)
         } else if let result = done.result {
-            done.continuation.resume(returning: result)
+            continuation.resume(returning: result)
         } else {
-            done.continuation.resume(throwing: PostgresError.protocolViolation("no result"))
+            continuation.resume(throwing: PostgresError.protocolViolation("no result"))
         }
     }
 
-    private func markBroken(_ error: PostgresError) {
+    func markBroken(_ error: PostgresError) {
         broken.store(true, ordering: .releasing)
         if let current = op {
             op = nil
-            current.continuation.resume(throwing: error)
+            current.completion.fail(error)
         }
         teardown()
         if let h = brokenHandler {
@@ -464,7 +489,7 @@ public final class PostgresConnection: @unchecked Sendable {
         broken.store(true, ordering: .releasing)
     }
 
-    private func errorMessage() -> String {
+    func errorMessage() -> String {
         guard let pg, let m = PQerrorMessage(pg) else { return "no connection" }
         let s = String(cString: m).trimmingTrailingNewlines()
         return s.isEmpty ? "connection lost" : s
@@ -472,22 +497,38 @@ public final class PostgresConnection: @unchecked Sendable {
 
     // MARK: - Types
 
-    private enum Request {
+    enum Request {
         case simple(String)
+        /// Several extended-protocol statements sent at once (libpq pipeline mode), one Sync.
+        case pipeline([PostgresQuery])
         case statement(PostgresQuery)
         case copyIn(PostgresQuery, [UInt8])
         case copyOut(PostgresQuery, @Sendable ([UInt8]) -> Void)
     }
 
-    private enum Phase {
+    /// Who waits for an operation: one statement's caller or a pipeline's.
+    enum Completion {
+        case one(CheckedContinuation<PostgresResult, any Error>)
+        case many(CheckedContinuation<[PostgresResult], any Error>)
+
+        func fail(_ error: any Error) {
+            switch self {
+            case .one(let c): c.resume(throwing: error)
+            case .many(let c): c.resume(throwing: error)
+            }
+        }
+    }
+
+    enum Phase {
+        case pipeline(PipelineState)
         case preparing(String, PostgresQuery)
         case results
         case copyIn(offset: Int)
         case copyOut
     }
 
-    private struct Operation {
-        var continuation: CheckedContinuation<PostgresResult, any Error>
+    struct Operation {
+        var completion: Completion
         var phase: Phase
         var result: PostgresResult?
         var error: PostgresError?
@@ -497,7 +538,7 @@ public final class PostgresConnection: @unchecked Sendable {
 }
 
 /// Lays all bind values out in one buffer and hands libpq the parallel arrays it wants.
-private func withBindPointers<R>(
+func withBindPointers<R>(
     _ binds: [PostgresBind],
     _ body: (UnsafePointer<PostgresOID>?, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
 ) -> R {

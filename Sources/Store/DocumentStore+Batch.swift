@@ -45,8 +45,8 @@ extension DocumentStore {
         let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
-            let (results, txn, registered) = try await pool.withTransaction { conn in
-                var tx = WriteTransaction(store: self, conn: conn, strictMode: try await self.strictMode(on: conn))
+            let (results, txn, registered) = try await pool.withPipelinedTransaction { db in
+                var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
                 var results: [ExecuteResult] = []
                 for (i, job) in jobs.enumerated() {
                     do {

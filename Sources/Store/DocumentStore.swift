@@ -23,7 +23,18 @@ public final class DocumentStore: Sendable {
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
     let batcher: WriteBatcher
+    /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
+    let statements = StatementCache(limits: DocumentStore.parseLimits)
+    /// Reusable plans for `WHERE path = :param AND ...` reads.
+    let equalityPlans = EqualityPlanCache()
+
+    /// Parse limits for statements run through the store: 4 MiB, so one INSERT can carry 100k
+    /// `(:dN)` documents (the request body limit bounds it too). The DQL default (256 KiB) stays
+    /// for everything else, e.g. sync subscriptions.
+    public static let parseLimits = DQLParseLimits(maxStatementBytes: 4 << 20)
     /// `_id`s generated for INSERTs without one come from here (tests may inject a deterministic one).
+    /// Must never repeat an existing id: INSERT does not look generated ids up (a random 128-bit id
+    /// cannot exist yet), which saves the lock round trip.
     let generateID: @Sendable () -> Value
 
     public let siteID: SiteID
@@ -48,9 +59,13 @@ public final class DocumentStore: Sendable {
     ///   database has committed that transaction number; `.unknownTransaction` if it never does.
     public func execute(_ text: String, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
-        let statement: Statement
-        do { statement = try DQL.parse(text) } catch { throw StoreError.syntax(error) }
+        let statement = try parse(text)
         return try await execute(statement, arguments: arguments, minimumTransaction: minimumTransaction, transactionWait: transactionWait)
+    }
+
+    /// Parses `text` (cached by text: see `StatementCache`) with `parseLimits`.
+    public func parse(_ text: String) throws(StoreError) -> Statement {
+        do { return try statements.statement(for: text) } catch { throw StoreError.syntax(error) }
     }
 
     /// Runs one already parsed statement (callers that inspect the statement first, e.g. to check
@@ -83,9 +98,17 @@ public final class DocumentStore: Sendable {
     // MARK: - Reads
 
     func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
+        // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
+        if let cached = try equalityPlans.plan(s, context: context) {
+            var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
+            query.prepared = true
+            let rows = try await pool.query(query)
+            return try Self.documentsResult(rows, memory: cached.memory)
+        }
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
         let sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
+        equalityPlans.record(s, plan: plan, wrappedSQL: sql, arguments: context.arguments)
         var query = PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind))
         // The SQL text depends only on the statement's shape (values are binds), so a session
         // prepares it once and skips PostgreSQL's parse and plan on every later request.
@@ -96,11 +119,17 @@ public final class DocumentStore: Sendable {
         case .count:
             return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
         case .documents:
-            var docs: [Value] = []
-            docs.reserveCapacity(rows.count)
-            for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
-            return ExecuteResult(transactionID: txn, queryType: "select", items: try plan.memoryQuery.run(docs))
+            return try Self.documentsResult(rows, memory: plan.memoryQuery)
         }
+    }
+
+    /// Rows of `SELECT t.n, q.value ...` through the memory stage.
+    static func documentsResult(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult {
+        let txn = try rows[0].decode(0, as: Int64.self)
+        var docs: [Value] = []
+        docs.reserveCapacity(rows.count)
+        for row in rows where !row.isNull(1) { docs.append(try decodeJSON(row, column: 1)) }
+        return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
     }
 
     func show(_ name: String?) async throws -> ExecuteResult {
@@ -144,9 +173,14 @@ public final class DocumentStore: Sendable {
         }
     }
 
+    static let settingsQuery: PostgresQuery = "SELECT name, value FROM bigpeer_settings"
+
     func settings(on conn: PostgresConnection? = nil) async throws -> [String: Value] {
-        let q: PostgresQuery = "SELECT name, value FROM bigpeer_settings"
-        let rows = if let conn { try await conn.query(q) } else { try await pool.query(q) }
+        let rows = if let conn { try await conn.query(Self.settingsQuery) } else { try await pool.query(Self.settingsQuery) }
+        return try Self.decodeSettings(rows)
+    }
+
+    static func decodeSettings(_ rows: PostgresResult) throws -> [String: Value] {
         var out: [String: Value] = [:]
         for row in rows { out[try row.decode(0, as: String.self)] = try Self.decodeJSON(row, column: 1) }
         return out
@@ -154,6 +188,11 @@ public final class DocumentStore: Sendable {
 
     func strictMode(on conn: PostgresConnection? = nil) async throws -> Bool {
         try await settings(on: conn)[SystemSetting.strictMode.rawValue]?.boolValue ?? true
+    }
+
+    /// Strict mode as the write transaction `db` sees it (sent with its BEGIN: one round trip).
+    func strictMode(in db: PostgresPipelinedTransaction) async throws -> Bool {
+        try Self.decodeSettings(try await db.query(Self.settingsQuery))[SystemSetting.strictMode.rawValue]?.boolValue ?? true
     }
 
     static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {

@@ -10,14 +10,21 @@ extension WriteTransaction {
         let types = crdtTypes(plan.declarations)
         // Documents without _id get a generated one; the same _id twice in one statement is one document.
         var order: [Value] = []
+        var supplied: [Value] = []  // ids to look up; a freshly generated 128-bit random id cannot exist yet
         var fieldsByID: [Value: [[String: Value]]] = [:]
         for var doc in plan.documents {
-            let id = doc["_id"] ?? store.generateID()
+            let id: Value
+            if let given = doc["_id"] {
+                id = given
+                if fieldsByID[id] == nil { supplied.append(id) }
+            } else {
+                id = store.generateID()
+            }
             doc["_id"] = id
             if fieldsByID[id] == nil { order.append(id) }
             fieldsByID[id, default: []].append(doc)
         }
-        let existing = try await lockDocuments(plan.collection, order)
+        let existing = try await lockDocuments(plan.collection, supplied)
         var writes: [PendingWrite] = []
         var mutated: [Value] = []
         for id in order {
@@ -100,9 +107,13 @@ extension WriteTransaction {
         if evict {
             for chunk in stride(from: 0, to: matched.count, by: 1000) {
                 let part = PostgresArray<PostgresJSON>(matched[chunk..<min(chunk + 1000, matched.count)].map { PostgresJSON(JSON.string($0)) })
-                _ = try await conn.query("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
+                try await db.enqueue("DELETE FROM documents WHERE collection = \(r.collection.name) AND id = ANY(\(part)::jsonb[])")
             }
-            for id in matched { changes.append(ChangeRecord(key: DocumentKey(collection: r.collection.name, id: id), kind: "evict", delta: nil)) }
+            for id in matched {
+                let key = DocumentKey(collection: r.collection.name, id: id)
+                changes.append(ChangeRecord(key: key, kind: "evict", delta: nil))
+                remember(key, nil)
+            }
             return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
         }
         var writes: [PendingWrite] = []
@@ -121,7 +132,7 @@ extension WriteTransaction {
         case .set(let name, let expression):
             let value = try Evaluator(context: EvaluationContext()).evaluate(expression, in: nil) ?? .null
             let (setting, checked) = try SystemSetting.validate(name: name, value: value)
-            _ = try await conn.query("""
+            try await db.enqueue("""
                 INSERT INTO bigpeer_settings (name, value) VALUES (\(setting.rawValue), \(PostgresJSON(JSON.string(checked))))
                 ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
                 """)
@@ -129,11 +140,11 @@ extension WriteTransaction {
         case .reset(let name):
             if let name {
                 guard let setting = SystemSetting(rawValue: name.uppercased()) else { throw StoreError.invalid("unknown setting \(name)") }
-                _ = try await conn.query("DELETE FROM bigpeer_settings WHERE name = \(setting.rawValue)")
+                try await db.enqueue("DELETE FROM bigpeer_settings WHERE name = \(setting.rawValue)")
             } else {
-                _ = try await conn.query("DELETE FROM bigpeer_settings")
+                try await db.enqueue("DELETE FROM bigpeer_settings")
             }
-            strictMode = try await store.strictMode(on: conn)
+            strictMode = try await store.strictMode(in: db)
         case .show:
             throw StoreError.invalid("SHOW is not a write")
         }
@@ -147,7 +158,7 @@ extension WriteTransaction {
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
                                                 offset: offset, context: context)
-        let rows = try await conn.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
+        let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
         var docs: [Value] = []
         for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
         return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }

@@ -7,8 +7,9 @@ extension DocumentStore {
     /// Runs write statements in one transaction: per statement a result (or its own error), and
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
-        let (results, txn, registered) = try await pool.withTransaction { conn in
-            var tx = WriteTransaction(store: self, conn: conn, strictMode: try await self.strictMode(on: conn))
+        let (results, txn, registered) = try await pool.withPipelinedTransaction { db in
+            var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
+            if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
             for job in jobs {
                 do {
@@ -29,9 +30,14 @@ extension DocumentStore {
 
 /// The state of one write transaction: the session, the strict-mode setting, and the changes to
 /// append to the change log at commit.
+///
+/// Round trips: statements whose results are not needed (document upserts, EVICT deletes,
+/// settings writes, analytics views) are held by `db` and sent with the next statement that needs a
+/// result, so a one-document INSERT costs three: BEGIN + settings, the row lock, and upsert +
+/// counter/change log/notify + COMMIT (`finish`).
 struct WriteTransaction {
     let store: DocumentStore
-    let conn: PostgresConnection
+    let db: PostgresPipelinedTransaction
     var strictMode: Bool
     var changes: [ChangeRecord] = []
     /// Collections this transaction registered (cached by the store once it commits).
@@ -46,6 +52,14 @@ struct WriteTransaction {
     }
     /// Origin recorded with the changes `write` appends (set while merging a sync upload).
     var currentOrigin: Int64?
+    /// Documents this transaction has locked or written, as it sees them now (a written one holds
+    /// exactly the state its held upsert writes), and ids it looked up and found absent. A pure
+    /// cache of what the database would answer once held statements are sent, so it may be
+    /// dropped at any time (it is, past `lockCacheLimit` entries); it saves the lock round trip
+    /// when several statements of one group-committed batch touch the same documents.
+    var lockedDocuments: [DocumentKey: Document] = [:]
+    var knownAbsent: Set<DocumentKey> = []
+    static let lockCacheLimit = 4096
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite {
@@ -54,9 +68,9 @@ struct WriteTransaction {
         var delta: Delta
     }
 
-    init(store: DocumentStore, conn: PostgresConnection, strictMode: Bool) {
+    init(store: DocumentStore, db: PostgresPipelinedTransaction, strictMode: Bool) {
         self.store = store
-        self.conn = conn
+        self.db = db
         self.strictMode = strictMode
     }
 
@@ -80,41 +94,81 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log and notifies listeners. With no change, returns the current number.
+    /// change log, notifies listeners and COMMITs — one statement plus COMMIT, sent in one round trip
+    /// with every write still held. With no change, returns the current number. Returns only after
+    /// COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
-            return try await conn.query("SELECT n FROM bigpeer_txn")[0].decode(0, as: Int64.self)
+            return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
         }
-        let txn = try await conn.query("UPDATE bigpeer_txn SET n = n + 1 RETURNING n")[0].decode(0, as: Int64.self)
-        for chunk in stride(from: 0, to: changes.count, by: 1000) {
-            let part = changes[chunk..<min(chunk + 1000, changes.count)]
-            let collections = PostgresArray<String>(part.map { $0.key.collection })
-            let ids = PostgresArray<PostgresJSON>(part.map { $0.key.idJSON })
-            let kinds = PostgresArray<String>(part.map { $0.kind })
-            let deltas = PostgresArray<PostgresBytea>(part.map { $0.delta.map(PostgresBytea.init) })
-            let origins = PostgresArray<Int64>(part.map(\.origin))
-            _ = try await conn.query("""
+        // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
+        // argument in docs/STORAGE.md); the first 1000 change-log rows and pg_notify ride in the
+        // same statement, later chunks read the new number back with a subselect.
+        let first = changeLogArrays(0)
+        var counter: PostgresQuery = """
+            WITH t AS (UPDATE bigpeer_txn SET n = n + 1 RETURNING n),
+            c AS (INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                  SELECT t.n, (ord - 1)::int, c, i, k, d, o FROM t,
+                  unnest(\(first.collections)::text[], \(first.ids)::jsonb[], \(first.kinds)::text[], \(first.deltas)::bytea[], \(first.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord))
+            SELECT n, pg_notify('bigpeer_changes', n::text) FROM t
+            """
+        counter.prepared = true
+        if changes.count <= Self.changeLogChunk {
+            guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+            return try row.decode(0, as: Int64.self)
+        }
+        let txn = try await db.query(counter)
+        for chunk in stride(from: Self.changeLogChunk, to: changes.count, by: Self.changeLogChunk) {
+            let a = changeLogArrays(chunk)
+            var rest: PostgresQuery = """
                 INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-                SELECT \(txn), (\(chunk) + ord - 1)::int, c, i, k, d, o
-                FROM unnest(\(collections)::text[], \(ids)::jsonb[], \(kinds)::text[], \(deltas)::bytea[], \(origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-                """)
+                SELECT (SELECT n FROM bigpeer_txn), (\(Int64(chunk)) + ord - 1)::int, c, i, k, d, o
+                FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+                """
+            rest.prepared = true
+            try await db.enqueue(rest)
         }
-        _ = try await conn.query("SELECT pg_notify('bigpeer_changes', \(String(txn)))")
-        return txn
+        try await db.commit()
+        guard let row = txn.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        return try row.decode(0, as: Int64.self)
+    }
+
+    static let changeLogChunk = 1000
+
+    /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
+    struct ChangeLogArrays {
+        var collections = PostgresArray<String>([]), ids = PostgresArray<PostgresJSON>([]), kinds = PostgresArray<String>([])
+        var deltas = PostgresArray<PostgresBytea>([]), origins = PostgresArray<Int64>([])
+    }
+
+    func changeLogArrays(_ start: Int) -> ChangeLogArrays {
+        let part = changes[start..<min(start + Self.changeLogChunk, changes.count)]
+        return ChangeLogArrays(
+            collections: PostgresArray(part.map { $0.key.collection }), ids: PostgresArray(part.map { $0.key.idJSON }),
+            kinds: PostgresArray(part.map { $0.kind }), deltas: PostgresArray(part.map { $0.delta.map(PostgresBytea.init) }),
+            origins: PostgresArray(part.map(\.origin)))
     }
 
     // MARK: - Reading documents under lock
 
     /// Loads and locks the documents with these ids (missing ones are absent from the result).
     /// Locks are taken in id order so concurrent transactions do not deadlock on each other.
-    func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
+    /// Documents this transaction already holds come from `lockedDocuments` (no round trip).
+    mutating func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
         var out: [Value: Document] = [:]
-        for chunk in stride(from: 0, to: ids.count, by: 1000) {
-            let part = PostgresArray<PostgresJSON>(ids[chunk..<min(chunk + 1000, ids.count)].map { PostgresJSON(JSON.string($0)) })
-            let rows = try await conn.query("""
+        var missing: [Value] = []
+        for id in ids {
+            let key = DocumentKey(collection: collection, id: id)
+            if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+        }
+        for chunk in stride(from: 0, to: missing.count, by: 1000) {
+            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
+            var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
-                """)
+                """
+            lock.prepared = true
+            let rows = try await db.query(lock)
             for row in rows {
                 let id = try DocumentStore.decodeJSON(row, column: 0)
                 let state = try row.decode(1, as: PostgresBytea.self)
@@ -123,7 +177,52 @@ struct WriteTransaction {
                 }
             }
         }
+        if lockedDocuments.count + knownAbsent.count + missing.count > Self.lockCacheLimit {
+            lockedDocuments = [:]
+            knownAbsent = []
+        } else {
+            for id in missing {
+                let key = DocumentKey(collection: collection, id: id)
+                if let doc = out[id] { lockedDocuments[key] = doc } else { knownAbsent.insert(key) }
+            }
+        }
         return out
+    }
+
+    /// Locks, in one round trip per collection, every document that the batch's small INSERTs name
+    /// by `_id`, so each INSERT then finds its documents in `lockedDocuments` instead of spending its
+    /// own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
+    /// on its own later), and the locks are the ones those statements would take anyway.
+    mutating func prefetchInsertTargets(_ jobs: [WriteBatcher.Job]) async throws {
+        var ids: [String: [Value]] = [:]
+        var seen = Set<DocumentKey>()
+        for job in jobs {
+            guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+            guard let plan = try? InsertPlan(s, context: context) else { continue }
+            for doc in plan.documents {
+                guard let id = doc["_id"], seen.insert(DocumentKey(collection: plan.collection, id: id)).inserted else { continue }
+                ids[plan.collection, default: []].append(id)
+            }
+        }
+        for collection in ids.keys.sorted() {
+            _ = try await lockDocuments(collection, ids[collection] ?? [])
+        }
+    }
+
+    /// Records what this transaction wrote (or evicted) in the lock cache.
+    mutating func remember(_ key: DocumentKey, _ document: Document?) {
+        if lockedDocuments.count + knownAbsent.count >= Self.lockCacheLimit {
+            lockedDocuments = [:]
+            knownAbsent = []
+        }
+        if let document {
+            lockedDocuments[key] = document
+            knownAbsent.remove(key)
+        } else {
+            lockedDocuments[key] = nil
+            knownAbsent.insert(key)
+        }
     }
 
     // MARK: - Writing documents
@@ -142,7 +241,7 @@ struct WriteTransaction {
                 states.append(PostgresBytea(w.document.encode()))
                 deleted.append(!w.document.exists)
             }
-            _ = try await conn.query("""
+            var upsert: PostgresQuery = """
                 INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
                 SELECT \(collection), i, v, s, x, CASE WHEN x THEN now() END, now()
                 FROM unnest(\(PostgresArray(ids))::jsonb[], \(PostgresArray(values))::jsonb[], \(PostgresArray(states))::bytea[], \(PostgresArray(deleted))::bool[]) AS u(i, v, s, x)
@@ -150,19 +249,24 @@ struct WriteTransaction {
                     value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
                     deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
                     updated_at = now()
-                """)
+                """
+            upsert.prepared = true
+            try await db.enqueue(upsert)
         }
-        for w in writes { changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin)) }
+        for w in writes {
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin))
+            remember(w.key, w.document)
+        }
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it
     /// (`analytics."name"`: `_id`, `value`, `updated_at` of its live documents).
     mutating func registerCollection(_ name: String) async throws {
         if registeredCollections.contains(name) || store.knownCollections.withLock({ $0.contains(name) }) { return }
-        let inserted = try await conn.query("INSERT INTO bigpeer_collections (name) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING name")
+        let inserted = try await db.query("INSERT INTO bigpeer_collections (name) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING name")
         if !inserted.isEmpty && name != "all_documents" && name.utf8.count <= 63 && !name.contains("\0") {
             let literal = "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
-            _ = try await conn.query(PostgresQuery(unsafeSQL: """
+            try await db.enqueue(PostgresQuery(unsafeSQL: """
                 CREATE VIEW analytics.\(PostgresQuery.quoteIdentifier(name)) AS
                 SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted
                 """))

@@ -36,11 +36,13 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let level = logLevel
+        // Lines are written off the event loops (the access log runs on them at `info`).
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = BufferedStderrLogHandler(label: label)
             handler.logLevel = level
             return handler
         }
+        defer { LogSink.standardError.flush() }
         let logger = Logger(label: "bigpeer")
         var config = ServerConfiguration()
         config.host = host

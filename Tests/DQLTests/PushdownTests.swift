@@ -17,6 +17,14 @@ import Values
         #expect(p.residual == nil && p.output == .documents)
     }
 
+    /// A quote followed by a combining mark is one Swift Character that is not `'`, but PostgreSQL
+    /// reads a quote byte: quoting must double it anyway, or the name ends the SQL literal.
+    @Test func quoteInsideAGraphemeCluster_isStillDoubled() throws {
+        let p = try plan("SELECT * FROM c WHERE `a'\u{301}) OR (TRUE` = 1")
+        #expect(p.sql.contains("(\"value\" -> 'a''\u{301}) OR (TRUE') = $2::jsonb"))
+        #expect(SQLBuilder.quoteIdentifier("x\"\u{301}") == "\"x\"\"\u{301}\"")
+    }
+
     @Test func comparisons_guardTheJsonType() throws {
         let p = try plan("SELECT * FROM cars WHERE specs.hp >= 100 AND 'm' > name AND a['it''s'][2] < TRUE")
         #expect(p.sql.contains(#"(jsonb_typeof(("value" -> 'specs' -> 'hp')) = 'number' AND ("value" -> 'specs' -> 'hp') >= $2::jsonb)"#))

@@ -136,13 +136,13 @@ struct LocalStoreTests {
         // A flipped byte in an earlier record is damage, not a torn tail: reported, nothing dropped.
         var middle = Array(full)
         middle[RecordFraming.headerBytes + records[0].count + RecordFraming.headerBytes + 2] ^= 0x40
-        FileManager.default.createFile(atPath: logPath, contents: Data(middle))
+        _ = FileManager.default.createFile(atPath: logPath, contents: Data(middle))
         #expect { try openPeer(dir.path) } throws: { error in
             if case SmallPeerError.storage(.corrupt) = error { true } else { false }
         }
         let lastStart = full.count - records[records.count - 1].count - RecordFraming.headerBytes
         for cut in [lastStart + 1, lastStart + 4, lastStart + 8, full.count - 1] {
-            FileManager.default.createFile(atPath: logPath, contents: full.prefix(cut))
+            _ = FileManager.default.createFile(atPath: logPath, contents: full.prefix(cut))
             let peer = try openPeer(dir.path)
             #expect(peer.recoveredTornBytes == cut - lastStart)
             #expect(try rows(peer, "SELECT _id FROM t") == [.object(["_id": .string("a")])])
@@ -151,7 +151,7 @@ struct LocalStoreTests {
         // A flipped byte in the last record (checksum mismatch) is a torn tail too.
         var damaged = Array(full)
         damaged[damaged.count - 3] ^= 0xFF
-        FileManager.default.createFile(atPath: logPath, contents: Data(damaged))
+        _ = FileManager.default.createFile(atPath: logPath, contents: Data(damaged))
         let peer = try openPeer(dir.path)
         #expect(try rows(peer, "SELECT _id FROM t") == [.object(["_id": .string("a")])])
         // Appending after the cut works and survives the next open.
@@ -195,7 +195,7 @@ struct LocalStoreTests {
             var s = Commit(clock: 2)
             s.checkpoints = [("k", 9)]
             try storage.compact([s])
-            FileManager.default.createFile(atPath: storage.logPath, contents: oldLog)  // as if the log rename never happened
+            _ = FileManager.default.createFile(atPath: storage.logPath, contents: oldLog)  // as if the log rename never happened
         }
         let (storage, commits) = try PeerStorage.open(dir.path) { 8 }
         #expect(storage.header.site == 7)
@@ -213,7 +213,7 @@ struct LocalStoreTests {
         }
         var bytes = Array(try #require(FileManager.default.contents(atPath: dir.path + "/log")))
         bytes[9] ^= 0x55  // inside the header record's payload: its checksum no longer matches
-        FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
         #expect {
             try openPeer(dir.path)
         } throws: { error in
@@ -236,7 +236,7 @@ struct LocalStoreTests {
             var bytes = original
             for _ in 0...rng.below(6) { bytes[rng.below(bytes.count)] = UInt8(truncatingIfNeeded: rng.next()) }
             if rng.below(4) == 0 { bytes = Array(bytes.prefix(rng.below(bytes.count))) }
-            FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
+            _ = FileManager.default.createFile(atPath: dir.path + "/log", contents: Data(bytes))
             do {
                 let peer = try openPeer(dir.path)
                 // Whatever survived is a prefix of the history: documents k0 ..< kN.

@@ -113,7 +113,7 @@ struct PeerCommandTests {
         var rng = SeededRandom(seed: seed)
         let statements = (0..<2000).map { "INSERT INTO t DOCUMENTS ({'_id': 'k\($0)', 'n': \($0)})" }.joined(separator: "\n") + "\n"
         let inPath = dir.sub("stdin"), outPath = dir.sub("stdout"), errPath = dir.sub("stderr")
-        FileManager.default.createFile(atPath: inPath, contents: Data(statements.utf8))
+        _ = FileManager.default.createFile(atPath: inPath, contents: Data(statements.utf8))
         let binary = try bigpeerBinary()
         let pid = try TestCommand.spawn(binary, ["peer", "--data", dir.sub("peer"), "--offline"], stdinPath: inPath,
                                         stdoutPath: outPath, stderrPath: errPath)
