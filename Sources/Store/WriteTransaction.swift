@@ -163,6 +163,18 @@ struct WriteTransaction {
         }
         for chunk in stride(from: 0, to: missing.count, by: 1000) {
             let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
+            // A row that does not exist yet cannot be locked with FOR UPDATE: two instances (or two
+            // batches) creating the same new document would each start from nothing and the second
+            // upsert would overwrite the first's acknowledged write. A transaction-scoped advisory
+            // lock per key, taken in hash order, serializes them; it is its own statement so the
+            // SELECT below takes its snapshot after the wait and sees what the other committed.
+            var keyLock: PostgresQuery = """
+                SELECT pg_advisory_xact_lock(h) FROM (
+                  SELECT DISTINCT hashtextextended(\(collection) || chr(31) || k::text, 0) AS h FROM unnest(\(part)::jsonb[]) AS k
+                ) keys ORDER BY h
+                """
+            keyLock.prepared = true
+            try await db.enqueue(keyLock)
             var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
