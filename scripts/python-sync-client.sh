@@ -120,12 +120,10 @@ rest "DELETE FROM pycars WHERE _id = 'car-gone'"
 rest "INSERT INTO other DOCUMENTS (:d)" '{"d": {"_id": "not-subscribed", "color": "red"}}'
 
 echo "==> running scripts/sync-client.py"
-# --tolerate-own-upload-echo: the server sends a peer's own uploaded new document back as a full
-# state, which PROTOCOL.md §4.6 rules out (reported; docs/CONFORMANCE.md). Remove once fixed.
 "$py" scripts/sync-client.py --url "ws://127.0.0.1:$port" --key "$key" check --collection pycars \
   --expect "$work/expect.json" --upload "$work/upload.json" --update "$work/update.json" \
   --live "$work/live.json" --live-deleted "$work/live-deleted.json" --ready-file "$work/ready" \
-  --idle 25 --resume --tolerate-own-upload-echo &
+  --idle 25 --resume &
 client_pid=$!
 for _ in $(seq 1 450); do
   [ -f "$work/ready" ] && break

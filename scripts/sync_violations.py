@@ -93,7 +93,7 @@ async def violations(args):
         ("credit below 64 KiB", hello(credit=1000), [], Outcome(close=4004), 3),
         ("text message", "hello", [], Outcome(close=4004), 3),
         ("non-deterministic CBOR", cbor2.dumps(dict(sorted(hello().items(), reverse=True))), [], Outcome(close=4004), 3),
-        ("sub before welcome", None, [], Outcome(close=4004), 3),  # replaced below: needs two messages
+        ("sub pipelined behind hello", None, [], Outcome(close=4004), 3),  # replaced below: needs two messages
         ("second hello", hello(), [hello()], Outcome(close=4004), 3),
         ("welcome sent by the peer", hello(), [w], Outcome(close=4004), 3),
         ("unknown message type", hello(), [{"t": "gossip"}], Outcome(close=4004), 3),
@@ -113,24 +113,18 @@ async def violations(args):
         try:
             await ws.send(cbor2.dumps(hello(), canonical=True))
             await ws.send(cbor2.dumps({"t": "sub", "id": 1, "q": f"SELECT * FROM {coll}"}, canonical=True))
-            # PROTOCOL.md §4.2: a peer MUST NOT do this. The server closes with 4004 unless it had
-            # finished authenticating when the sub arrived; then it serves the sub (a race, reported
-            # in docs/CONFORMANCE.md). Either is accepted here, nothing else.
+            # PROTOCOL.md §4.2: pipelined messages wait for the credentials check and run right
+            # after `welcome`, in order: the sub must be served (welcome, docs..., synced).
             seen = []
-            try:
-                while "synced" not in seen:
-                    raw = await asyncio.wait_for(ws.recv(), STEP_TIMEOUT)
-                    m = decode_message(raw)
-                    seen.append(m["t"])
-                    need(m["t"] in ("welcome", "docs", "synced"), f"violations: sub before welcome: got {m!r:.200}")
-                    if m["t"] == "docs":  # served: keep the initial sync going
-                        await ws.send(cbor2.dumps({"t": "credit", "bytes": len(raw)}, canonical=True))
-                return f"sub before welcome: served ({len(seen)} messages up to synced): the race of docs/CONFORMANCE.md"
-            except websockets.ConnectionClosed:
-                pass
-            need(ws.close_code == 4004 and "synced" not in seen,
-                 f"violations: sub before welcome: close {ws.close_code} {ws.close_reason!r} after {seen}")
-            return f"sub before welcome: close 4004 {ws.close_reason!r}"
+            while "synced" not in seen:
+                raw = await asyncio.wait_for(ws.recv(), STEP_TIMEOUT)
+                m = decode_message(raw)
+                seen.append(m["t"])
+                need(m["t"] in ("welcome", "docs", "synced"), f"violations: sub pipelined behind hello: got {m!r:.200}")
+                if m["t"] == "docs":
+                    await ws.send(cbor2.dumps({"t": "credit", "bytes": len(raw)}, canonical=True))
+            need(seen[0] == "welcome", f"violations: sub pipelined behind hello: {seen}")
+            return f"sub pipelined behind hello: served after welcome ({len(seen)} messages up to synced)"
         finally:
             await ws.close()
 
@@ -142,7 +136,7 @@ async def violations(args):
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
             raise Deviation(f"violations: {name}: {type(exc).__name__}: {exc}") from None
 
-    runs = [named(c[0], pipelined() if c[0] == "sub before welcome" else violation_case(args, *c)) for c in cases]
+    runs = [named(c[0], pipelined() if c[0] == "sub pipelined behind hello" else violation_case(args, *c)) for c in cases]
     for line in await asyncio.gather(*runs):
         log(f"violations: {line}")
     log(f"violations: all {len(runs)} cases ended as PROTOCOL.md says")

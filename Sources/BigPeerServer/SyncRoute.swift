@@ -158,7 +158,7 @@ struct SyncAuthentication: Sendable {
         if keys.isInsecureDevelopment { return .accept(SyncPermissions(read: .all, write: .all, principal: nil)) }
         switch hello.credentials {
         case nil:
-            return .refuse(code: .unauthorized, reason: "credentials required: an API key or a JWT in hello.auth")
+            return .refuse(code: .unauthorized, reason: "credentials required: an API key or a JWT in hello.cred")
         case .apiKey(let key):
             switch await keys.authenticate(authorization: "Bearer " + key) {
             case .success(let principal):

@@ -8,6 +8,7 @@
 // Rows the peer itself uploaded are not echoed; they only update H (and fetch the full state if
 // the document enters a subscription the peer did not hold it for).
 
+import CRDT
 import SyncProtocol
 import Values
 
@@ -76,6 +77,19 @@ extension SyncSession {
         if sent, let cursor, cursor > lastCheckpointSent { sendCheckpoint(cursor, now: now, into: &out) }
     }
 
+    /// True when the peer's own upload is everything the server holds of the document: the logged
+    /// delta starts every range at nothing (the server had none of it) and reaches exactly the
+    /// state's version vector (nothing else has happened to it since). Then the document the
+    /// peer created is not sent back to it. Decoding costs something, but only for documents a
+    /// peer's upload makes enter its own subscriptions.
+    static func uploadIsTheWholeDocument(_ e: LogEntry) -> Bool {
+        guard let deltaBytes = e.delta, let stateBytes = e.state,
+              let delta = try? Delta.decode(deltaBytes), delta.kind == .incremental, !delta.ranges.isEmpty,
+              delta.ranges.values.allSatisfy({ $0.from == nil }),
+              let state = try? Document.decode(stateBytes) else { return false }
+        return state.versionVector == delta.upperBounds
+    }
+
     /// A document the peer must now hold: its full state from the entry, else fetched.
     mutating func enter(_ e: LogEntry, _ hash: UInt64, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
         if let state = e.state {
@@ -92,7 +106,11 @@ extension SyncSession {
         let isHeld = held.contains(hash)
         let matches = matchesLive(e.document, e.value)
         if let origin = e.origin, origin == peer?.site {
-            if !matches { held.remove(hash) } else if !isHeld { enter(e, hash, &built, &entering) }
+            if !matches {
+                held.remove(hash)
+            } else if !isHeld {
+                if Self.uploadIsTheWholeDocument(e) { held.insert(hash) } else { enter(e, hash, &built, &entering) }
+            }
             return
         }
         let kind: ChangeKind = e.kind == .delete ? .delete : .upsert

@@ -74,6 +74,9 @@ public struct SyncSession: Sendable {
     public let configuration: Configuration
     public private(set) var state: State = .awaitingHello
     public private(set) var peer: Hello?
+    /// Messages received after `hello` while the credentials are checked (dropped on refusal).
+    var early: [(message: SyncMessage, size: Int)] = []
+    var earlyBytes = 0
     /// Set when the peer is accepted; nothing is allowed before.
     public private(set) var permissions = SyncPermissions(read: .only([]), write: .only([]))
     let openedAt: UInt64
@@ -138,7 +141,7 @@ public struct SyncSession: Sendable {
             lastReceived = now
             received(bytes, now: now, into: &out)
         case .authenticated(let decision):
-            authenticated(decision, into: &out)
+            authenticated(decision, now: now, into: &out)
         case .page(let id, let generation, let page):
             pageArrived(id, generation, page, into: &out)
         case .resumeChecked(let id, let generation, let reachable):
@@ -173,6 +176,25 @@ public struct SyncSession: Sendable {
             return close(error.closeCode, error.description, into: &out)
         }
         if case .bye = message { return close(.normal, "", into: &out) }
+        if state == .authenticating {
+            // Pipelining (PROTOCOL.md §4.2): messages sent right after `hello` wait for the
+            // credentials check, bounded so a peer cannot make the server hold much for it.
+            if case .hello = message { return close(.protocolViolation, "a second hello", into: &out) }
+            earlyBytes += bytes.count
+            guard early.count < Self.maxEarlyMessages, earlyBytes <= Self.maxEarlyBytes else {
+                return close(.protocolViolation, "more than \(Self.maxEarlyMessages) messages or \(Self.maxEarlyBytes >> 20) MiB before welcome", into: &out)
+            }
+            early.append((message, bytes.count))
+            return
+        }
+        dispatch(message, size: bytes.count, now: now, into: &out)
+    }
+
+    /// Messages a peer may pipeline behind `hello`, and their total size.
+    static let maxEarlyMessages = 64
+    static let maxEarlyBytes = 4 << 20
+
+    mutating func dispatch(_ message: SyncMessage, size: Int, now: UInt64, into out: inout [SyncSessionAction]) {
         switch (state, message) {
         case (.awaitingHello, .hello(let h)):
             handshake(h, into: &out)
@@ -183,7 +205,7 @@ public struct SyncSession: Sendable {
         case (.ready, .want(let refs)):
             want(refs, into: &out)
         case (.ready, .upload(let seq, let entries)):
-            upload(seq, entries, size: bytes.count, into: &out)
+            upload(seq, entries, size: size, into: &out)
         case (.ready, .credit(let bytes)):
             guard credit <= configuration.limits.maxOutstandingCredit - Int64(bytes) else {
                 return close(.protocolViolation, "credit above 2^40 bytes", into: &out)
@@ -218,7 +240,7 @@ public struct SyncSession: Sendable {
         out.append(.authenticate(hello))
     }
 
-    mutating func authenticated(_ decision: AuthDecision, into out: inout [SyncSessionAction]) {
+    mutating func authenticated(_ decision: AuthDecision, now: UInt64, into out: inout [SyncSessionAction]) {
         guard state == .authenticating, let peer else { return }
         switch decision {
         case .refuse(let code, let reason):
@@ -232,6 +254,9 @@ public struct SyncSession: Sendable {
                                   heartbeatMillis: configuration.heartbeatMillis,
                                   maxMessageSize: UInt64(configuration.limits.maxMessageSize),
                                   credit: configuration.uploadCredit)), into: &out)
+            let pipelined = early
+            early = []
+            for (message, size) in pipelined where state == .ready { dispatch(message, size: size, now: now, into: &out) }
         }
     }
 

@@ -108,6 +108,11 @@ import WebSocket
                 if case .changes(_, let e) = m { e.contains { $0.document.id == "a" } } else { false }
             }
             #expect(!live.isEmpty)
+            // The document the peer created is not sent back to it (it holds all of it).
+            let echoed = (acked + live).contains { m in
+                if case .changes(_, let e) = m { e.contains { $0.document.id == "c" } } else { false }
+            }
+            #expect(!echoed, "the peer's own new document came back: \(acked + live)")
             peer.send(.bye(code: 1000, reason: "done"))
             #expect(await peer.closeCode() == 1000)
         }

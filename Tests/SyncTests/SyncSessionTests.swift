@@ -97,11 +97,38 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(closeCode(h.receive(.ping(1))) == 4004, "before hello")
         var h2 = SessionHarness()
         _ = h2.receive(.hello(SessionHarness.hello()))
-        #expect(closeCode(h2.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM c")))) == 4004, "before welcome")
+        #expect(closeCode(h2.receive(.hello(SessionHarness.hello()))) == 4004, "a second hello before welcome")
         var h3 = SessionHarness.ready()
         #expect(closeCode(h3.receive(.hello(SessionHarness.hello()))) == 4004, "second hello")
         var h4 = SessionHarness.ready()
         #expect(closeCode(h4.receive(.checkpoint(txn: 3))) == 4004, "a server-only message")
+    }
+
+    /// Messages pipelined behind `hello` wait for the credentials, then run in order; on a refusal
+    /// they are dropped; too many of them is a violation.
+    @Test func pipelinedMessages_runAfterWelcome_inOrder() {
+        var h = SessionHarness()
+        _ = h.receive(.hello(SessionHarness.hello()))
+        #expect(h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM c"))).isEmpty)
+        #expect(h.receive(.ping(7)).isEmpty)
+        let a = h.feed(.authenticated(.accept(.everything)))
+        let messages = sent(a)
+        guard messages.count == 2, case .welcome = messages[0] else { Issue.record("\(messages)"); return }
+        #expect(messages[1] == .pong(7))
+        #expect(a.contains { if case .readPage(1, _, _, _, _, _) = $0 { true } else { false } })
+
+        var refused = SessionHarness()
+        _ = refused.receive(.hello(SessionHarness.hello()))
+        _ = refused.receive(.ping(1))
+        let r = refused.feed(.authenticated(.refuse(code: .unauthorized, reason: "no")))
+        #expect(sent(r).count == 1)  // the refusal only, no pong
+        #expect(closeCode(r) == 4001)
+
+        var flood = SessionHarness()
+        _ = flood.receive(.hello(SessionHarness.hello()))
+        var code: UInt16?
+        for i in 0...SyncSession.maxEarlyMessages where code == nil { code = closeCode(flood.receive(.ping(UInt64(i)))) }
+        #expect(code == 4004)
     }
 
     @Test func malformedAndOversizedMessages_close() {
