@@ -1,5 +1,6 @@
 import CZlib
 import Testing
+import TestRandomness
 @testable import WebSocket
 
 @Suite struct PerMessageDeflateNegotiationTests {
