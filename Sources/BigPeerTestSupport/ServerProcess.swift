@@ -78,7 +78,11 @@ public final class ServerProcess: Sendable {
 
     static func locateBinary() throws -> String {
         let cwd = FileManager.default.currentDirectoryPath
-        for candidate in [cwd + "/.build/debug/bigpeer", cwd + "/.build/release/bigpeer"] where FileManager.default.isExecutableFile(atPath: candidate) {
+        // Beside the running test bundle first: `swift test --scratch-path .build-NAME` builds
+        // `bigpeer` there, not under `.build`.
+        let besideTests = CommandLine.arguments.first.map { ($0 as NSString).deletingLastPathComponent + "/bigpeer" }
+        for candidate in [besideTests, cwd + "/.build/debug/bigpeer", cwd + "/.build/release/bigpeer"].compactMap({ $0 })
+        where FileManager.default.isExecutableFile(atPath: candidate) {
             return candidate
         }
         throw ServerProcessError.noBinary
