@@ -83,6 +83,11 @@ public final class InteractiveChild: Sendable {
     public init(_ path: String, _ args: [String]) throws {
         var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw ServerProcessError.spawn("pipe: errno \(errno)") }
+        // CLOEXEC at once: a process another test spawns meanwhile must not inherit the write end
+        // of this child's stdin, or the child never sees EOF and `finish` waits forever (it
+        // happened: two PostgreSQL reaper shells held it). The dup2 onto 0 and 1 below clears the
+        // flag in the child. (`pipe2` would close the remaining window; Glibc does not export it.)
+        for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

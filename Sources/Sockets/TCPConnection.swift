@@ -257,7 +257,6 @@ public final class TCPConnection {
     public func flushNow() {
         guard state != .closed, registration != nil, !connecting else { return }
         let queuedBefore = output.count
-        defer { if state != .closed { totalBytesWritten &+= UInt64(max(0, queuedBefore - output.count)) } }
         if let tls {
             guard tls.handshakeDone else { return }
             var failure: TLSError?
@@ -282,6 +281,9 @@ public final class TCPConnection {
                 }
             }
         }
+        // Counted before any delegate call: `connectionDidDrain` may queue and flush more
+        // (re-entering here), and bytes queued then must not cancel out bytes written now.
+        totalBytesWritten &+= UInt64(max(0, queuedBefore - output.count))
         updateInterest()
         if wasAboveHighWater && output.count <= limits.lowWaterMark {
             wasAboveHighWater = false

@@ -20,4 +20,17 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 
     /// True with the given probability in percent.
     public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+
+    /// Random piece sizes of 1...`maxPiece` bytes that add up to exactly `total`: one seeded way
+    /// to cut a byte stream for the split-point tests of an incremental parser.
+    public mutating func pieceSizes(total: Int, maxPiece: Int) -> [Int] {
+        var sizes: [Int] = []
+        var left = total
+        while left > 0 {
+            let n = Int.random(in: 1...max(1, min(left, maxPiece)), using: &self)
+            sizes.append(n)
+            left -= n
+        }
+        return sizes
+    }
 }

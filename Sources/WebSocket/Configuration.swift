@@ -25,7 +25,8 @@ public struct WebSocketConfiguration: Sendable, Hashable {
     public var lowWaterMark: Int
     /// Queued bytes beyond which a send drops the peer instead of buffering more.
     public var maxQueuedBytes: Int
-    /// A peer whose queue stays above the high-water mark this long is dropped.
+    /// A peer is dropped (1008) when its queue stays above the high-water mark this long, or when
+    /// the socket takes none of the output queued for it this long (its TCP window stays shut).
     public var writeStallTimeout: Duration
 
     public init(

@@ -40,6 +40,7 @@ extension WebSocketConnection {
     /// The socket accepted `byteCount` bytes of earlier `.write` actions.
     public mutating func didWrite(byteCount: Int, now: NanoTime) {
         queuedBytes = max(0, queuedBytes - byteCount)
+        if byteCount > 0 { writeWaitingSince = nil }  // progress: the wait restarts (below)
         updateFlowControl(now: now)
     }
 
@@ -59,18 +60,28 @@ extension WebSocketConnection {
                 earliest = lastReceive.adding(interval)
             }
         }
-        if let stalledSince {
-            let stall = stalledSince.adding(configuration.writeStallTimeout)
-            if earliest.map({ stall < $0 }) ?? true { earliest = stall }
-        }
+        if let stall = writeStallDeadline, earliest.map({ stall < $0 }) ?? true { earliest = stall }
         return earliest
+    }
+
+    /// When the peer counts as not reading (1008): `writeStallTimeout` after the queue rose above
+    /// the high-water mark (it never fell back to the low-water mark since), or after the socket
+    /// last took any byte of a non-empty queue. The second rule catches a peer that stops reading
+    /// while we owe it less than the high-water mark — its window stays shut, nothing we queue
+    /// moves, and without the rule only the keep-alive would notice (after ping interval + timeout).
+    var writeStallDeadline: NanoTime? {
+        let aboveMark = stalledSince?.adding(configuration.writeStallTimeout)
+        let noProgress = writeWaitingSince?.adding(configuration.writeStallTimeout)
+        guard let a = aboveMark else { return noProgress }
+        guard let b = noProgress else { return a }
+        return min(a, b)
     }
 
     /// Runs whatever deadlines have passed: keep-alive Ping, Ping timeout, close handshake
     /// timeout, the client's wait for the server to close TCP, and the write-stall limit.
     public mutating func tick(now: NanoTime) -> [WebSocketAction] {
         var actions: [WebSocketAction] = []
-        if let stalledSince, now >= stalledSince.adding(configuration.writeStallTimeout), state != .closed {
+        if let stall = writeStallDeadline, now >= stall, state != .closed {
             state = .closed
             finish(.policyViolation, "peer not reading", &actions)
             return actions
@@ -150,6 +161,11 @@ extension WebSocketConnection {
     }
 
     mutating func updateFlowControl(now: NanoTime) {
+        if queuedBytes == 0 {
+            writeWaitingSince = nil
+        } else if writeWaitingSince == nil {
+            writeWaitingSince = now
+        }
         if queuedBytes >= configuration.highWaterMark {
             readingPaused = true
             if stalledSince == nil { stalledSince = now }

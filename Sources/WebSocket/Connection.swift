@@ -51,7 +51,12 @@ public struct WebSocketConnection {
     var pendingWrite: [UInt8] = []
     public internal(set) var queuedBytes = 0
     var readingPaused = false
+    /// When the queue rose above the high-water mark (nil once it falls to the low-water mark).
     var stalledSince: NanoTime?
+    /// When the socket last took any of our output while some was queued, or when output became
+    /// queued: a peer whose TCP window stays shut this long is not reading, however little we
+    /// owe it (nil while nothing is queued).
+    var writeWaitingSince: NanoTime?
     var reportedClosed = false
     var requestedTransportClose = false
 

@@ -1,4 +1,5 @@
 import HTTP
+import TestRandomness
 import Testing
 
 /// The multipart/form-data parser, sans I/O, at every split point.
@@ -66,7 +67,7 @@ import Testing
     }
 
     @Test func largeBinaryContentIsStreamedNotBuffered() throws {
-        var rng = SplitMix64(seed: 7)
+        var rng = SeededRandom(seed: 7)
         let content = (0..<300_000).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         let input = Array("--B0undary\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n".utf8) + content + Array("\r\n--B0undary--\r\n".utf8)
         var parser = MultipartParser(boundary: "B0undary")
@@ -116,18 +117,5 @@ import Testing
         let (type, params) = MultipartParser.parameters(of: #"form-data; name="file"; filename="a \"q\".bin""#)
         #expect(type == "form-data")
         #expect(params == ["name": "file", "filename": #"a "q".bin"#])
-    }
-}
-
-/// Deterministic generator for test data (SplitMix64).
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

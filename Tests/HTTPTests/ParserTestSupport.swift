@@ -63,15 +63,6 @@ func chunkings(for count: Int, seed: UInt64 = 42) -> [[Int]] {
         for split in 1..<max(2, count) { all.append([split, count]) }
     }
     var rng = SeededRNG(seed: seed)
-    for _ in 0..<20 {
-        var sizes: [Int] = []
-        var left = count
-        while left > 0 {
-            let n = Int.random(in: 1...max(1, min(left, 64)), using: &rng)
-            sizes.append(n)
-            left -= n
-        }
-        all.append(sizes)
-    }
+    for _ in 0..<20 { all.append(rng.pieceSizes(total: count, maxPiece: 64)) }
     return all
 }

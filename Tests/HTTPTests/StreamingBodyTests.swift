@@ -81,7 +81,7 @@ import Testing
     }
 
     static func payload(_ n: Int, seed: UInt64) -> [UInt8] {
-        var rng = SplitMix64(seed: seed)
+        var rng = SeededRNG(seed: seed)
         return (0..<n).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
     }
 

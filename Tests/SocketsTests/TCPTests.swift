@@ -136,6 +136,65 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         #expect(outcome.errno == ENOBUFS)
     }
 
+    /// `totalBytesWritten` is exact even when `connectionDidDrain` queues more output (and
+    /// flushes it, re-entering the flush that called it): the WebSocket layer derives its queue
+    /// size from this counter, so a byte lost here would count as queued forever.
+    @Test func totalBytesWritten_isExact_whenTheDrainCallbackWritesMore() async throws {
+        let group = try EventLoopGroup(threads: 2)
+        defer { group.shutdown() }
+        let (server, client) = (group.loops[0], group.loops[1])
+        let keep = Keeper()
+        let rounds = 6
+        let piece = 1 << 20
+        let total = piece * (rounds + 1)
+        let received = Atomic<Int>(0)
+        let port = try await server.submit { () throws -> Int in
+            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: server) { fd, remote in
+                do {
+                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
+                    let d = ClosureDelegate()
+                    d.onRead = { _, bytes in received.add(bytes.count, ordering: .relaxed) }
+                    c.delegate = d
+                    keep.objects.append(c)
+                    try c.start()
+                } catch { Issue.record("accept setup: \(error)") }
+            }
+            keep.objects.append(l)
+            return l.localAddress.port
+        }
+        // Everything on the client loop; the test polls it, so nothing can wait forever.
+        let clientSide = Keeper()
+        let drains = Atomic<Int>(0)
+        try await client.submit { () throws -> Void in
+            let d = ClosureDelegate()
+            d.onReady = { c in
+                var small: Int32 = 64 << 10  // the kernel takes little per flush
+                setsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+                c.write([UInt8](repeating: 1, count: piece))
+            }
+            d.onDrain = { c in
+                // Called from inside flushNow: this write flushes again, re-entering it.
+                if drains.add(1, ordering: .relaxed).newValue <= rounds { c.write([UInt8](repeating: 2, count: piece)) }
+            }
+            var limits = WriteLimits()
+            limits.highWaterMark = 64 << 10
+            limits.lowWaterMark = 16 << 10
+            let c = try TCPConnection.connect(to: try SocketAddress(ip: "127.0.0.1", port: port), loop: client, delegate: d)
+            c.limits = limits
+            clientSide.objects.append(c)
+        }
+        let deadline = NanoTime.now().adding(.seconds(10))
+        while received.load(ordering: .relaxed) < total, NanoTime.now() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(received.load(ordering: .relaxed) == total)
+        let (pending, written) = try await client.submit { () -> (Int, UInt64) in
+            guard let c = clientSide.objects.first as? TCPConnection else { return (-1, 0) }
+            return (c.pendingOutputBytes, c.totalBytesWritten)
+        }
+        #expect(drains.load(ordering: .relaxed) > rounds)
+        #expect(pending == 0)
+        #expect(written == UInt64(total))
+    }
+
     /// Runs `EMFILEChild` in a child process whose descriptor limit is 64, so exhausting
     /// descriptors cannot disturb the other tests of this process.
     @Test func acceptPausesOnDescriptorExhaustionWithoutSpinning() async throws {

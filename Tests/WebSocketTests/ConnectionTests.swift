@@ -197,7 +197,9 @@ import Testing
     @Test mutating func keepAlive_answeredPing_keepsConnectionOpen() throws {
         var ws = server(WebSocketConfiguration(pingInterval: .seconds(30), pingTimeout: .seconds(10)))
         clock.advance(.seconds(30))
-        let ping = try parseFrames(ws.tick(now: clock.now).written, sentBy: .server)
+        let written = ws.tick(now: clock.now).written
+        ws.didWrite(byteCount: written.count, now: clock.now)  // the socket took the Ping
+        let ping = try parseFrames(written, sentBy: .server)
         clock.advance(.seconds(5))
         _ = ws.receiveAll(frame(.pong, ping[0].payload), now: clock.now)
         clock.advance(.seconds(10))
@@ -225,6 +227,30 @@ import Testing
         let r8 = ws.tick(now: clock.now)
 
         #expect(r8 == [.closed(code: .policyViolation, reason: "peer not reading"), .closeTransport])
+    }
+
+    /// A peer that stops reading while we owe it less than the high-water mark: its TCP window
+    /// stays shut, nothing moves, and it is dropped after `writeStallTimeout` — not only by the
+    /// keep-alive much later. Any progress restarts the wait; an empty queue clears it.
+    @Test mutating func backpressure_dropsAPeerThatTakesNothing_evenBelowTheHighWaterMark() throws {
+        let config = WebSocketConfiguration(pingInterval: .seconds(60), highWaterMark: 1000, lowWaterMark: 100,
+                                            maxQueuedBytes: 10_000, writeStallTimeout: .seconds(10))
+        var ws = server(config)
+        _ = try ws.send(.binary(Array(repeating: 1, count: 300)), now: clock.now)
+        #expect(ws.wantsToRead)  // far below the high-water mark: reading goes on
+        #expect(ws.nextDeadline == clock.now.adding(.seconds(10)))
+        clock.advance(.seconds(6))
+        ws.didWrite(byteCount: 100, now: clock.now)  // some progress: the wait restarts
+        #expect(ws.nextDeadline == clock.now.adding(.seconds(10)))
+        clock.advance(.seconds(6))
+        #expect(ws.tick(now: clock.now).isEmpty)
+        ws.didWrite(byteCount: 204, now: clock.now)  // all written: nothing to wait for
+        #expect(ws.nextDeadline == clock.now.adding(.seconds(48)))  // only the keep-alive Ping
+        _ = try ws.send(.binary(Array(repeating: 1, count: 10)), now: clock.now)
+        clock.advance(.seconds(10))
+        let dropped = ws.tick(now: clock.now)
+
+        #expect(dropped == [.closed(code: .policyViolation, reason: "peer not reading"), .closeTransport])
     }
 
     @Test func backpressure_hardCap_dropsInsteadOfBuffering() throws {

@@ -1,4 +1,5 @@
 import Testing
+import TestRandomness
 @testable import WebSocket
 
 @Suite struct FrameParserTests {
@@ -71,10 +72,7 @@ import Testing
         let whole = try expected(stream)
         var rng = SeededRandom(seed: 7)
         for _ in 0..<20 {
-            var chunks: [Int] = []
-            var total = 0
-            while total < stream.count { let c = Int.random(in: 1...5000, using: &rng); chunks.append(c); total += c }
-            #expect(try parse(stream, chunks: chunks) == whole)
+            #expect(try parse(stream, chunks: rng.pieceSizes(total: stream.count, maxPiece: 5000)) == whole)
         }
     }
 

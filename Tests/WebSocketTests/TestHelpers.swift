@@ -7,19 +7,6 @@ struct ManualClock {
     mutating func advance(_ d: Duration) { now = now.adding(d) }
 }
 
-/// A seeded generator (SplitMix64) for random chunkings and payloads.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Encodes one frame as a peer with `role` would send it (clients mask).
 func frame(
     _ opcode: WebSocketOpcode, _ payload: [UInt8], fin: Bool = true, rsv1: Bool = false,

@@ -1,4 +1,5 @@
 import Testing
+import TestRandomness
 @testable import WebSocket
 
 @Suite struct UTF8ValidatorTests {

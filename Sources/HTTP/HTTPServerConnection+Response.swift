@@ -1,0 +1,118 @@
+import Sockets
+
+// The response side of a server connection, on its loop: the handler's answer written with one
+// write where it fits (head and small body together), the hand-over of an upgraded socket, the
+// start of a streamed body, and the move to the next request. The streaming paths themselves
+// are in HTTPServerConnection+Streams.swift.
+extension HTTPServerConnection {
+    /// Sends the handler's answer and moves to the next request.
+    func finish(_ result: HTTPHandlerResult) {
+        guard phase == .handling, let head = current else { return }
+        if bodyStreaming {
+            // Answered before reading all the content: the rest is never parsed, so the
+            // connection cannot carry another request.
+            bodyStreaming = false
+            closeAfterResponse = true
+            pausedForInbound = false
+        }
+        inbound?.fail(.finished)
+        inbound = nil
+        let config = context.shared.configuration
+        var keepAlive = head.keepAlive && !closeAfterResponse && !context.draining && requestsServed < config.maxRequestsPerConnection
+        switch result {
+        case .upgrade(let response, let upgrade):
+            tcp.writeInPlace { out in
+                ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
+                                         framing: .none, keepAlive: true, date: context.date, serverName: context.serverName,
+                                         passConnectionHeader: true)
+            }
+            log(head, response.status, bytes: 0)
+            phase = .upgraded
+            context.remove(self)
+            let leftover = parser.takeBufferedBytes()
+            tcp.delegate = nil
+            upgrade.takeOver(tcp, leftover)
+        case .response(let response):
+            let bodyAllowed = head.method != .HEAD && !response.status.forbidsBody
+            switch response.body {
+            case .bytes(let bytes):
+                let framing: ResponseHeadWriter.Framing = response.status.forbidsBody ? .none : .length(bytes.count)
+                let inline = bodyAllowed && bytes.count < OutputQueueCopyThreshold.value
+                tcp.writeInPlace { out in
+                    ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
+                                             framing: framing, keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                    if inline { out.append(contentsOf: bytes) }
+                }
+                if bodyAllowed && !inline { tcp.write(bytes) }
+                log(head, response.status, bytes: bodyAllowed ? bytes.count : 0)
+                completeResponse(keepAlive: keepAlive)
+            case .stream(let producer):
+                streamChunked = head.version == .http1_1
+                if !streamChunked { keepAlive = false }  // HTTP/1.0: the close ends the body
+                tcp.writeInPlace { out in
+                    ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
+                                             framing: bodyAllowed ? (streamChunked ? .chunked : .untilClose) : .none,
+                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                }
+                log(head, response.status, bytes: -1)
+                guard bodyAllowed else { return completeResponse(keepAlive: keepAlive) }
+                startProducer(producer, keepAlive: keepAlive)
+            case .sizedStream(let length, let producer):
+                streamChunked = false
+                tcp.writeInPlace { out in
+                    ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
+                                             framing: response.status.forbidsBody ? .none : .length(length),
+                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                }
+                log(head, response.status, bytes: bodyAllowed ? length : 0)
+                guard bodyAllowed, length > 0 else { return completeResponse(keepAlive: keepAlive) }
+                streamRemaining = length
+                startProducer(producer, keepAlive: keepAlive)
+            }
+        }
+    }
+
+    private func startProducer(_ producer: @escaping @Sendable (HTTPBodyWriter) async throws -> Void, keepAlive: Bool) {
+        closeAfterResponse = !keepAlive
+        phase = .streaming
+        let writer = HTTPBodyWriter(connection: LoopBound(self, loop: tcp.loop))
+        Task(executorPreference: tcp.loop) {
+            do {
+                try await producer(writer)
+                writer.finish()
+            } catch {
+                writer.abort()
+            }
+        }
+    }
+
+    func completeResponse(keepAlive: Bool) {
+        current = nil
+        guard keepAlive else {
+            phase = .closing
+            tcp.closeAfterFlush()
+            return
+        }
+        phase = .idle
+        deadline = NanoTime.now().adding(context.shared.configuration.timeouts.idle)
+        tcp.resumeReading()
+        processBuffered()
+    }
+
+    func log(_ head: HTTPRequestHead, _ status: HTTPStatus, bytes: Int) {
+        let logger = context.logger
+        guard logger.logLevel <= .info else { return }
+        let elapsed = NanoTime.now().duration(since: started)
+        var request = HTTPRequest(head: head)
+        request.sequence = currentID
+        logger.info("request", metadata: [
+            "method": "\(head.method)", "path": "\(head.path)", "status": "\(status.code)",
+            "duration_us": "\(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)",
+            "bytes": "\(bytes)", "request_id": "\(request.requestID)", "peer": "\(remote ?? "?")",
+        ])
+    }
+}
+
+/// Bodies under this size are copied into the head's buffer (one write); larger ones are queued
+/// as their own chunk (one writev, no copy).
+enum OutputQueueCopyThreshold { static let value = 16 * 1024 }
