@@ -82,7 +82,7 @@ extension DocumentStore {
                   SELECT * FROM (
                     SELECT id, state, value, count(*) OVER () AS total,
                            sum(octet_length(state)) OVER (ORDER BY id) - octet_length(state) AS before
-                    FROM (SELECT id, state, value FROM documents WHERE \(conditions) ORDER BY id LIMIT $\(limitParam)::bigint) p
+                    FROM (SELECT id, state, \(plan.residual == nil ? "NULL::jsonb" : "value") AS value FROM documents WHERE \(conditions) ORDER BY id LIMIT $\(limitParam)::bigint) p
                   ) s WHERE before < $\(bytesParam)::bigint ORDER BY id
                 ) q ON true
                 """
@@ -97,8 +97,14 @@ extension DocumentStore {
                 total = try row.decode(4, as: Int64.self)
                 let id = try Self.decodeJSON(row, column: 1)
                 last = id
-                let value = try Self.decodeJSON(row, column: 3)
-                guard try plan.memoryQuery.matches(value) else { continue }
+                // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
+                // subscription (the usual case) costs no JSON parse per row.
+                var value: Value? = nil
+                if plan.residual != nil {
+                    let v = try Self.decodeJSON(row, column: 3)
+                    guard try plan.memoryQuery.matches(v) else { continue }
+                    value = v
+                }
                 rows.append(StoredDocument(collection: statement.from.name, id: id, state: try row.decode(2, as: PostgresBytea.self).bytes, value: value))
             }
             let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
