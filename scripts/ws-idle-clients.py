@@ -21,6 +21,7 @@ path = sys.argv[4] if len(sys.argv) > 4 else "/ws"
 request = (f"GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
 socks = []
+leftovers = []  # bytes that arrived after the 101 in the same read (e.g. an early Ping)
 for start in range(0, count, 500):
     batch = []
     for _ in range(min(500, count - start)):
@@ -39,13 +40,29 @@ for start in range(0, count, 500):
             sys.exit(f"connection {len(socks)}: {head[:40]!r}")
         s.setblocking(False)
         socks.append(s)
+        leftovers.append(head.split(b"\r\n\r\n", 1)[1])
 print("open", len(socks), flush=True)
 
 sel = selectors.DefaultSelector()
 for i, s in enumerate(socks):
     sel.register(s, selectors.EVENT_READ, i)
 pinged, closed = set(), set()
-buffers = [b""] * len(socks)
+
+
+def frames(i, s, buf):
+    """Answers every complete Ping in buf; returns what is left of an incomplete frame."""
+    while len(buf) >= 2 and len(buf) >= 2 + (buf[1] & 0x7F):
+        opcode, n = buf[0] & 0x0F, buf[1] & 0x7F
+        payload, buf = buf[2:2 + n], buf[2 + n:]
+        if opcode == 0x9:  # Ping → Pong, masked with a zero key (any key is valid, RFC 6455 §5.3)
+            pinged.add(i)
+            s.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+    return buf
+
+
+# A Ping that arrived together with the 101 (the handshake read took both) must not be lost:
+# unanswered, the server would wait for its Pong and send no other Ping in the window.
+buffers = [frames(i, socks[i], leftovers[i]) for i in range(len(socks))]
 deadline = time.monotonic() + seconds
 while time.monotonic() < deadline:
     for key, _ in sel.select(timeout=0.1):
@@ -60,13 +77,6 @@ while time.monotonic() < deadline:
             closed.add(i)
             sel.unregister(s)
             continue
-        buf = buffers[i] + data
-        while len(buf) >= 2 and len(buf) >= 2 + (buf[1] & 0x7F):
-            opcode, n = buf[0] & 0x0F, buf[1] & 0x7F
-            payload, buf = buf[2:2 + n], buf[2 + n:]
-            if opcode == 0x9:  # Ping → Pong, masked with a zero key (any key is valid, RFC 6455 §5.3)
-                pinged.add(i)
-                s.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
-        buffers[i] = buf
+        buffers[i] = frames(i, s, buffers[i] + data)
 print(f"result pinged={len(pinged)} closed={len(closed)}", flush=True)
 sys.stdin.read()
