@@ -235,10 +235,12 @@ import Testing
             }
             let r = try #require(c.readResponse())
             // The 408 itself proves the 300 ms header timeout fired (the default is 10 s and the
-            // client gives up after 5 s); the loose bound only allows for a loaded test machine.
+            // client gives up after 5 s). The bound stays under the 10 s default so it still tells
+            // the two apart, with room for a loaded machine running the whole suite in parallel
+            // (6.8 s seen in CI).
             #expect(r.head.status.code == 408)
             #expect(c.isClosedByPeer())
-            #expect(Date().timeIntervalSince(start) < 5)
+            #expect(Date().timeIntervalSince(start) < 9.5)
         }
     }
 
