@@ -113,7 +113,7 @@ struct TestCertificate {
             let silent = try RawClient(port: port)
             let start = Date()
             #expect(silent.isClosedByPeer())
-            #expect(Date().timeIntervalSince(start) < 3)
+            #expect(Date().timeIntervalSince(start) < 8)  // the 300 ms timeout, not the 10 s default; room for a loaded suite
             let plain = try RawClient(port: port)
             plain.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(plain.isClosedByPeer())

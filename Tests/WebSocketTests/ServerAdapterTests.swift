@@ -195,7 +195,7 @@ struct WebSocketServerAdapterTests {
             let end = try #require(got.headEnd)
             let frames = try parseFrames(Array(got[end...]), sentBy: .server)
             #expect(frames.first?.opcode == .ping)
-            #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(3))
+            #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(4.5))  // room for a loaded parallel suite
             #expect(try await eventually(log) { $0.closes.contains(1006) })
         }
     }
