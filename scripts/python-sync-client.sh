@@ -31,43 +31,14 @@ py="$venv/bin/python"
 echo "==> sync-client.py selftest (the examples of PROTOCOL.md and CRDT.md §12)"
 "$py" scripts/sync-client.py selftest
 
-bin="${BIGPEER_BIN:-}"
-if [ -z "$bin" ]; then
-  echo "==> building bigpeer"
-  swift build --product bigpeer
-  bin="$(swift build --show-bin-path)/bigpeer"
-fi
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-work=$(mktemp -d /tmp/bigpeer-pyclient.XXXXXX)
-server_pid=""
+. scripts/lib/test-server.sh
 client_pid=""
-cleanup() {
-  if [ -n "$client_pid" ] && kill -0 "$client_pid" 2>/dev/null; then kill -TERM "$client_pid" 2>/dev/null || true; fi
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"  # drains and stops its private PostgreSQL
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+extra_cleanup='if [ -n "$client_pid" ] && kill -0 "$client_pid" 2>/dev/null; then kill -TERM "$client_pid" 2>/dev/null || true; fi'
+test_server_start pyclient
 fail() { echo "==> python sync client: FAILED: $*"; tail -20 "$work/server.log" 2>/dev/null || true; exit 1; }
-
-echo "==> starting bigpeer serve on 127.0.0.1:$port (log: $work/server.log)"
-"$bin" serve --host 127.0.0.1 --port "$port" --threads 2 --data-dir "$work/data" >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; echo "bigpeer serve exited"; exit 1; }
-  sleep 0.2
-done
-curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail -50 "$work/server.log"; echo "server not ready"; exit 1; }
-key=$("$bin" keys create --data-dir "$work/data" --description python-sync-client --expires-in 1d --read-all --write-all 2>"$work/keys.log" | tail -1)
-[ -n "$key" ] || { cat "$work/keys.log"; echo "could not create an API key"; exit 1; }
-ro_key=$("$bin" keys create --data-dir "$work/data" --description read-only --expires-in 1d --read-all 2>>"$work/keys.log" | tail -1)
-other_key=$("$bin" keys create --data-dir "$work/data" --description other --expires-in 1d --read other --write other 2>>"$work/keys.log" | tail -1)
-[ -n "$ro_key" ] && [ -n "$other_key" ] || { cat "$work/keys.log"; echo "could not create the scoped API keys"; exit 1; }
+key=$(test_server_key python-sync-client --read-all --write-all)
+ro_key=$(test_server_key read-only --read-all)
+other_key=$(test_server_key other --read other --write other)
 
 # POST /api/v4/store/execute with a JSON body file; prints the response, fails on a non-200.
 execute() {

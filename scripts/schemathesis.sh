@@ -25,39 +25,10 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "version 4\."; the
 fi
 echo "==> $("$venv/bin/schemathesis" --version)"
 
-bin="${BIGPEER_BIN:-}"
-if [ -z "$bin" ]; then
-  echo "==> building bigpeer"
-  swift build --product bigpeer
-  bin="$(swift build --show-bin-path)/bigpeer"
-fi
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-work=$(mktemp -d /tmp/bigpeer-schemathesis.XXXXXX)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"  # drains and stops its private PostgreSQL
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-echo "==> starting bigpeer serve on 127.0.0.1:$port (log: $work/server.log)"
-"$bin" serve --host 127.0.0.1 --port "$port" --threads 2 --data-dir "$work/data" >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; echo "bigpeer serve exited"; exit 1; }
-  sleep 0.2
-done
-curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail -50 "$work/server.log"; echo "server not ready"; exit 1; }
-
+. scripts/lib/test-server.sh
+test_server_start schemathesis
 # Every API endpoint needs a key: make one with full scopes through the CLI (same database).
-key=$("$bin" keys create --data-dir "$work/data" --description schemathesis --expires-in 1d --read-all --write-all 2>"$work/keys.log" | tail -1)
-[ -n "$key" ] || { cat "$work/keys.log"; echo "could not create an API key"; exit 1; }
+key=$(test_server_key schemathesis --read-all --write-all)
 
 echo "==> schemathesis: phases $phases, $examples examples, seed 1"
 status=0

@@ -205,6 +205,15 @@ struct WebSocketServerAdapterTests {
     /// sit in retransmission backoff with the server owing less than the high-water mark. This
     /// test once failed that way (issue #4): such a peer is now dropped by the no-progress rule
     /// (`peerThatStopsReading_belowTheHighWaterMark_isDropped`), the usual case by the mark.
+    /// A non-blocking client with a 16 KiB receive buffer, for the tests of peers that stop reading.
+    static func slowReader(port: UInt16) throws -> LiveTestClient {
+        let client = try LiveTestClient(port: port)
+        var small: Int32 = 16 << 10
+        setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        _ = fcntl(client.fd, F_SETFL, fcntl(client.fd, F_GETFL) | O_NONBLOCK)
+        return client
+    }
+
     @Test func peerThatStopsReading_isPausedThenDropped_withBoundedOutput() async throws {
         var config = WebSocketConfiguration.echo
         config.highWaterMark = 64 << 10
@@ -213,10 +222,7 @@ struct WebSocketServerAdapterTests {
         config.writeStallTimeout = .milliseconds(500)
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config, smallSendBuffer: true)) { port in
-            let client = try LiveTestClient(port: port)
-            var small: Int32 = 16 << 10
-            setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            _ = fcntl(client.fd, F_SETFL, fcntl(client.fd, F_GETFL) | O_NONBLOCK)
+            let client = try Self.slowReader(port: port)
             let message = frame(.binary, [UInt8](repeating: 7, count: 32 << 10))
             // Keep sending, never read: the server echoes until its queue passes the high-water
             // mark, stops reading us, and after the stall timeout drops us.
@@ -255,10 +261,7 @@ struct WebSocketServerAdapterTests {
         config.writeStallTimeout = .milliseconds(500)
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config, smallSendBuffer: true)) { port in
-            let client = try LiveTestClient(port: port)
-            var small: Int32 = 16 << 10
-            setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            _ = fcntl(client.fd, F_SETFL, fcntl(client.fd, F_GETFL) | O_NONBLOCK)
+            let client = try Self.slowReader(port: port)
             // One 2 MiB message: its echo cannot fit the kernel buffers (16 KiB each side, plus
             // what the window let through), and the rest stays queued far below the mark.
             let message = frame(.binary, [UInt8](repeating: 9, count: 2 << 20))
