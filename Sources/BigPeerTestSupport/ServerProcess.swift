@@ -50,17 +50,22 @@ public final class ServerProcess: Sendable {
         _ = waitpid(pid, &status, 0)
     }
 
-    /// SIGTERM and wait for a clean exit.
-    public func terminate() {
+    /// SIGTERM and wait for a clean exit (up to the server's shutdown grace), polling so no
+    /// cooperative thread is held meanwhile.
+    public func terminate() async {
         _ = Glibc.kill(pid, SIGTERM)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        _ = await TestCommand.wait(pid)
     }
 
     func answersHealth() -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        // This runs on a cooperative thread: a server that accepted but does not answer must
+        // not hold it (the pool has two threads here); give up after a second and poll again.
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")

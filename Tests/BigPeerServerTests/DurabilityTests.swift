@@ -61,7 +61,7 @@ import Values
             let (ackInc, tried) = (acknowledgedIncrements.withLock { $0 }, attemptedIncrements.withLock { $0 })
             #expect(Int(n) >= ackInc && Int(n) <= tried, "counter \(n), acknowledged \(ackInc), attempted \(tried)")
             await check.shutdown()
-            restarted.terminate()
+            await restarted.terminate()
         }
     }
 
