@@ -76,7 +76,7 @@ public final class BigPeerService: Sendable {
         let feed: ChangeFeed
         let listener: PostgresListener
         do {
-            store = try await DocumentStore.open(pool: pool)
+            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: group.next())
             feed = ChangeFeed(store: store)

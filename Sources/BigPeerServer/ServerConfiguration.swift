@@ -14,6 +14,9 @@ public struct ServerConfiguration: Sendable {
     public var tls: HTTPServerConfiguration.TLS?
     /// PostgreSQL sessions this instance may hold.
     public var databaseConnections = 32
+    /// Memory for documents kept to answer point reads by `_id` without a database round trip
+    /// (`DocumentReadCache`; 0 turns it off). Kept correct by the change feed.
+    public var readCacheBytes = 128 << 20
     /// Largest request body accepted (413 above it). Documents are limited to 5 MiB each; a bulk
     /// INSERT of many documents in one request needs more.
     public var maxBodyBytes = 32 << 20

@@ -3,13 +3,16 @@ import Synchronization
 
 /// A dedicated session that LISTENs on channels and survives database restarts.
 ///
-/// Events arrive on an `AsyncStream`: `.notification` for each NOTIFY, and `.reconnected` after the
-/// session was lost and re-established (with every LISTEN re-issued). NOTIFY is not durable —
+/// Events arrive on an `AsyncStream`: `.notification` for each NOTIFY, `.disconnected` when the
+/// session is lost, and `.reconnected` after it was re-established (with every LISTEN re-issued).
+/// NOTIFY is not durable —
 /// anything sent while the listener was down is gone — so a consumer treats `.reconnected` as
 /// "catch up from your durable log now" (the sync fan-out does exactly that with the change log).
 public final class PostgresListener: Sendable {
     public enum Event: Sendable, Equatable {
         case notification(PostgresNotification)
+        /// The session broke; notifications are lost until `.reconnected`.
+        case disconnected
         case reconnected
     }
 
@@ -69,6 +72,7 @@ public final class PostgresListener: Sendable {
         if stopped { await conn.close(); return }
         conn.setBrokenHandler { [weak self] _ in
             guard let self else { return }
+            cont.yield(.disconnected)
             Task { await self.reconnectLoop() }
         }
     }

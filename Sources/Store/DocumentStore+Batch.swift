@@ -60,9 +60,10 @@ extension DocumentStore {
                 return (results, try await tx.finish(), tx.registeredCollections)
             }
             knownCollections.withLock { $0.formUnion(registered) }
-            return results.map { r in
+            return zip(statements, results).map { item, r in
                 var r = r
                 r.transactionID = txn
+                noteCommitted(item.statement, r)
                 return r
             }
         } catch let e as StoreBatchError {

@@ -27,6 +27,8 @@ public final class DocumentStore: Sendable {
     let statements = StatementCache(limits: DocumentStore.parseLimits)
     /// Reusable plans for `WHERE path = :param AND ...` reads.
     let equalityPlans = EqualityPlanCache()
+    /// Point reads by string `_id` answered from memory; off until a change feed enables it.
+    public let readCache: DocumentReadCache
 
     /// Parse limits for statements run through the store: 4 MiB, so one INSERT can carry 100k
     /// `(:dN)` documents (the request body limit bounds it too). The DQL default (256 KiB) stays
@@ -40,13 +42,18 @@ public final class DocumentStore: Sendable {
     public let siteID: SiteID
 
     /// Opens the store on a migrated database (loads the database's CRDT site id).
-    public static func open(pool: PostgresPool) async throws -> DocumentStore {
+    ///
+    /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
+    ///   calls `readCache.enable`).
+    public static func open(pool: PostgresPool, readCacheBytes: Int = 0) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
-        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)))
+        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes)
     }
 
-    init(pool: PostgresPool, site: SiteID, generateID: @escaping @Sendable () -> Value = DocumentKey.generateID) {
+    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0,
+         generateID: @escaping @Sendable () -> Value = DocumentKey.generateID) {
         self.pool = pool
+        self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
         self.generateID = generateID
@@ -73,8 +80,13 @@ public final class DocumentStore: Sendable {
     public func execute(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
         do {
-            if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             let now = Int64(Replica.systemMillis())
+            if case .select(let s) = statement,
+               let hit = try cachedPointRead(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now),
+                                             minimumTransaction: minimumTransaction) {
+                return hit
+            }
+            if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             switch statement {
             case .select(let s):
                 return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
@@ -88,7 +100,9 @@ public final class DocumentStore: Sendable {
             case .createIndex, .dropIndex:
                 return try await runDDL(statement)
             case .insert, .update, .delete, .evict, .system:
-                return try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
+                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
+                noteCommitted(statement, result)
+                return result
             }
         } catch {
             throw StoreError.from(error)
@@ -103,7 +117,7 @@ public final class DocumentStore: Sendable {
             var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
             query.prepared = true
             let rows = try await pool.query(query)
-            return try Self.documentsResult(rows, memory: cached.memory)
+            return try documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
         }
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
@@ -119,16 +133,18 @@ public final class DocumentStore: Sendable {
         case .count:
             return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
         case .documents:
-            return try Self.documentsResult(rows, memory: plan.memoryQuery)
+            return try documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
         }
     }
 
-    /// Rows of `SELECT t.n, q.value ...` through the memory stage.
-    static func documentsResult(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult {
+    /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is
+    /// offered to `readCache` with the snapshot's transaction number.
+    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?) throws -> ExecuteResult {
         let txn = try rows[0].decode(0, as: Int64.self)
         var docs: [Value] = []
         docs.reserveCapacity(rows.count)
-        for row in rows where !row.isNull(1) { docs.append(try decodeJSON(row, column: 1)) }
+        for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
+        if let key, docs.count == 1 { readCache.insert(key, value: docs[0], txn: txn) }
         return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
     }
 

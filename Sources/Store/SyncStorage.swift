@@ -48,6 +48,8 @@ extension DocumentStore {
         do {
             let job = WriteBatcher.Job(work: .merge(items, origin: origin), nowMillis: Int64(Replica.systemMillis()))
             let r = try await batcher.submit(job, store: self)
+            // Rejected entries changed nothing; invalidating them too is harmless and simpler.
+            for item in items { noteCommitted(collection: item.collection, ids: CollectionOfOne(item.id), txn: r.transactionID) }
             return (r.transactionID, r.rejections)
         } catch {
             throw StoreError.from(error)
@@ -155,7 +157,9 @@ extension DocumentStore {
                     value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7),
                     state: row.isNull(8) ? nil : try row.decode(8, as: PostgresBytea.self).bytes))
             }
-            return (rows, max(after, min(newest, upper)))
+            let through = max(after, min(newest, upper))
+            noteChangeLog(rows, after: after, through: through)
+            return (rows, through)
         } catch {
             throw StoreError.from(error)
         }

@@ -43,18 +43,32 @@ public final class ChangeFeed: Sendable {
         self.maxRingBytes = maxRingBytes
     }
 
-    /// Starts following the change log from the current newest transaction.
+    /// Starts following the change log from the current newest transaction, and lets the store
+    /// cache point reads from then on (this feed keeps the cache told of every change).
     public func start() async throws {
         let n = try await store.currentTransaction()
         state.withLock { s in
             s.head = max(s.head, n)
             s.ringFrom = max(s.ringFrom, n)
         }
+        store.readCache.enable(through: n)
     }
 
-    /// Consumes a listener's events until it stops: every notification or reconnect triggers a catch-up.
+    /// Consumes a listener's events until it stops: every notification or reconnect triggers a
+    /// catch-up. While the listener is down, changes of other instances go unnoticed, so the
+    /// store's read cache is dropped and switched off until the catch-up after the reconnect.
     public func follow(_ listener: PostgresListener) async {
-        for await _ in listener.events { await refresh() }
+        for await event in listener.events {
+            switch event {
+            case .disconnected:
+                store.readCache.disable()
+            case .reconnected:
+                await refresh()
+                store.readCache.enable(through: head)
+            case .notification:
+                await refresh()
+            }
+        }
     }
 
     public var head: Int64 { state.withLock { $0.head } }

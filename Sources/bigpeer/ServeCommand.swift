@@ -17,6 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
+    @Option(name: .customLong("read-cache-mb"), help: "Memory for documents cached to answer point reads by _id (0: off).")
+    var readCacheMegabytes = 128
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
@@ -51,6 +53,10 @@ struct ServeCommand: AsyncParsableCommand {
         config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory)
         config.migrationsDirectory = database.migrationsDirectory
         config.databaseConnections = databaseConnections
+        guard readCacheMegabytes >= 0 && readCacheMegabytes <= 1 << 20 else {
+            throw ValidationError("--read-cache-mb must be between 0 and 1048576")
+        }
+        config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes

@@ -37,6 +37,7 @@ import Testing
 
         // The listener reconnected and says so, then receives new notifications.
         var it = listener.events.makeAsyncIterator()
+        #expect(await it.next() == .disconnected)
         #expect(await it.next() == .reconnected)
         _ = try await pool.query("SELECT pg_notify('ch', 'after')")
         guard case .notification(let n) = await it.next() else { Issue.record("no notification"); return }

@@ -1,0 +1,68 @@
+import DQL
+import Values
+
+/// Point reads through `readCache`, and the store's side of keeping it correct (see
+/// `DocumentReadCache` for the argument): own writes invalidate before they are acknowledged; the
+/// change log, whoever reads it, invalidates what other instances changed.
+extension DocumentStore {
+    /// The cache key of `SELECT * FROM c WHERE _id = <string>` (parameter or literal, either side),
+    /// with no other clause; nil for any other statement or a non-string id (jsonb compares numbers
+    /// by value and objects by content, which a string key cannot mirror).
+    static func pointReadKey(_ s: SelectStatement, arguments: [String: Value]) -> DocumentReadCache.Key? {
+        guard s.projections == [.all], !s.distinct, s.groupBy.isEmpty, s.having == nil, s.orderBy.isEmpty,
+              s.limit == nil, s.offset == nil, case .binary(.equal, let l, let r)? = s.filter else { return nil }
+        func isID(_ e: Expression) -> Bool {
+            if case .path(let p) = e { return p.root == "_id" && p.components.isEmpty }
+            return false
+        }
+        func string(_ e: Expression) -> String? {
+            switch e {
+            case .literal(.string(let v)): return v
+            case .parameter(let name): if case .string(let v)? = arguments[name] { return v }
+            default: break
+            }
+            return nil
+        }
+        guard let id = isID(l) ? string(r) : isID(r) ? string(l) : nil else { return nil }
+        return DocumentReadCache.Key(collection: s.from.name, id: id)
+    }
+
+    /// The answer to a point read from `readCache`, or nil to read PostgreSQL.
+    func cachedPointRead(_ s: SelectStatement, context: EvaluationContext, minimumTransaction: Int64?) throws -> ExecuteResult? {
+        guard let key = Self.pointReadKey(s, arguments: context.arguments),
+              let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
+        // The same memory stage as a read from PostgreSQL (for `SELECT *` it passes the document through).
+        var memory = s
+        memory.filter = nil
+        let items = try SelectQuery(memory, context: context).run([hit.value])
+        return ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: items)
+    }
+
+    /// A write statement committed: its documents' cached values are stale from `result`'s
+    /// transaction on. Runs before the result reaches the client.
+    func noteCommitted(_ statement: Statement, _ result: ExecuteResult) {
+        let collection: String
+        switch statement {
+        case .insert(let s): collection = s.collection.name
+        case .update(let s): collection = s.collection.name
+        case .delete(let s), .evict(let s): collection = s.collection.name
+        default: return
+        }
+        noteCommitted(collection: collection, ids: result.mutatedDocumentIDs, txn: result.transactionID)
+    }
+
+    /// Documents `ids` of `collection` changed in transaction `txn` (committed by this instance).
+    public func noteCommitted(collection: String, ids: some Sequence<Value>, txn: Int64) {
+        readCache.invalidate(ids.compactMap { id in
+            if case .string(let s) = id { DocumentReadCache.Key(collection: collection, id: s) } else { nil }
+        }, txn: txn)
+    }
+
+    /// Change-log rows `(after, through]` were read: whatever they touched is stale in the cache.
+    func noteChangeLog(_ rows: [ChangeLogRow], after: Int64, through: Int64) {
+        guard readCache.isEnabled else { return }
+        readCache.applyChangeLog(rows.compactMap { row in
+            if case .string(let s) = row.id { (DocumentReadCache.Key(collection: row.collection, id: s), row.txn) } else { nil }
+        }, after: after, through: through)
+    }
+}
