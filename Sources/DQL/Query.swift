@@ -108,6 +108,8 @@ public struct SelectQuery: Sendable {
     }
 
     func project(_ doc: Value?, _ ev: Evaluator) throws(DQLEvaluationError) -> Value {
+        // `SELECT *` of a document: the merge below would rebuild the same object key by key.
+        if statement.projections.count == 1, case .all = statement.projections[0], case .object? = doc, let doc { return doc }
         var row: [String: Value] = [:]
         for (n, p) in statement.projections.enumerated() {
             switch p {

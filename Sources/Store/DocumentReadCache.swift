@@ -34,7 +34,7 @@ import Values
 /// calls once its change feed is running; a store without a feed (tools, tests of the store
 /// alone) never caches.
 ///
-/// Memory: entries are charged their estimated size and evicted in CLOCK order (second chance for
+/// Memory: entries (the value and its JSON text) are charged their estimated size and evicted in CLOCK order (second chance for
 /// entries hit since the hand last passed) once `capacityBytes` is exceeded.
 ///
 /// Thread-safety: all state is behind one `Mutex`; every operation is O(1) amortized and
@@ -52,12 +52,15 @@ public final class DocumentReadCache: Sendable {
     /// A document's value and the transaction number it reflects.
     public struct Hit: Sendable {
         public var value: Value
+        /// `JSON.serialize(value)`, kept so a hit costs no serialization.
+        public var json: [UInt8]
         /// The newest transaction this answer is known to reflect (at least the entry's snapshot).
         public var transactionID: Int64
     }
 
     struct Entry {
         var value: Value
+        var json: [UInt8]
         var txn: Int64
         var bytes: Int
         var referenced: Bool
@@ -134,13 +137,16 @@ public final class DocumentReadCache: Sendable {
                 s.entries[key] = entry
             }
             s.hits += 1
-            return Hit(value: entry.value, transactionID: reflects)
+            return Hit(value: entry.value, json: entry.json, transactionID: reflects)
         }
     }
 
     /// Offers a value a read fetched at snapshot `txn`; refused when it may already be stale.
     public func insert(_ key: Key, value: Value, txn: Int64) {
-        let bytes = Self.estimatedSize(value) + key.collection.utf8.count + key.id.utf8.count + 96
+        guard isEnabled else { return }
+        // Serialized outside the lock; charged for both representations.
+        let json = JSON.serialize(value)
+        let bytes = Self.estimatedSize(value) + json.count + key.collection.utf8.count + key.id.utf8.count + 96
         state.withLock { s in
             guard s.enabled, bytes <= capacityBytes / 8 else { return }
             if txn < s.forgottenThrough || (s.recent[key] ?? .min) > txn {
@@ -153,7 +159,7 @@ public final class DocumentReadCache: Sendable {
             } else {
                 s.clock.append(key)
             }
-            s.entries[key] = Entry(value: value, txn: txn, bytes: bytes, referenced: false)
+            s.entries[key] = Entry(value: value, json: json, txn: txn, bytes: bytes, referenced: false)
             s.bytes += bytes
             evict(&s)
         }

@@ -31,11 +31,15 @@ extension DocumentStore {
     func cachedPointRead(_ s: SelectStatement, context: EvaluationContext, minimumTransaction: Int64?) throws -> ExecuteResult? {
         guard let key = Self.pointReadKey(s, arguments: context.arguments),
               let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
-        // The same memory stage as a read from PostgreSQL (for `SELECT *` it passes the document through).
-        var memory = s
-        memory.filter = nil
-        let items = try SelectQuery(memory, context: context).run([hit.value])
-        return ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: items)
+        // `SELECT *` passes a document (an object) through the memory stage unchanged.
+        guard case .object = hit.value else {
+            var memory = s
+            memory.filter = nil
+            return ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: try SelectQuery(memory, context: context).run([hit.value]))
+        }
+        var result = ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: [hit.value])
+        result.itemsJSON = [hit.json]
+        return result
     }
 
     /// A write statement committed: its documents' cached values are stale from `result`'s

@@ -8,6 +8,9 @@ public struct ExecuteResult: Sendable {
     /// `select`, `insert`, `update`, `delete`, `evict`, `alter`, `show`, `create_index`, `drop_index`, `explain`.
     public var queryType: String
     public var items: [Value]
+    /// When set, `JSON.serialize(items[i])` for every item, already made (a read-cache hit keeps
+    /// its document serialized); encoders may copy these bytes instead of serializing `items`.
+    public var itemsJSON: [[UInt8]]?
     /// `_id`s of the documents the statement changed, in statement order.
     public var mutatedDocumentIDs: [Value]
     public var warnings: [String]

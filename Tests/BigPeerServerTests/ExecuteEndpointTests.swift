@@ -107,3 +107,40 @@ import Values
         await service.stop()
     }
 }
+
+extension ExecuteEndpointTests {
+    /// A point read answered from the read cache (second request) is byte-identical to the one
+    /// answered by PostgreSQL (first request), in JSON and in CBOR; and a write is read back at once.
+    @Test func pointReadsFromTheCacheAnswerExactlyAsThoseFromPostgres() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration()
+            config.port = 0
+            config.threads = 1
+            config.database = .configuration(db.configuration)
+            config.insecureDevelopment = true
+            let service = try await BigPeerService.start(config)
+            let client = try HTTPClient()
+            let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
+            func raw(_ body: String, accept: String = "application/json") async throws -> [UInt8] {
+                let r = try await client.execute(HTTPClientRequest(method: .POST, url: url,
+                    headers: ["Content-Type": "application/json", "Accept": accept], body: Array(body.utf8)))
+                #expect(r.status.code == 200)
+                return r.body
+            }
+            _ = try await raw(#"{"statement":"INSERT INTO cars DOCUMENTS (:d)","args":{"d":{"_id":"é\"1","n":1.5,"tags":["a",{"b":null}],"s":"\u0001"}}}"#)
+            let read = #"{"statement":"SELECT * FROM cars WHERE _id = :id","args":{"id":"é\"1"}}"#
+            let hitsBefore = service.store.readCache.statistics.hits
+            let fromPostgres = try await raw(read), fromCache = try await raw(read)
+            #expect(service.store.readCache.statistics.hits == hitsBefore + 1)
+            #expect(fromCache == fromPostgres)
+            #expect(try JSON.parse(fromCache)["items"] == [["_id": "é\"1", "n": 1.5, "tags": ["a", ["b": nil]], "s": "\u{1}"]])
+            let cbor = try await raw(read, accept: "application/cbor")
+            #expect(try CBORValueCodec.decode(cbor) == (try JSON.parse(fromPostgres)))
+
+            _ = try await raw(#"{"statement":"UPDATE cars SET n = 2 WHERE _id = :id","args":{"id":"é\"1"}}"#)
+            let after = try JSON.parse(try await raw(read))
+            #expect(after["items"] == [["_id": "é\"1", "n": 2, "tags": ["a", ["b": nil]], "s": "\u{1}"]])
+            await service.stop()
+        }
+    }
+}

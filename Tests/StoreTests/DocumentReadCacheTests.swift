@@ -89,15 +89,17 @@ import Values
 
     @Test func evictsToTheBudgetGivingRecentlyHitEntriesASecondChance() {
         let value: Value = .string(String(repeating: "x", count: 1000))
-        let cache = DocumentReadCache(capacityBytes: 10_000)
+        // ~2.1 KB an entry (value and JSON text): 14 fit.
+        let cache = DocumentReadCache(capacityBytes: 30_000)
         cache.enable(through: 1)
         let keys = (0..<20).map { Key(collection: "c", id: "\($0)") }
         for key in keys.prefix(8) { cache.insert(key, value: value, txn: 1) }
         #expect(cache.lookup(keys[0]) != nil)  // referenced: survives the next sweep
         for key in keys.suffix(12) { cache.insert(key, value: value, txn: 1) }
         let stats = cache.statistics
-        #expect(stats.bytes <= 10_000 && stats.entries >= 5)
+        #expect(stats.bytes <= 30_000 && stats.entries >= 12)
         #expect(cache.lookup(keys[0]) != nil)
+        #expect(cache.lookup(keys[1]) == nil)  // the oldest unreferenced entry went first
         #expect(cache.lookup(keys[19]) != nil)
     }
 
