@@ -142,10 +142,11 @@ public final class DocumentReadCache: Sendable {
     }
 
     /// Offers a value a read fetched at snapshot `txn`; refused when it may already be stale.
-    public func insert(_ key: Key, value: Value, txn: Int64) {
+    /// `json` is `JSON.serialize(value)` when the caller has it already.
+    public func insert(_ key: Key, value: Value, json: [UInt8]? = nil, txn: Int64) {
         guard isEnabled else { return }
         // Serialized outside the lock; charged for both representations.
-        let json = JSON.serialize(value)
+        let json = json ?? JSON.serialize(value)
         let bytes = Self.estimatedSize(value) + json.count + key.collection.utf8.count + key.id.utf8.count + 96
         state.withLock { s in
             guard s.enabled, bytes <= capacityBytes / 8 else { return }

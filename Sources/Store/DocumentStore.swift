@@ -144,7 +144,15 @@ public final class DocumentStore: Sendable {
         var docs: [Value] = []
         docs.reserveCapacity(rows.count)
         for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
-        if let key, docs.count == 1 { readCache.insert(key, value: docs[0], txn: txn) }
+        if let key, docs.count == 1, case .object = docs[0], readCache.isEnabled {
+            // A point read (`SELECT *`: the memory stage passes the document through): serialize
+            // once, for the cache and for this response.
+            let json = JSON.serialize(docs[0])
+            readCache.insert(key, value: docs[0], json: json, txn: txn)
+            var result = ExecuteResult(transactionID: txn, queryType: "select", items: docs)
+            result.itemsJSON = [json]
+            return result
+        }
         return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
     }
 
