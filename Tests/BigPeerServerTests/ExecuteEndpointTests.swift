@@ -17,12 +17,8 @@ import Values
 
     @Test func shapesForSuccessAndEveryErrorKind() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
+            var config = ServerConfiguration.forTest(db, insecureDevelopment: true)  // response shapes only: auth is covered by AuthTests
             config.statementTimeout = .seconds(1)
-            config.insecureDevelopment = true  // response shapes only: auth is covered by AuthTests
             let service = try await BigPeerService.start(config)
             let client = try HTTPClient()
             let port = service.port
@@ -113,12 +109,7 @@ extension ExecuteEndpointTests {
     /// answered by PostgreSQL (first request), in JSON and in CBOR; and a write is read back at once.
     @Test func pointReadsFromTheCacheAnswerExactlyAsThoseFromPostgres() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
-            config.insecureDevelopment = true
-            let service = try await BigPeerService.start(config)
+            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
             let client = try HTTPClient()
             let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
             func raw(_ body: String, accept: String = "application/json") async throws -> [UInt8] {

@@ -8,11 +8,7 @@ import Values
 @Suite struct ServiceLifecycleTests {
     @Test func serviceMigratesServesHealthAndStops() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
-            let service = try await BigPeerService.start(config)
+            let service = try await BigPeerService.start(.forTest(db))
             #expect(service.database.migrationReport.applied.contains("0001_settings.sql"))
 
             let client = try HTTPClient()
