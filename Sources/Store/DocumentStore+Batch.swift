@@ -45,7 +45,7 @@ extension DocumentStore {
         let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
-            let (results, txn, registered) = try await pool.withPipelinedTransaction { db in
+            let (results, txn, registered) = try await withWriteTransaction { db in
                 var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
                 var results: [ExecuteResult] = []
                 for (i, job) in jobs.enumerated() {

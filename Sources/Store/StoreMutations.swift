@@ -113,6 +113,7 @@ extension WriteTransaction {
                 let key = DocumentKey(collection: r.collection.name, id: id)
                 changes.append(ChangeRecord(key: key, kind: "evict", delta: nil))
                 remember(key, nil)
+                absentRows.insert(key)  // deleted by us: a later INSERT in this transaction creates it anew
             }
             return ExecuteResult(transactionID: 0, queryType: queryType, mutatedDocumentIDs: matched)
         }

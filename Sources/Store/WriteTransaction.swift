@@ -7,7 +7,7 @@ extension DocumentStore {
     /// Runs write statements in one transaction: per statement a result (or its own error), and
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
-        let (results, txn, registered) = try await pool.withPipelinedTransaction { db in
+        let (results, txn, registered) = try await withWriteTransaction { db in
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
@@ -60,6 +60,11 @@ struct WriteTransaction {
     var lockedDocuments: [DocumentKey: Document] = [:]
     var knownAbsent: Set<DocumentKey> = []
     static let lockCacheLimit = 4096
+    /// Documents this transaction looked up under lock and found without a row (or evicted), and
+    /// has not written since. Not a cache: `write` creates exactly these with a plain INSERT, so a
+    /// concurrent creator of the same `_id` makes this transaction fail (23505 on documents_pkey)
+    /// instead of being overwritten; `withWriteTransaction` then reruns it (docs/STORAGE.md).
+    var absentRows: Set<DocumentKey> = []
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite {
@@ -151,9 +156,11 @@ struct WriteTransaction {
 
     // MARK: - Reading documents under lock
 
-    /// Loads and locks the documents with these ids (missing ones are absent from the result).
-    /// Locks are taken in id order so concurrent transactions do not deadlock on each other.
-    /// Documents this transaction already holds come from `lockedDocuments` (no round trip).
+    /// Loads and locks the documents with these ids (missing ones are absent from the result, and
+    /// recorded in `absentRows`). Locks are taken in id order so concurrent transactions do not
+    /// deadlock on each other. A row lock lives in the tuple header, not in PostgreSQL's shared
+    /// lock table, so a statement may lock any number of documents. Documents this transaction
+    /// already holds come from `lockedDocuments` (no round trip).
     mutating func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
         var out: [Value: Document] = [:]
         var missing: [Value] = []
@@ -163,18 +170,6 @@ struct WriteTransaction {
         }
         for chunk in stride(from: 0, to: missing.count, by: 1000) {
             let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
-            // A row that does not exist yet cannot be locked with FOR UPDATE: two instances (or two
-            // batches) creating the same new document would each start from nothing and the second
-            // upsert would overwrite the first's acknowledged write. A transaction-scoped advisory
-            // lock per key, taken in hash order, serializes them; it is its own statement so the
-            // SELECT below takes its snapshot after the wait and sees what the other committed.
-            var keyLock: PostgresQuery = """
-                SELECT pg_advisory_xact_lock(h) FROM (
-                  SELECT DISTINCT hashtextextended(\(collection) || chr(31) || k::text, 0) AS h FROM unnest(\(part)::jsonb[]) AS k
-                ) keys ORDER BY h
-                """
-            keyLock.prepared = true
-            try await db.enqueue(keyLock)
             var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
@@ -188,6 +183,10 @@ struct WriteTransaction {
                     throw StoreError.corrupt("document \(JSON.string(id)) in \(collection): \(error)")
                 }
             }
+        }
+        for id in missing {
+            let key = DocumentKey(collection: collection, id: id)
+            if out[id] == nil { absentRows.insert(key) } else { absentRows.remove(key) }
         }
         if lockedDocuments.count + knownAbsent.count + missing.count > Self.lockCacheLimit {
             lockedDocuments = [:]
@@ -240,23 +239,33 @@ struct WriteTransaction {
     // MARK: - Writing documents
 
     /// Writes changed documents (state + materialized value in one statement) and records their
-    /// deltas for the change log.
+    /// deltas for the change log. Documents found absent under lock (`absentRows`) are created with
+    /// a plain INSERT, never an upsert: if another transaction created the same `_id` since we
+    /// looked, the INSERT waits for it and fails with 23505 when it commits, rather than
+    /// overwriting its acknowledged write. Rows we hold locked (and freshly generated ids) are upserted.
     mutating func write(_ writes: [PendingWrite], kind: String) async throws {
         guard let collection = writes.first?.key.collection else { return }
         try await registerCollection(collection)
-        for chunk in stride(from: 0, to: writes.count, by: 500) {
-            let part = writes[chunk..<min(chunk + 500, writes.count)]
-            var ids: [PostgresJSON?] = [], values: [PostgresJSON?] = [], states: [PostgresBytea?] = [], deleted: [Bool?] = []
-            for w in part {
-                ids.append(w.key.idJSON)
-                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
-                states.append(PostgresBytea(w.document.encode()))
-                deleted.append(!w.document.exists)
-            }
+        var created: [PendingWrite] = [], updated: [PendingWrite] = []
+        for w in writes {
+            if absentRows.remove(w.key) != nil { created.append(w) } else { updated.append(w) }
+        }
+        for chunk in stride(from: 0, to: created.count, by: 500) {
+            let a = Self.rowArrays(created[chunk..<min(chunk + 500, created.count)])
+            var insert: PostgresQuery = """
+                INSERT INTO documents (collection, id, value, state, deleted, deleted_at, updated_at)
+                SELECT \(collection), i, v, s, x, CASE WHEN x THEN now() END, now()
+                FROM unnest(\(a.ids)::jsonb[], \(a.values)::jsonb[], \(a.states)::bytea[], \(a.deleted)::bool[]) AS u(i, v, s, x)
+                """
+            insert.prepared = true
+            try await db.enqueue(insert)
+        }
+        for chunk in stride(from: 0, to: updated.count, by: 500) {
+            let a = Self.rowArrays(updated[chunk..<min(chunk + 500, updated.count)])
             var upsert: PostgresQuery = """
                 INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
                 SELECT \(collection), i, v, s, x, CASE WHEN x THEN now() END, now()
-                FROM unnest(\(PostgresArray(ids))::jsonb[], \(PostgresArray(values))::jsonb[], \(PostgresArray(states))::bytea[], \(PostgresArray(deleted))::bool[]) AS u(i, v, s, x)
+                FROM unnest(\(a.ids)::jsonb[], \(a.values)::jsonb[], \(a.states)::bytea[], \(a.deleted)::bool[]) AS u(i, v, s, x)
                 ON CONFLICT (collection, id) DO UPDATE SET
                     value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
                     deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
@@ -269,6 +278,25 @@ struct WriteTransaction {
             changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin))
             remember(w.key, w.document)
         }
+    }
+
+    /// The `documents` columns of some writes as array binds.
+    struct RowArrays {
+        var ids: PostgresArray<PostgresJSON>, values: PostgresArray<PostgresJSON>
+        var states: PostgresArray<PostgresBytea>, deleted: PostgresArray<Bool>
+    }
+
+    static func rowArrays(_ part: ArraySlice<PendingWrite>) -> RowArrays {
+        var ids: [PostgresJSON?] = [], values: [PostgresJSON?] = [], states: [PostgresBytea?] = [], deleted: [Bool?] = []
+        ids.reserveCapacity(part.count); values.reserveCapacity(part.count)
+        states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
+        for w in part {
+            ids.append(w.key.idJSON)
+            values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
+            states.append(PostgresBytea(w.document.encode()))
+            deleted.append(!w.document.exists)
+        }
+        return RowArrays(ids: PostgresArray(ids), values: PostgresArray(values), states: PostgresArray(states), deleted: PostgresArray(deleted))
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it
