@@ -34,7 +34,7 @@ import Values
 /// calls once its change feed is running; a store without a feed (tools, tests of the store
 /// alone) never caches.
 ///
-/// Memory: entries (the value and its JSON text) are charged their estimated size and evicted in CLOCK order (second chance for
+/// Memory: entries (a document's JSON text) are charged their size plus bookkeeping and evicted in CLOCK order (second chance for
 /// entries hit since the hand last passed) once `capacityBytes` is exceeded.
 ///
 /// Thread-safety: all state is behind one `Mutex`; every operation is O(1) amortized and
@@ -51,15 +51,14 @@ public final class DocumentReadCache: Sendable {
 
     /// A document's value and the transaction number it reflects.
     public struct Hit: Sendable {
-        public var value: Value
-        /// `JSON.serialize(value)`, kept so a hit costs no serialization.
+        /// `JSON.serialize` of the document (kept as text only: half the memory of a `Value`
+        /// tree, and most responses copy it as it is).
         public var json: [UInt8]
         /// The newest transaction this answer is known to reflect (at least the entry's snapshot).
         public var transactionID: Int64
     }
 
     struct Entry {
-        var value: Value
         var json: [UInt8]
         var txn: Int64
         var bytes: Int
@@ -137,17 +136,14 @@ public final class DocumentReadCache: Sendable {
                 s.entries[key] = entry
             }
             s.hits += 1
-            return Hit(value: entry.value, json: entry.json, transactionID: reflects)
+            return Hit(json: entry.json, transactionID: reflects)
         }
     }
 
-    /// Offers a value a read fetched at snapshot `txn`; refused when it may already be stale.
-    /// `json` is `JSON.serialize(value)` when the caller has it already.
-    public func insert(_ key: Key, value: Value, json: [UInt8]? = nil, txn: Int64) {
-        guard isEnabled else { return }
-        // Serialized outside the lock; charged for both representations.
-        let json = json ?? JSON.serialize(value)
-        let bytes = Self.estimatedSize(value) + json.count + key.collection.utf8.count + key.id.utf8.count + 96
+    /// Offers a document a read fetched at snapshot `txn`, as `JSON.serialize` text; refused when
+    /// it may already be stale.
+    public func insert(_ key: Key, json: [UInt8], txn: Int64) {
+        let bytes = json.count + key.collection.utf8.count + key.id.utf8.count + 128
         state.withLock { s in
             guard s.enabled, bytes <= capacityBytes / 8 else { return }
             if txn < s.forgottenThrough || (s.recent[key] ?? .min) > txn {
@@ -160,7 +156,7 @@ public final class DocumentReadCache: Sendable {
             } else {
                 s.clock.append(key)
             }
-            s.entries[key] = Entry(value: value, json: json, txn: txn, bytes: bytes, referenced: false)
+            s.entries[key] = Entry(json: json, txn: txn, bytes: bytes, referenced: false)
             s.bytes += bytes
             evict(&s)
         }
@@ -242,16 +238,6 @@ public final class DocumentReadCache: Sendable {
         if s.clock.count > 2 * s.entries.count + 1024 {
             s.clock = s.clock.filter { s.entries[$0] != nil }
             s.hand = 0
-        }
-    }
-
-    /// Roughly what a value costs in memory: its JSON size plus per-node overhead.
-    static func estimatedSize(_ v: Value) -> Int {
-        switch v {
-        case .null, .bool, .int, .double: return 16
-        case .string(let s): return 32 + s.utf8.count
-        case .array(let a): return 32 + a.reduce(0) { $0 + estimatedSize($1) }
-        case .object(let o): return 64 + o.reduce(0) { $0 + 48 + $1.key.utf8.count + estimatedSize($1.value) }
         }
     }
 }

@@ -28,18 +28,11 @@ extension DocumentStore {
     }
 
     /// The answer to a point read from `readCache`, or nil to read PostgreSQL.
-    func cachedPointRead(_ s: SelectStatement, context: EvaluationContext, minimumTransaction: Int64?) throws -> ExecuteResult? {
+    func cachedPointRead(_ s: SelectStatement, context: EvaluationContext, minimumTransaction: Int64?) -> ExecuteResult? {
         guard let key = Self.pointReadKey(s, arguments: context.arguments),
               let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
-        // `SELECT *` passes a document (an object) through the memory stage unchanged.
-        guard case .object = hit.value else {
-            var memory = s
-            memory.filter = nil
-            return ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: try SelectQuery(memory, context: context).run([hit.value]))
-        }
-        var result = ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: [hit.value])
-        result.itemsJSON = [hit.json]
-        return result
+        // Only objects are cached, which `SELECT *` passes through the memory stage unchanged.
+        return ExecuteResult(transactionID: hit.transactionID, queryType: "select", itemsJSON: [hit.json])
     }
 
     /// A write statement committed: its documents' cached values are stale from `result`'s

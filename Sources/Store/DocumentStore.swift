@@ -82,7 +82,7 @@ public final class DocumentStore: Sendable {
         do {
             let now = Int64(Replica.systemMillis())
             if case .select(let s) = statement,
-               let hit = try cachedPointRead(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now),
+               let hit = cachedPointRead(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now),
                                              minimumTransaction: minimumTransaction) {
                 return hit
             }
@@ -148,10 +148,8 @@ public final class DocumentStore: Sendable {
             // A point read (`SELECT *`: the memory stage passes the document through): serialize
             // once, for the cache and for this response.
             let json = JSON.serialize(docs[0])
-            readCache.insert(key, value: docs[0], json: json, txn: txn)
-            var result = ExecuteResult(transactionID: txn, queryType: "select", items: docs)
-            result.itemsJSON = [json]
-            return result
+            readCache.insert(key, json: json, txn: txn)
+            return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
         }
         return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
     }

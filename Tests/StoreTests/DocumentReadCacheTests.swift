@@ -89,15 +89,15 @@ import Values
 
     @Test func evictsToTheBudgetGivingRecentlyHitEntriesASecondChance() {
         let value: Value = .string(String(repeating: "x", count: 1000))
-        // ~2.1 KB an entry (value and JSON text): 14 fit.
-        let cache = DocumentReadCache(capacityBytes: 30_000)
+        // ~1.1 KB an entry (JSON text and bookkeeping): 13 fit.
+        let cache = DocumentReadCache(capacityBytes: 15_000)
         cache.enable(through: 1)
         let keys = (0..<20).map { Key(collection: "c", id: "\($0)") }
         for key in keys.prefix(8) { cache.insert(key, value: value, txn: 1) }
         #expect(cache.lookup(keys[0]) != nil)  // referenced: survives the next sweep
         for key in keys.suffix(12) { cache.insert(key, value: value, txn: 1) }
         let stats = cache.statistics
-        #expect(stats.bytes <= 30_000 && stats.entries >= 12)
+        #expect(stats.bytes <= 15_000 && stats.entries >= 12)
         #expect(cache.lookup(keys[0]) != nil)
         #expect(cache.lookup(keys[1]) == nil)  // the oldest unreferenced entry went first
         #expect(cache.lookup(keys[19]) != nil)
@@ -166,5 +166,10 @@ import Values
 }
 
 extension DocumentReadCache.Hit: Equatable {
-    public static func == (a: Self, b: Self) -> Bool { a.value == b.value && a.transactionID == b.transactionID }
+    public static func == (a: Self, b: Self) -> Bool { a.json == b.json && a.transactionID == b.transactionID }
+    var value: Value? { try? JSON.parse(json) }
+}
+
+extension DocumentReadCache {
+    func insert(_ key: Key, value: Value, txn: Int64) { insert(key, json: JSON.serialize(value), txn: txn) }
 }
