@@ -204,8 +204,10 @@ import TestRandomness
 
     @Test func zipBomb_isCut_at1009_whileInflating() throws {
         let agreement = try #require(PerMessageDeflateConfiguration().negotiate(offers: [.init(name: "permessage-deflate")])?.0)
-        let sender = PerMessageDeflateCodec(agreement: agreement, role: .client)
-        // 64 MiB of zeros deflate to ~64 KiB: far below the frame limit, far above the message limit.
+        var bomber = agreement
+        bomber.compressionLevel = 9
+        let sender = PerMessageDeflateCodec(agreement: bomber, role: .client)
+        // 64 MiB of zeros deflate to ~64 KiB at level 9: far below the frame limit, far above the message limit.
         let zeros = [UInt8](repeating: 0, count: 64 << 20)
         let bomb = try #require(zeros.withUnsafeBytes { sender.compress($0) })
         #expect(bomb.count < 128 << 10)
