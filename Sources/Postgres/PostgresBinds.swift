@@ -53,22 +53,24 @@ func withBindPointers<R>(
 /// described to libpq (its lengths are `Int32`), so `start` fails such a statement before sending.
 let maxBindBytes = (1 << 30) - 1
 
-extension PostgresConnection.Request {
-    /// The error for a statement with a bind larger than `maxBindBytes` (SQLSTATE 54000,
-    /// program_limit_exceeded, what the server itself reports), or nil.
+extension PostgresQuery {
+    /// The error for a bind larger than `maxBindBytes` (SQLSTATE 54000, program_limit_exceeded,
+    /// what the server itself reports), or nil.
     var oversizedBindError: PostgresError? {
-        func check(_ q: PostgresQuery) -> PostgresError? {
-            for (i, b) in q.binds.enumerated() where (b.bytes?.count ?? 0) > maxBindBytes {
-                return .server(PostgresServerError(sqlState: "54000", message: "parameter $\(i + 1) is larger than 1 GB"))
-            }
-            return nil
+        for (i, b) in binds.enumerated() where (b.bytes?.count ?? 0) > maxBindBytes {
+            return .server(PostgresServerError(sqlState: "54000", message: "parameter $\(i + 1) is larger than 1 GB"))
         }
+        return nil
+    }
+}
+
+extension PostgresConnection.Request {
+    /// The first oversized bind's error of any statement in the request, or nil.
+    var oversizedBindError: PostgresError? {
         switch self {
         case .simple: return nil
-        case .statement(let q), .copyIn(let q, _), .copyOut(let q, _): return check(q)
-        case .pipeline(let qs):
-            for q in qs { if let e = check(q) { return e } }
-            return nil
+        case .statement(let q), .copyIn(let q, _), .copyOut(let q, _): return q.oversizedBindError
+        case .pipeline(let qs): return qs.lazy.compactMap(\.oversizedBindError).first
         }
     }
 }

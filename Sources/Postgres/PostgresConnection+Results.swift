@@ -81,7 +81,7 @@ extension PostgresConnection {
             newOp.phase = .pipeline(state)
             sent = 1
         case .simple(let sql):
-            sent = PQsendQuery(pg, sql)
+            sent = sql.withCString { PQsendQuery(pg, $0) }
         case .statement(let q) where q.prepared:
             if let name = prepared[q.sql] {
                 sent = sendPrepared(name, q)
@@ -113,15 +113,23 @@ extension PostgresConnection {
         flush()
     }
 
+    // SQL text and names go to libpq through `withCString`, which lends a native string's own
+    // NUL-terminated storage; passing a `String` where C wants a pointer copies it into a fresh
+    // array on every call instead (seen in profiles).
+
     func sendParams(_ q: PostgresQuery) -> Int32 {
-        withBindPointers(q.binds) { types, values, lengths, formats in
-            PQsendQueryParams(pg, q.sql, Int32(q.binds.count), types, values, lengths, formats, 0)
+        q.sql.withCString { sql in
+            withBindPointers(q.binds) { types, values, lengths, formats in
+                PQsendQueryParams(pg, sql, Int32(q.binds.count), types, values, lengths, formats, 0)
+            }
         }
     }
 
     func sendPrepared(_ name: String, _ q: PostgresQuery) -> Int32 {
-        withBindPointers(q.binds) { _, values, lengths, formats in
-            PQsendQueryPrepared(pg, name, Int32(q.binds.count), values, lengths, formats, 0)
+        name.withCString { name in
+            withBindPointers(q.binds) { _, values, lengths, formats in
+                PQsendQueryPrepared(pg, name, Int32(q.binds.count), values, lengths, formats, 0)
+            }
         }
     }
 
