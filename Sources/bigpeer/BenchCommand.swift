@@ -94,6 +94,8 @@ struct PostgresBench: AsyncParsableCommand {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny userspace generator for the benchmark's keys.
+/// (TestRandomness.SeededRandom is the same algorithm, but that module is for tests and is not
+/// linked into the product.)
 struct SplitMix64 {
     var state: UInt64
     init(seed: UInt64) { state = seed }
