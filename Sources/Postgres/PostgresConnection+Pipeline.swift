@@ -22,7 +22,7 @@ extension PostgresConnection {
     /// sees their SQL. Throws the first statement's error (later statements did not run).
     public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresResult] {
         if queries.isEmpty { return [] }
-        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<[PostgresResult], any Error>) in
+        return try await withUnsafeThrowingContinuation { (cont: UnsafeContinuation<[PostgresResult], any Error>) in
             if loop.inEventLoop {
                 start(.pipeline(queries), .many(cont))
             } else {
@@ -76,7 +76,11 @@ extension PostgresConnection {
 
     /// Reads every result libpq has completed for the pipeline in flight; finishes it at the Sync.
     func drainPipeline() {
-        guard let pg, var current = op, case .pipeline(var state) = current.phase else { return }
+        guard let pg, let current = op, case .pipeline(var state) = current.phase else { return }
+        // Take the state out of the operation while it is updated, so its arrays stay uniquely
+        // referenced (no copy per result); every way out of the loop puts it back or ends the op.
+        current.phase = .results
+        defer { if op === current { current.phase = .pipeline(state) } }
         while PQisBusy(pg) == 0 {
             guard let res = PQgetResult(pg) else {
                 state.current += 1  // NULL: the current statement's results are complete
@@ -120,8 +124,6 @@ extension PostgresConnection {
                 PQclear(res)  // PGRES_PIPELINE_ABORTED (skipped after an error), notices
             }
         }
-        current.phase = .pipeline(state)
-        op = current
     }
 
     /// Hands the pipeline's results (or its first error) to the caller.

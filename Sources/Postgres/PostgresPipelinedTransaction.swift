@@ -90,24 +90,15 @@ extension PostgresPool {
         maxAttempts: Int = 5,
         _ body: (PostgresPipelinedTransaction) async throws -> R
     ) async throws -> R {
-        var attempt = 1
-        while true {
+        try await withConnectionRetryingTransientFailures(maxAttempts: maxAttempts) { conn in
+            let tx = PostgresPipelinedTransaction(connection: conn, isolation: isolation)
             do {
-                return try await withConnection { conn in
-                    let tx = PostgresPipelinedTransaction(connection: conn, isolation: isolation)
-                    do {
-                        let r = try await body(tx)
-                        if !tx.isCommitted { try await tx.commit() }
-                        return r
-                    } catch {
-                        if tx.begun && !tx.isCommitted && !conn.isBroken { _ = try? await conn.query("ROLLBACK") }
-                        throw error
-                    }
-                }
-            } catch let error as PostgresError where error.isTransient && attempt < maxAttempts {
-                attempt += 1
-                let ms = Int.random(in: 1...(5 << min(attempt, 6)))
-                try await Task.sleep(for: .milliseconds(ms))
+                let r = try await body(tx)
+                if !tx.isCommitted { try await tx.commit() }
+                return r
+            } catch {
+                if tx.begun && !tx.isCommitted && !conn.isBroken { _ = try? await conn.query("ROLLBACK") }
+                throw error
             }
         }
     }

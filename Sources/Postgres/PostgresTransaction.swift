@@ -15,15 +15,24 @@ extension PostgresPool {
         maxAttempts: Int = 5,
         _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
-        var attempt = 1
+        try await withConnectionRetryingTransientFailures(maxAttempts: maxAttempts) { conn in
+            try await conn.transaction(isolation: isolation, body)
+        }
+    }
+
+    /// Runs `body` (one whole transaction) on a leased session, and again on a fresh lease after a
+    /// serialization failure or deadlock, up to `maxAttempts` runs in all, sleeping a random
+    /// 1…5·2ⁿ ms in between so the transactions that collided do not collide again in lockstep.
+    func withConnectionRetryingTransientFailures<R>(
+        maxAttempts: Int, _ body: (PostgresConnection) async throws -> R
+    ) async throws -> R {
+        var run = 1
         while true {
             do {
-                return try await withConnection { conn in
-                    try await conn.transaction(isolation: isolation, body)
-                }
-            } catch let error as PostgresError where error.isTransient && attempt < maxAttempts {
-                attempt += 1
-                let ms = Int.random(in: 1...(5 << min(attempt, 6)))
+                return try await withConnection(body)
+            } catch let error as PostgresError where error.isTransient && run < maxAttempts {
+                run += 1
+                let ms = Int.random(in: 1...(5 << min(run, 6)))
                 try await Task.sleep(for: .milliseconds(ms))
             }
         }

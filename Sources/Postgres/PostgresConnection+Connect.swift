@@ -1,0 +1,103 @@
+import CLibPQ
+import Glibc
+import Sockets
+
+extension PostgresConnection {
+    // MARK: - Connect
+
+    /// Opens a session without blocking any thread: `PQconnectStartParams` + `PQconnectPoll`
+    /// driven by the loop's epoll, with `configuration.connectTimeout` enforced by a loop timer.
+    public static func connect(_ configuration: PostgresConfiguration, on loop: EventLoop) async throws -> PostgresConnection {
+        let conn = PostgresConnection(loop: loop)
+        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
+            loop.execute { conn.startConnect(configuration, cont) }
+        }
+        return conn
+    }
+
+    func startConnect(_ configuration: PostgresConfiguration, _ cont: CheckedContinuation<Void, any Error>) {
+        let params = configuration.effectiveParameters
+        let keys = params.map { strdup($0.key) } + [nil]
+        let values = params.map { strdup($0.value) } + [nil]
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let handle = keys.withUnsafeBufferPointer { k in
+            values.withUnsafeBufferPointer { v in
+                k.withMemoryRebound(to: UnsafePointer<CChar>?.self) { kp in
+                    v.withMemoryRebound(to: UnsafePointer<CChar>?.self) { vp in
+                        PQconnectStartParams(kp.baseAddress, vp.baseAddress, 0)
+                    }
+                }
+            }
+        }
+        guard let handle else {
+            cont.resume(throwing: PostgresError.connectionFailed("out of memory"))
+            return
+        }
+        pg = handle
+        // Server NOTICEs (e.g. "relation already exists, skipping") would go to stderr by default.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        if PQstatus(handle) == CONNECTION_BAD {
+            failConnect(PostgresError.connectionFailed(errorMessage()), cont)
+            return
+        }
+        connectContinuation = cont
+        connectTimer = loop.scheduleTimer(after: configuration.connectTimeout) { [weak self] in
+            guard let self, let c = self.connectContinuation else { return }
+            self.connectContinuation = nil
+            self.failConnect(.connectionFailed("timed out after \(configuration.connectTimeout)"), c)
+        }
+        pollConnect(PGRES_POLLING_WRITING)
+    }
+
+    /// One step of the connect state machine; libpq may change sockets between steps.
+    func pollConnect(_ status: PostgresPollingStatusType) {
+        guard let pg, let cont = connectContinuation else { return }
+        switch status {
+        case PGRES_POLLING_OK:
+            connectContinuation = nil
+            if let t = connectTimer { loop.cancelTimer(t) }
+            PQsetnonblocking(pg, 1)
+            do {
+                try watch(.readable)
+                cont.resume()
+            } catch {
+                failConnect(.connectionFailed("\(error)"), cont)
+            }
+        case PGRES_POLLING_FAILED:
+            connectContinuation = nil
+            failConnect(.connectionFailed(errorMessage()), cont)
+        default:
+            do {
+                try watch(status == PGRES_POLLING_READING ? .readable : .writable)
+            } catch {
+                connectContinuation = nil
+                failConnect(.connectionFailed("\(error)"), cont)
+            }
+        }
+    }
+
+    func failConnect(_ error: PostgresError, _ cont: CheckedContinuation<Void, any Error>) {
+        if let t = connectTimer { loop.cancelTimer(t) }
+        teardown()
+        cont.resume(throwing: error)
+    }
+
+    /// Registers (or re-registers, if libpq switched sockets) the session's socket for `interest`.
+    func watch(_ newInterest: Interest) throws(IOError) {
+        guard let pg else { return }
+        let fd = PQsocket(pg)
+        if let reg = registration, reg.fd != fd {
+            loop.deregister(reg)
+            registration = nil
+        }
+        if let reg = registration {
+            if newInterest != interest { try loop.modify(reg, interest: newInterest) }
+        } else {
+            registration = try loop.register(fd: fd, interest: newInterest) { [unowned self] r in self.onReady(r) }
+        }
+        interest = newInterest
+    }
+}
