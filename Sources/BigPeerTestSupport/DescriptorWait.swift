@@ -1,4 +1,3 @@
-import Foundation
 import Glibc
 import Sockets
 import Synchronization
@@ -68,15 +67,6 @@ public enum DescriptorWait {
             guard try await writable(fd, timeout: stallTimeout) else { return false }
         }
         return true
-    }
-
-    /// Runs `body` — which may block: sleep, blocking syscalls — on a new thread of its own, and
-    /// returns its result. The awaiting task holds no thread meanwhile, and resuming it needs no
-    /// descriptor or timer (for tests that have used up every descriptor on purpose).
-    public static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-            Thread { continuation.resume(returning: body()) }.start()
-        }
     }
 
     // MARK: - Implementation

@@ -150,7 +150,7 @@ import Testing
             await c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 25\r\n\r\n")
             let fd = c.fd
             // The awaiting task holds no thread meanwhile; the answer is then already on its way.
-            await DescriptorWait.onOwnThread {
+            await OwnThread.run {
                 for _ in 0..<25 {
                     usleep(100_000)
                     _ = Glibc.send(fd, "x", 1, Int32(MSG_NOSIGNAL))
