@@ -314,8 +314,8 @@ struct WebSocketServerAdapterTests {
             var clients: [LiveTestClient] = []
             for _ in 0..<3 { clients.append(try await LiveTestClient(port: port)) }
             #expect(try await eventually(log) { $0.opened == 3 })
-            // The clients answer the Close only when pumped. Start the closes without awaiting,
-            // so nothing here depends on a free cooperative thread while the clients block.
+            // The clients answer the Close only when this task pumps them (below): start the
+            // closes without awaiting them, or the wait would be for answers nobody pumps.
             endpoint.startClosingAll()
             for client in clients { try await client.run(for: .seconds(10)) }
             await endpoint.closeAll(deadline: .seconds(5))  // nothing left open: returns at once
