@@ -6,6 +6,11 @@ import Logging
 import Sockets
 
 /// Starts a server on 127.0.0.1 with an OS-assigned port, runs `body`, then shuts it down.
+///
+/// `body` — the client side — runs on a thread of its own (an `EventLoop` as its preferred task
+/// executor), as a real client runs in a process of its own: its reads and its timing do not
+/// wait for a free cooperative thread (two here) behind other tests' work, and its thousands of
+/// round trips do not queue on the pool in front of them. Its waits are asynchronous all the same.
 func withServer(
     _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
     router: HTTPRouter = testRouter(),
@@ -20,8 +25,10 @@ func withServer(
     logger.logLevel = .critical
     let server = try HTTPServer(configuration: config, router: router, logger: logger)
     try await server.start()
+    let clientThread = try EventLoop()
+    defer { clientThread.stop() }
     do {
-        try await body(server, server.localPort ?? 0)
+        try await withTaskExecutorPreference(clientThread) { try await body(server, server.localPort ?? 0) }
     } catch {
         await server.shutdown(deadline: .milliseconds(100))
         throw error

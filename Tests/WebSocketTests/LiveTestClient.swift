@@ -15,6 +15,11 @@ struct LiveTestError: Error, CustomStringConvertible {
 }
 
 /// Starts an HTTP server on 127.0.0.1 (port 0) with `router`, runs `body(port)`, shuts down.
+///
+/// `body` — the client side — runs on a thread of its own (an `EventLoop` as its preferred task
+/// executor), as a real peer runs in a process of its own: a client that must answer a Ping
+/// within a short timeout cannot wait for a free cooperative thread (two here) behind other
+/// tests' CPU-bound work. Its waits are asynchronous all the same (`DescriptorWait`).
 func withWebSocketServer(
     _ router: HTTPRouter, threads: Int = 2, tls: HTTPServerConfiguration.TLS? = nil, _ body: (UInt16) async throws -> Void
 ) async throws {
@@ -27,8 +32,10 @@ func withWebSocketServer(
     logger.logLevel = .critical
     let server = try HTTPServer(configuration: config, router: router, logger: logger)
     try await server.start()
+    let clientThread = try EventLoop()
+    defer { clientThread.stop() }
     do {
-        try await body(UInt16(server.localPort ?? 0))
+        try await withTaskExecutorPreference(clientThread) { try await body(UInt16(server.localPort ?? 0)) }
     } catch {
         await server.shutdown(deadline: .milliseconds(100))
         throw error
@@ -102,12 +109,8 @@ extension Array where Element == UInt8 {
 }
 
 /// A WebSocket client over the sans-I/O connection in the client role; it reads and answers only
-/// while the test awaits `receive` or `run`.
+/// while the test awaits `receive` or `run` (inside `withWebSocketServer`, on the client thread).
 final class LiveTestClient {
-    /// The thread `receive` and `run` pump on. A real peer answers a Ping whenever it arrives;
-    /// pumped on the cooperative pool (two threads here), this client could miss a short ping
-    /// timeout while other tests' CPU-bound work holds both threads.
-    private let executor: EventLoop
     let fd: Int32
     private(set) var ws: WebSocketConnection
     let agreement: WebSocketClientHandshake.Agreement
@@ -117,13 +120,7 @@ final class LiveTestClient {
     private var leftover: [UInt8]
 
     init(port: UInt16, path: String = "/ws", subprotocols: [String] = [], deflate: Bool = false) async throws {
-        executor = try EventLoop()
-        do {
-            fd = try connectLoopback(port)
-        } catch {
-            executor.stop()
-            throw error
-        }
+        fd = try connectLoopback(port)
         let handshake = WebSocketClientHandshake(subprotocols: subprotocols,
                                                  deflate: deflate ? PerMessageDeflateConfiguration() : nil)
         var request = "GET \(path) HTTP/1.1\r\n"
@@ -153,16 +150,12 @@ final class LiveTestClient {
             leftover = Array(buffer[end...])
         } catch {
             close(fd)
-            executor.stop()
             throw error
         }
         ws = WebSocketConnection(role: .client, configuration: .echo, deflate: agreement.deflate, now: .now())
     }
 
-    deinit {
-        close(fd)
-        executor.stop()
-    }
+    deinit { close(fd) }
 
     func send(_ message: WebSocketMessage) async throws { try await apply(ws.send(message, now: .now())) }
     func closeWebSocket(_ code: WebSocketCloseCode = .normalClosure) async throws { try await apply(ws.close(code, now: .now())) }
@@ -171,19 +164,15 @@ final class LiveTestClient {
 
     /// The next message within `timeout`, or nil (timeout or closed).
     func receive(timeout: Duration = .seconds(5)) async throws -> WebSocketMessage? {
-        try await withTaskExecutorPreference(executor) {
-            let deadline = NanoTime.now().adding(timeout)
-            while inbox.isEmpty && !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
-            return inbox.isEmpty ? nil : inbox.removeFirst()
-        }
+        let deadline = NanoTime.now().adding(timeout)
+        while inbox.isEmpty && !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
+        return inbox.isEmpty ? nil : inbox.removeFirst()
     }
 
     /// Pumps (answering Pings) until the transport closes or `timeout` passes.
     func run(for timeout: Duration) async throws {
-        try await withTaskExecutorPreference(executor) {
-            let deadline = NanoTime.now().adding(timeout)
-            while !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
-        }
+        let deadline = NanoTime.now().adding(timeout)
+        while !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
     }
 
     private func pump(until deadline: NanoTime) async throws {
