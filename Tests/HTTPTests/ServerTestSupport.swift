@@ -7,10 +7,10 @@ import Sockets
 
 /// Starts a server on 127.0.0.1 with an OS-assigned port, runs `body`, then shuts it down.
 ///
-/// `body` — the client side — runs on a thread of its own (an `EventLoop` as its preferred task
-/// executor), as a real client runs in a process of its own: its reads and its timing do not
-/// wait for a free cooperative thread (two here) behind other tests' work, and its thousands of
-/// round trips do not queue on the pool in front of them. Its waits are asynchronous all the same.
+/// `body` stays on the cooperative pool (unlike `withWebSocketServer`'s): these clients have no
+/// sub-second deadlines to meet, and some do a lot of work (10 000 round trips, megabytes
+/// hashed), which on threads of their own would take CPU from the pool's two threads and so
+/// from every other test. Their waits never hold a pool thread (`DescriptorWait`).
 func withServer(
     _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
     router: HTTPRouter = testRouter(),
@@ -25,10 +25,8 @@ func withServer(
     logger.logLevel = .critical
     let server = try HTTPServer(configuration: config, router: router, logger: logger)
     try await server.start()
-    let clientThread = try EventLoop()
-    defer { clientThread.stop() }
     do {
-        try await withTaskExecutorPreference(clientThread) { try await body(server, server.localPort ?? 0) }
+        try await body(server, server.localPort ?? 0)
     } catch {
         await server.shutdown(deadline: .milliseconds(100))
         throw error
