@@ -21,11 +21,15 @@ public enum OwnThread {
     }
 
     /// Runs async `body`, which makes blocking calls between its awaits (code shared with the
-    /// server, such as `LocalPostgres.start`), on an executor with a thread of its own: every
-    /// part of `body` that is not isolated elsewhere runs there, not on the cooperative pool.
+    /// server, such as `LocalPostgres.start`), with a task executor of its own as preference:
+    /// every part of `body` not isolated elsewhere runs on that executor's thread, not on the
+    /// cooperative pool. One such thread serves the whole process (calls take turns) and is never
+    /// stopped: unstructured tasks `body` leaves behind (a deferred `Task { await conn.close() }`)
+    /// inherit the preference and must still find it running.
     public static func runAsync<T>(_ body: () async throws -> T) async throws -> T {
-        let executor = try EventLoop()
-        defer { executor.stop() }
-        return try await withTaskExecutorPreference(executor) { try await body() }
+        try await withTaskExecutorPreference(blockingWork) { try await body() }
     }
+
+    /// Nil only if the thread could not be created; then `runAsync` runs on the pool as before.
+    static let blockingWork: EventLoop? = try? EventLoop()
 }
