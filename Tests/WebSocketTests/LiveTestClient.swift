@@ -16,11 +16,12 @@ struct LiveTestError: Error, CustomStringConvertible {
 
 /// Starts an HTTP server on 127.0.0.1 (port 0) with `router`, runs `body(port)`, shuts down.
 ///
-/// `body` — the client side — runs on the WebSocket tests' client thread (an `EventLoop` as its
-/// preferred task executor), as a real peer runs in a process of its own: a client that must
-/// answer a Ping within a short timeout cannot wait for a free cooperative thread (two here)
-/// behind other tests' CPU-bound work. Its waits are asynchronous all the same (`DescriptorWait`),
-/// so the tests sharing that thread take turns at every wait.
+/// `body` — the client side — runs on a thread of its own (an `EventLoop` as its preferred task
+/// executor), as a real peer runs in a process of its own: a client that must answer a Ping
+/// within a short timeout can wait neither for a free cooperative thread (two here) nor for
+/// other tests' clients (one shared client thread failed that way under load). Its waits are
+/// asynchronous all the same (`DescriptorWait`). The thread stops when `body` returns, so `body`
+/// must leave no unstructured `Task` behind (it would inherit the stopped executor).
 func withWebSocketServer(
     _ router: HTTPRouter, threads: Int = 2, tls: HTTPServerConfiguration.TLS? = nil, _ body: (UInt16) async throws -> Void
 ) async throws {
@@ -33,19 +34,16 @@ func withWebSocketServer(
     logger.logLevel = .critical
     let server = try HTTPServer(configuration: config, router: router, logger: logger)
     try await server.start()
+    let clientThread = try EventLoop()
+    defer { clientThread.stop() }
     do {
-        try await withTaskExecutorPreference(webSocketClientThread) { try await body(UInt16(server.localPort ?? 0)) }
+        try await withTaskExecutorPreference(clientThread) { try await body(UInt16(server.localPort ?? 0)) }
     } catch {
         await server.shutdown(deadline: .milliseconds(100))
         throw error
     }
     await server.shutdown(deadline: .milliseconds(500))
 }
-
-/// The thread every `withWebSocketServer` body runs on: one for the process, never stopped
-/// (unstructured tasks a body leaves behind inherit it). Nil only if it could not be created;
-/// the bodies then run on the cooperative pool.
-let webSocketClientThread: EventLoop? = try? EventLoop()
 
 /// A TCP socket to 127.0.0.1 (blocking connect: on loopback the kernel answers within the call).
 func connectLoopback(_ port: UInt16) throws -> Int32 {
