@@ -32,10 +32,10 @@ func withWebSocketServer(
     config.threads = threads
     var logger = Logger(label: "test.ws")
     logger.logLevel = .critical
-    let server = try HTTPServer(configuration: config, router: router, logger: logger)
-    try await server.start()
     let clientThread = try EventLoop()
     defer { clientThread.stop() }
+    let server = try HTTPServer(configuration: config, router: router, logger: logger)
+    try await server.start()
     do {
         try await withTaskExecutorPreference(clientThread) { try await body(UInt16(server.localPort ?? 0)) }
     } catch {
