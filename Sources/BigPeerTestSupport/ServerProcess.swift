@@ -27,14 +27,14 @@ public final class ServerProcess: Sendable {
         guard rc == 0 else { throw ServerProcessError.spawn(String(cString: strerror(rc))) }
         let server = ServerProcess(pid: pid, port: chosen)
         for _ in 0..<300 {
-            if server.answersHealth() { return server }
+            if await server.answersHealth() { return server }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 throw ServerProcessError.exited((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        server.kill()
+        await server.kill()
         throw ServerProcessError.notReady((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
@@ -43,11 +43,11 @@ public final class ServerProcess: Sendable {
         self.port = port
     }
 
-    /// SIGKILL and reap: no graceful shutdown, exactly like a crash.
-    public func kill() {
+    /// SIGKILL and reap: no graceful shutdown, exactly like a crash. Reaps by polling
+    /// (`TestCommand.wait`), so no cooperative thread sits in `waitpid` meanwhile.
+    public func kill() async {
         _ = Glibc.kill(pid, SIGKILL)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        _ = await TestCommand.wait(pid)
     }
 
     /// SIGTERM and wait for a clean exit (up to the server's shutdown grace), polling so no
@@ -57,15 +57,14 @@ public final class ServerProcess: Sendable {
         _ = await TestCommand.wait(pid)
     }
 
-    func answersHealth() -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// One GET /healthz; false unless it answers 200 within a second. The connect is blocking
+    /// (loopback: answered or refused at once); the answer is awaited without holding a
+    /// cooperative thread (`DescriptorWait`), so a server that accepted but does not answer
+    /// only costs this probe its second.
+    func answersHealth() async -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        // This runs on a cooperative thread: a server that accepted but does not answer must
-        // not hold it (the pool has two threads here); give up after a second and poll again.
-        var timeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -75,10 +74,15 @@ public final class ServerProcess: Sendable {
         }
         guard ok else { return false }
         let req = Array("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
-        _ = req.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var buf = [UInt8](repeating: 0, count: 64)
-        let n = recv(fd, &buf, 64, 0)
-        return n > 12 && String(decoding: buf[0..<n], as: UTF8.self).hasPrefix("HTTP/1.1 200")
+        guard (try? await DescriptorWait.sendAll(fd, req, stallTimeout: .seconds(1))) == true else { return false }
+        var got: [UInt8] = []
+        let deadline = ContinuousClock.now + .seconds(1)
+        while got.count < 12 {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero, case .data(let bytes)? = try? await DescriptorWait.receive(fd, timeout: left) else { break }
+            got += bytes
+        }
+        return String(decoding: got, as: UTF8.self).hasPrefix("HTTP/1.1 200")
     }
 
     /// The `bigpeer` binary built next to the running test bundle (any scratch path), else the

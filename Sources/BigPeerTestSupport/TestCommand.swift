@@ -150,12 +150,13 @@ public final class InteractiveChild: Sendable {
         return status
     }
 
-    /// Kills the child at once (a test that fails half-way); the zombie is reaped in the background.
+    /// Kills the child at once (a test that fails half-way); the zombie is reaped in the background
+    /// (a detached task: it must not inherit a test's executor preference, whose thread may stop first).
     public func kill() {
         Glibc.kill(pid, SIGKILL)
         close(stdinFD)
         close(stdoutFD)
         let pid = self.pid
-        Task { _ = await TestCommand.wait(pid) }
+        Task.detached { _ = await TestCommand.wait(pid) }
     }
 }

@@ -46,7 +46,7 @@ public enum TestPostgres {
         options.ephemeral = true
         options.maxConnections = 400
         options.databaseName = "postgres"
-        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        let cluster = try await startCluster(dataDirectory: dir, options: options)
         try cluster.removeWhenProcessExits(alsoRemove: [dir])
         return Server(admin: cluster.configuration(database: "postgres"), cluster: cluster)
     }
@@ -76,6 +76,42 @@ public enum TestPostgres {
             throw error
         }
     }
+}
+
+extension TestPostgres {
+    /// Runs `body` with a throwaway cluster of its own (for tests that stop or restart PostgreSQL,
+    /// which would break the tests sharing the common one), its data directory and options (to
+    /// start it again); stops it afterwards and deletes it when the process exits. Starting and
+    /// stopping run child processes to completion, so they run off the cooperative pool.
+    public static func withOwnCluster<R>(_ body: (LocalPostgres, _ dataDirectory: String, LocalPostgres.Options) async throws -> R) async throws -> R {
+        let dir = NSTemporaryDirectory() + "bigpeer-own-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var options = LocalPostgres.Options()
+        options.ephemeral = true
+        let cluster = try await startCluster(dataDirectory: dir, options: options)
+        try cluster.removeWhenProcessExits(alsoRemove: [dir])
+        do {
+            let result = try await body(cluster, dir, options)
+            try? await cluster.stopOffPool()
+            return result
+        } catch {
+            try? await cluster.stopOffPool()
+            throw error
+        }
+    }
+
+    /// `LocalPostgres.start` (initdb and `pg_ctl -w start` run to completion) off the cooperative pool.
+    public static func startCluster(dataDirectory: String, options: LocalPostgres.Options) async throws -> LocalPostgres {
+        try await OwnThread.runAsync {
+            try await LocalPostgres.start(dataDirectory: dataDirectory, options: options, loop: TestLoops.group.next())
+        }
+    }
+}
+
+extension LocalPostgres {
+    /// `stop()` (`pg_ctl -w stop`) on a thread of its own.
+    public func stopOffPool() async throws { try await OwnThread.run { try self.stop() } }
+    /// `restart()` (`pg_ctl -w restart`) on a thread of its own.
+    public func restartOffPool() async throws { try await OwnThread.run { try self.restart() } }
 }
 
 /// A database of its own for one test case.

@@ -40,7 +40,7 @@ import Values
                     while acknowledgedInserts.withLock({ $0.count }) < 100 && ContinuousClock.now < deadline {
                         try? await Task.sleep(for: .milliseconds(20))
                     }
-                    server.kill()
+                    await server.kill()
                 }
             }
             await client.shutdown()

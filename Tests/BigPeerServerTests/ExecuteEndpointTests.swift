@@ -68,12 +68,12 @@ import Values
 
     /// The database goes away while serving: 503 with Retry-After, no crash, then recovery by itself.
     @Test func databaseRestartGives503ThenRecovers() async throws {
-        let dir = NSTemporaryDirectory() + "bigpeer-svc-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        var options = LocalPostgres.Options()
-        options.ephemeral = true
-        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
-        try cluster.removeWhenProcessExits(alsoRemove: [dir])
-        defer { try? cluster.stop() }
+        try await TestPostgres.withOwnCluster { cluster, dir, options in
+            try await Self.outageScenario(cluster, dataDirectory: dir, options: options)
+        }
+    }
+
+    static func outageScenario(_ cluster: LocalPostgres, dataDirectory dir: String, options: LocalPostgres.Options) async throws {
         var config = ServerConfiguration()
         config.port = 0
         config.threads = 1
@@ -84,7 +84,7 @@ import Values
         let (s1, _) = try await Self.post(client, service.port, #"{"statement":"INSERT INTO t DOCUMENTS ({_id: 'x'})"}"#)
         #expect(s1 == 200)
 
-        try cluster.stop()
+        try await cluster.stopOffPool()
         let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(service.port)/api/v4/store/execute",
                                                            body: Array(#"{"statement":"SELECT * FROM t"}"#.utf8)))
         #expect(r.status.code == 503)
@@ -92,7 +92,7 @@ import Values
         let ready = try await client.get("http://127.0.0.1:\(service.port)/readyz")
         #expect(ready.status.code == 503)
 
-        _ = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
+        _ = try await TestPostgres.startCluster(dataDirectory: dir, options: options)
         var recovered = false
         for _ in 0..<50 where !recovered {
             let (code, v) = try await Self.post(client, service.port, #"{"statement":"SELECT * FROM t"}"#)

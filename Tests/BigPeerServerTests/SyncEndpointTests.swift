@@ -266,13 +266,13 @@ import WebSocket
 
             let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
             defer { close(fd) }
-            try RawSocket.upgrade(fd, port: service.port)
+            try await RawSocket.upgrade(fd, port: service.port)
             let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
-            try RawSocket.sendFrame(fd, hello.encode())
-            try RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            try await RawSocket.sendFrame(fd, hello.encode())
+            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
             #expect(await Self.eventually(.seconds(20)) { service.syncConnections == 0 }, "the stuck peer was not dropped")
             // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
-            let first = try RawSocket.readFrame(fd)
+            let first = try await RawSocket.readFrame(fd)
             guard case .welcome? = try? SyncMessageDecoder.decode(first) else { Issue.record("first frame was not welcome"); return }
 
             // Another peer is served normally afterwards.
@@ -311,56 +311,51 @@ enum RawSocket {
         return fd
     }
 
-    /// Sends the upgrade request and reads exactly the response head (loopback: answered at once;
-    /// poll bounds the wait so a broken server cannot hang the test).
-    static func upgrade(_ fd: Int32, port: Int) throws {
+    /// Sends the upgrade request and reads exactly the response head, a byte at a time so no
+    /// frame byte is consumed with it (every wait bounded, none holding a cooperative thread).
+    static func upgrade(_ fd: Int32, port: Int) async throws {
         let request = "GET /api/v4/sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n\r\n"
-        try write(fd, Array(request.utf8))
+        try await write(fd, Array(request.utf8))
         var head: [UInt8] = []
         while !head.ends(with: [13, 10, 13, 10]) {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no upgrade response") }
-            var byte: UInt8 = 0
-            guard recv(fd, &byte, 1, 0) == 1 else { throw Failure(what: "closed during upgrade") }
-            head.append(byte)
+            switch try await DescriptorWait.receive(fd, upTo: 1, timeout: .seconds(5)) {
+            case .data(let byte): head += byte
+            case .closed: throw Failure(what: "closed during upgrade")
+            case .timedOut: throw Failure(what: "no upgrade response")
+            }
         }
         guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else { throw Failure(what: String(decoding: head, as: UTF8.self)) }
     }
 
     /// Reads one unfragmented, unmasked server frame (what this server sends) and returns its payload.
-    static func readFrame(_ fd: Int32) throws -> [UInt8] {
-        func read(_ n: Int) throws -> [UInt8] {
-            var out = [UInt8](repeating: 0, count: n), got = 0
-            while got < n {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&p, 1, 5000) == 1 else { throw Failure(what: "no frame") }
-                let r = out[got...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                guard r > 0 else { throw Failure(what: "closed") }
-                got += r
+    static func readFrame(_ fd: Int32) async throws -> [UInt8] {
+        func read(_ n: Int) async throws -> [UInt8] {
+            var out: [UInt8] = []
+            while out.count < n {
+                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: .seconds(5)) {
+                case .data(let bytes): out += bytes
+                case .closed: throw Failure(what: "closed")
+                case .timedOut: throw Failure(what: "no frame")
+                }
             }
             return out
         }
-        let h = try read(2)
+        let h = try await read(2)
         var length = Int(h[1] & 0x7F)
-        if length == 126 { length = try read(2).reduce(0) { $0 << 8 | Int($1) } }
-        if length == 127 { length = try read(8).reduce(0) { $0 << 8 | Int($1) } }
-        return try read(length)
+        if length == 126 { length = try await read(2).reduce(0) { $0 << 8 | Int($1) } }
+        if length == 127 { length = try await read(8).reduce(0) { $0 << 8 | Int($1) } }
+        return try await read(length)
     }
 
-    static func sendFrame(_ fd: Int32, _ payload: [UInt8]) throws {
+    static func sendFrame(_ fd: Int32, _ payload: [UInt8]) async throws {
         var frame: [UInt8] = []
         WebSocketFrameWriter.append(fin: true, opcode: .binary, maskKey: WebSocketMaskKey(1, 2, 3, 4), payload: payload, to: &frame)
-        try write(fd, frame)
+        try await write(fd, frame)
     }
 
-    static func write(_ fd: Int32, _ bytes: [UInt8]) throws {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { throw Failure(what: "send errno \(errno)") }
-            sent += n
-        }
+    static func write(_ fd: Int32, _ bytes: [UInt8]) async throws {
+        guard try await DescriptorWait.sendAll(fd, bytes, stallTimeout: .seconds(5)) else { throw Failure(what: "send failed or stalled") }
     }
 }
 

@@ -112,11 +112,11 @@ struct TestCertificate {
         }) { server, port in
             let silent = try RawClient(port: port)
             let start = Date()
-            #expect(silent.isClosedByPeer())
+            #expect(await silent.isClosedByPeer())
             #expect(Date().timeIntervalSince(start) < 8)  // the 300 ms timeout, not the 10 s default; room for a loaded suite
             let plain = try RawClient(port: port)
-            plain.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(plain.isClosedByPeer())
+            await plain.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await plain.isClosedByPeer())
             let ok = try await runProcess("/usr/bin/curl", ["-s", "--cacert", cert.certPath, "https://localhost:\(port)/healthz"])
             #expect(ok.out == "ok")
             #expect(await eventually { server.connectionCount == 0 })

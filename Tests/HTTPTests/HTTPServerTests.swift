@@ -10,8 +10,8 @@ import Testing
         try await withServer { _, port in
             let c = try RawClient(port: port)
             for _ in 0..<3 {
-                c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-                let r = try #require(c.readResponse())
+                await c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+                let r = try #require(await c.readResponse())
                 #expect(r.head.status.code == 200)
                 #expect(r.text == "ok")
                 #expect(r.head.headers["Content-Length"] == "2")
@@ -25,37 +25,37 @@ import Testing
     @Test func pipelinedResponsesComeBackInRequestOrderEvenWhenTheFirstIsAsync() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /items/7 HTTP/1.1\r\nHost: t\r\n\r\nPOST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabcGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse()?.text == "slow")
-            #expect(c.readResponse()?.text == "item 7")
-            #expect(c.readResponse()?.text == "abc")
-            #expect(c.readResponse()?.text == "ok")
+            await c.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /items/7 HTTP/1.1\r\nHost: t\r\n\r\nPOST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabcGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse()?.text == "slow")
+            #expect(await c.readResponse()?.text == "item 7")
+            #expect(await c.readResponse()?.text == "abc")
+            #expect(await c.readResponse()?.text == "ok")
         }
     }
 
     @Test func http10ClosesUnlessKeepAliveIsAsked() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /healthz HTTP/1.0\r\n\r\n")
-            let r = try #require(c.readResponse())
+            await c.send("GET /healthz HTTP/1.0\r\n\r\n")
+            let r = try #require(await c.readResponse())
             #expect(r.head.version == .http1_0)
             #expect(r.head.headers["Connection"] == "close")
-            #expect(c.isClosedByPeer())
+            #expect(await c.isClosedByPeer())
 
             let k = try RawClient(port: port)
-            k.send("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            #expect(k.readResponse()?.head.headers["Connection"] == "keep-alive")
-            k.send("GET /healthz HTTP/1.0\r\n\r\n")
-            #expect(k.readResponse()?.text == "ok")
+            await k.send("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(await k.readResponse()?.head.headers["Connection"] == "keep-alive")
+            await k.send("GET /healthz HTTP/1.0\r\n\r\n")
+            #expect(await k.readResponse()?.text == "ok")
         }
     }
 
     @Test func absoluteFormTargetsAndTrailingSlashesRoute() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET http://t/items/5?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz/ HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse()?.text == "item 5")
-            #expect(c.readResponse()?.text == "ok")
+            await c.send("GET http://t/items/5?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz/ HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse()?.text == "item 5")
+            #expect(await c.readResponse()?.text == "ok")
         }
     }
 
@@ -63,8 +63,10 @@ import Testing
         try await withServer({ $0.acceptStrategy = .singleAcceptor; $0.threads = 2 }) { server, port in
             var clients: [RawClient] = []
             for _ in 0..<50 { clients.append(try RawClient(port: port)) }
-            for c in clients { c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") }
-            #expect(clients.allSatisfy { $0.readResponse()?.text == "ok" })
+            for c in clients { await c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") }
+            var ok = 0
+            for c in clients where await c.readResponse()?.text == "ok" { ok += 1 }
+            #expect(ok == clients.count)
             #expect(server.connectionCount == 50)
         }
     }
@@ -99,37 +101,37 @@ import Testing
     @Test func connectionCloseIsHonoured() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            #expect(c.readResponse()?.head.headers["Connection"] == "close")
-            #expect(c.isClosedByPeer())
+            await c.send("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            #expect(await c.readResponse()?.head.headers["Connection"] == "close")
+            #expect(await c.isClosedByPeer())
         }
     }
 
     @Test func headHasLengthButNoBody() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            let h = try #require(c.readResponse(requestMethod: .HEAD))
+            await c.send("HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            let h = try #require(await c.readResponse(requestMethod: .HEAD))
             #expect(h.head.headers["Content-Length"] == "2")
             #expect(h.body.isEmpty)
-            #expect(c.readResponse()?.text == "ok")  // proves no stray body bytes were sent
+            #expect(await c.readResponse()?.text == "ok")  // proves no stray body bytes were sent
         }
     }
 
     @Test func unknownRouteIs404JSONAndWrongMethodIs405WithAllow() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-ID: abc-1\r\n\r\n")
-            let nf = try #require(c.readResponse())
+            await c.send("GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-ID: abc-1\r\n\r\n")
+            let nf = try #require(await c.readResponse())
             #expect(nf.head.status.code == 404)
             #expect(nf.head.headers["Content-Type"] == "application/json")
             #expect(nf.text == #"{"error":{"status":404,"message":"no route for \/nope","requestId":"abc-1"}}"#.replacingOccurrences(of: "\\/", with: "/"))
-            c.send("DELETE /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            let na = try #require(c.readResponse())
+            await c.send("DELETE /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            let na = try #require(await c.readResponse())
             #expect(na.head.status.code == 405)
             #expect(na.head.headers["Allow"] == "GET, HEAD")
-            c.send("GET /throws HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse()?.head.status.code == 403)
+            await c.send("GET /throws HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse()?.head.status.code == 403)
         }
     }
 
@@ -144,83 +146,83 @@ import Testing
     func badRequestsGetTheirStatusAndTheConnectionCloses(_ request: String, _ status: Int) async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send(request)
-            let r = try #require(c.readResponse())
+            await c.send(request)
+            let r = try #require(await c.readResponse())
             #expect(r.head.status.code == status)
             #expect(r.head.headers["Connection"] == "close")
-            #expect(c.isClosedByPeer())
+            #expect(await c.isClosedByPeer())
             // The server is still fine.
             let ok = try RawClient(port: port)
-            ok.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(ok.readResponse()?.text == "ok")
+            await ok.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await ok.readResponse()?.text == "ok")
         }
     }
 
     @Test func expectContinueGets100BeforeTheBody() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("PUT /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
-            let interim = try #require(c.readResponse())
+            await c.send("PUT /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+            let interim = try #require(await c.readResponse())
             #expect(interim.head.status.code == 100)
-            c.send("data")
-            #expect(c.readResponse()?.text == "data")
+            await c.send("data")
+            #expect(await c.readResponse()?.text == "data")
         }
     }
 
     @Test func chunkedUploadIsReassembled() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n")
-            #expect(c.readResponse()?.text == "Wikipedia")
+            await c.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n")
+            #expect(await c.readResponse()?.text == "Wikipedia")
         }
     }
 
     @Test func streamedResponseIsChunkedAndKeepsTheConnection() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /stream?n=3 HTTP/1.1\r\nHost: t\r\n\r\n")
-            let r = try #require(c.readResponse())
+            await c.send("GET /stream?n=3 HTTP/1.1\r\nHost: t\r\n\r\n")
+            let r = try #require(await c.readResponse())
             #expect(r.head.headers["Transfer-Encoding"] == "chunked")
             #expect(r.text == "data: 0\n\ndata: 1\n\ndata: 2\n\n")
-            c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse()?.text == "ok")
+            await c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse()?.text == "ok")
         }
     }
 
     @Test func streamToHTTP10EndsWithCloseAndHeadOfAStreamHasNoBody() async throws {
         try await withServer { _, port in
             let old = try RawClient(port: port)
-            old.send("GET /stream?n=2 HTTP/1.0\r\n\r\n")
-            let r = try #require(old.readResponse())
+            await old.send("GET /stream?n=2 HTTP/1.0\r\n\r\n")
+            let r = try #require(await old.readResponse())
             #expect(r.head.headers["Transfer-Encoding"] == nil)
             #expect(r.text == "data: 0\n\ndata: 1\n\n")
-            #expect(old.isClosedByPeer())
+            #expect(await old.isClosedByPeer())
             let head = try RawClient(port: port)
-            head.send("HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(head.readResponse(requestMethod: .HEAD)?.body.isEmpty == true)
-            #expect(head.readResponse()?.text == "ok")
+            await head.send("HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await head.readResponse(requestMethod: .HEAD)?.body.isEmpty == true)
+            #expect(await head.readResponse()?.text == "ok")
         }
     }
 
     @Test func chunkedTrailersReachTheHandler() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
-            c.send("POST /trailers HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Checksum: 42\r\n\r\n")
-            #expect(c.readResponse()?.text == "X-Checksum=42")
+            await c.send("POST /trailers HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Checksum: 42\r\n\r\n")
+            #expect(await c.readResponse()?.text == "X-Checksum=42")
         }
     }
 
     @Test func upgradeHandsTheConnectionAndBufferedBytesToTheNewProtocol() async throws {
         try await withServer { server, port in
             let c = try RawClient(port: port)
-            c.send("GET /upgrade HTTP/1.1\r\nHost: t\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nearly")
-            var got = try #require(c.readSome())
+            await c.send("GET /upgrade HTTP/1.1\r\nHost: t\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nearly")
+            var got = try #require(await c.readSome())
             let text = String(decoding: got, as: UTF8.self)
             #expect(text.hasPrefix("HTTP/1.1 101 Switching Protocols\r\n"))
             #expect(text.contains("Connection: Upgrade\r\n"))
-            while !String(decoding: got, as: UTF8.self).hasSuffix("early") { got += try #require(c.readSome()) }
-            c.send("later")
-            #expect(c.readSome().map { String(decoding: $0, as: UTF8.self) } == "later")
+            while !String(decoding: got, as: UTF8.self).hasSuffix("early") { got += try #require(await c.readSome()) }
+            await c.send("later")
+            #expect(await c.readSome().map { String(decoding: $0, as: UTF8.self) } == "later")
             #expect(server.connectionCount == 0)  // no longer counted as an HTTP connection
         }
     }
@@ -230,16 +232,16 @@ import Testing
             let c = try RawClient(port: port)
             let start = Date()
             for piece in ["GET /healthz HTTP/1.1\r\n", "Host: t\r\n", "X-A: 1\r\n"] {
-                c.send(piece)
+                await c.send(piece)
                 try await Task.sleep(for: .milliseconds(120))
             }
-            let r = try #require(c.readResponse())
+            let r = try #require(await c.readResponse())
             // The 408 itself proves the 300 ms header timeout fired (the default is 10 s and the
             // client gives up after 5 s). The bound stays under the 10 s default so it still tells
             // the two apart, with room for a loaded machine running the whole suite in parallel
             // (6.8 s seen in CI).
             #expect(r.head.status.code == 408)
-            #expect(c.isClosedByPeer())
+            #expect(await c.isClosedByPeer())
             #expect(Date().timeIntervalSince(start) < 9.5)
         }
     }
@@ -247,12 +249,12 @@ import Testing
     @Test func bodyTimeoutAndIdleTimeoutCloseTheConnection() async throws {
         try await withServer({ $0.timeouts.body = .milliseconds(200); $0.timeouts.idle = .milliseconds(200) }) { server, port in
             let body = try RawClient(port: port)
-            body.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
-            #expect(body.readResponse()?.head.status.code == 408)
+            await body.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
+            #expect(await body.readResponse()?.head.status.code == 408)
             let idle = try RawClient(port: port)
-            idle.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(idle.readResponse()?.text == "ok")
-            #expect(idle.isClosedByPeer())
+            await idle.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await idle.readResponse()?.text == "ok")
+            #expect(await idle.isClosedByPeer())
             #expect(await eventually { server.connectionCount == 0 })
         }
     }
@@ -261,11 +263,11 @@ import Testing
         try await withServer { server, port in
             for _ in 0..<20 {
                 let c = try RawClient(port: port)
-                c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "x", count: 5000))
+                await c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "x", count: 5000))
             }
             let ok = try RawClient(port: port)
-            ok.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(ok.readResponse()?.text == "ok")
+            await ok.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await ok.readResponse()?.text == "ok")
             #expect(await eventually { server.connectionCount == 1 })
         }
     }
@@ -275,8 +277,8 @@ import Testing
             let c = try RawClient(port: port)
             var ok = 0
             for i in 0..<10_000 {
-                c.send("GET /items/\(i) HTTP/1.1\r\nHost: t\r\n\r\n")
-                if c.readResponse()?.text == "item \(i)" { ok += 1 } else { break }
+                await c.send("GET /items/\(i) HTTP/1.1\r\nHost: t\r\n\r\n")
+                if await c.readResponse()?.text == "item \(i)" { ok += 1 } else { break }
             }
             #expect(ok == 10_000)
         }
@@ -286,9 +288,9 @@ import Testing
         try await withServer { server, port in
             var clients: [RawClient] = []
             for _ in 0..<1000 { clients.append(try RawClient(port: port)) }
-            for c in clients { c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") }
+            for c in clients { await c.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") }
             var ok = 0
-            for c in clients where c.readResponse()?.text == "ok" { ok += 1 }
+            for c in clients where await c.readResponse()?.text == "ok" { ok += 1 }
             #expect(ok == 1000)
             #expect(server.connectionCount == 1000)
             clients.removeAll()
@@ -299,29 +301,30 @@ import Testing
     @Test func peerThatNeverReadsIsDroppedWhileOthersAreServed() async throws {
         try await withServer({ $0.timeouts.write = .milliseconds(400) }) { server, port in
             let stalled = try RawClient(port: port)
-            stalled.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            await stalled.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
             let stalledBytes = try RawClient(port: port)
-            stalledBytes.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\n\r\n")
+            await stalledBytes.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\n\r\n")
             let stalledClosing = try RawClient(port: port)
-            stalledClosing.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            await stalledClosing.send("GET /bigbytes HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             try await Task.sleep(for: .milliseconds(100))
             let other = try RawClient(port: port)
-            other.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(other.readResponse()?.text == "ok")
+            await other.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await other.readResponse()?.text == "ok")
             // Both stalled peers are dropped after the write timeout; their queues are freed.
             #expect(await eventually { server.connectionCount == 1 })
-            #expect(stalled.isClosedByPeer())
+            #expect(await stalled.isClosedByPeer())
         }
     }
 
     @Test func connectionLimitRefusesExtraConnections() async throws {
         try await withServer({ $0.maxConnections = 2 }) { server, port in
             let a = try RawClient(port: port), b = try RawClient(port: port)
-            a.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            b.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(a.readResponse() != nil && b.readResponse() != nil)
+            await a.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            await b.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            let (ra, rb) = (await a.readResponse(), await b.readResponse())
+            #expect(ra != nil && rb != nil)
             let c = try RawClient(port: port)
-            #expect(c.isClosedByPeer())
+            #expect(await c.isClosedByPeer())
             #expect(server.connectionCount == 2)
         }
     }
@@ -342,20 +345,20 @@ import Testing
         try await server.start()
         let port = try #require(server.localPort)
         let idle = try RawClient(port: port)
-        idle.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-        #expect(idle.readResponse()?.text == "ok")
+        await idle.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        #expect(await idle.readResponse()?.text == "ok")
         let busy = try RawClient(port: port)
-        busy.send("GET /gate HTTP/1.1\r\nHost: t\r\n\r\n")
+        await busy.send("GET /gate HTTP/1.1\r\nHost: t\r\n\r\n")
         #expect(await eventually { started.load(ordering: .sequentiallyConsistent) })
         let shutdown = Task { await server.shutdown(deadline: .seconds(5)) }
         // Once draining, the listener is closed: new connections are refused.
         #expect(await eventually { (try? RawClient(port: port)) == nil })
-        #expect(idle.isClosedByPeer())
+        #expect(await idle.isClosedByPeer())
         released.store(true, ordering: .sequentiallyConsistent)
-        let r = try #require(busy.readResponse())
+        let r = try #require(await busy.readResponse())
         #expect(r.text == "finished")
         #expect(r.head.headers["Connection"] == "close")
-        #expect(busy.isClosedByPeer())
+        #expect(await busy.isClosedByPeer())
         await shutdown.value
     }
 }

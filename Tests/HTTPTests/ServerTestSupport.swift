@@ -6,6 +6,11 @@ import Logging
 import Sockets
 
 /// Starts a server on 127.0.0.1 with an OS-assigned port, runs `body`, then shuts it down.
+///
+/// `body` stays on the cooperative pool (unlike `withWebSocketServer`'s): these clients have no
+/// sub-second deadlines to meet, and some do a lot of work (10 000 round trips, megabytes
+/// hashed), which on threads of their own would take CPU from the pool's two threads and so
+/// from every other test. Their waits never hold a pool thread (`DescriptorWait`).
 func withServer(
     _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
     router: HTTPRouter = testRouter(),
@@ -74,23 +79,25 @@ final class EchoDelegate: ConnectionDelegate {
     func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {}
 }
 
-/// A blocking test client over a plain socket with a receive timeout; it reads responses with the
-/// module's own (separately tested) response parser.
+/// A test client over a plain socket; it reads responses with the module's own (separately
+/// tested) response parser. Every wait goes through `DescriptorWait`: bounded by `timeout`, and
+/// never holding a cooperative thread (the in-process server's async handlers need them).
 final class RawClient {
     let fd: Int32
+    /// How long one read waits for the next bytes, and one send for room to write.
+    let timeout: Duration
     private var parser = HTTPParser(kind: .response)
 
     init(port: Int, timeoutSeconds: Int = 5) throws {
         // CLOEXEC: a child process another test spawns must not inherit (and keep open) our socket.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        // A blocking connect: on loopback the kernel answers (or refuses) within the call.
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         // Throw before `self.fd` is set: once every stored property is initialized, a throwing
         // init still runs deinit, whose close would be a second close of a number another test
@@ -101,26 +108,23 @@ final class RawClient {
             throw IOError(call: "connect", errno: e)
         }
         self.fd = fd
+        self.timeout = .seconds(timeoutSeconds)
     }
 
     deinit { close(fd) }
 
-    func send(_ s: String) { send(Array(s.utf8)) }
+    func send(_ s: String) async { await send(Array(s.utf8)) }
 
-    func send(_ bytes: [UInt8]) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
-            off += n
-        }
+    /// Sends everything; stops early (silently, like a failed write) when the server closed or
+    /// took nothing for `timeout` — the test's next read then reports what happened.
+    func send(_ bytes: [UInt8]) async {
+        _ = try? await DescriptorWait.sendAll(fd, bytes, stallTimeout: timeout)
     }
 
     /// Reads whatever arrives next (nil on EOF, error or timeout).
-    func readSome() -> [UInt8]? {
-        var buf = [UInt8](repeating: 0, count: 65536)
-        let n = recv(fd, &buf, buf.count, 0)
-        return n > 0 ? Array(buf[0..<n]) : nil
+    func readSome() async -> [UInt8]? {
+        guard case .data(let bytes)? = try? await DescriptorWait.receive(fd, timeout: timeout) else { return nil }
+        return bytes
     }
 
     struct Response {
@@ -130,7 +134,7 @@ final class RawClient {
     }
 
     /// Reads one complete response; nil if the connection ended first.
-    func readResponse(requestMethod: HTTPMethod = .GET) -> Response? {
+    func readResponse(requestMethod: HTTPMethod = .GET) async -> Response? {
         parser.requestMethod = requestMethod
         var head: HTTPResponseHead?
         while true {
@@ -141,7 +145,7 @@ final class RawClient {
                     if let h = head { return Response(head: h, body: parser.takeBody()) }
                 case .body: break
                 case .needMoreData, .requestHead:
-                    guard let more = readSome() else {
+                    guard let more = await readSome() else {
                         if case .end? = try? parser.feedEOF(), let h = head { return Response(head: h, body: parser.takeBody()) }
                         return nil
                     }
@@ -153,13 +157,15 @@ final class RawClient {
         }
     }
 
-    /// True if the server closed the connection (EOF) within the timeout.
-    func isClosedByPeer() -> Bool {
-        var buf = [UInt8](repeating: 0, count: 4096)
+    /// True if the server closed the connection (EOF or reset) with no read waiting longer than
+    /// `timeout`; bytes still arriving before the end are skipped.
+    func isClosedByPeer() async -> Bool {
         while true {
-            let n = recv(fd, &buf, buf.count, 0)
-            if n == 0 { return true }
-            if n < 0 { return errno == ECONNRESET }
+            switch try? await DescriptorWait.receive(fd, timeout: timeout) {
+            case .data?: continue
+            case .closed(let e)?: return e == 0 || e == ECONNRESET
+            case .timedOut?, nil: return false
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import Foundation
 import Glibc
 import HTTP
@@ -59,21 +60,6 @@ import Testing
         return r
     }
 
-    /// Sends everything without blocking a cooperative thread (a blocked thread would starve
-    /// concurrently running tests' timers): non-blocking send, a short sleep when the socket is full.
-    static func sendAll(_ c: RawClient, _ bytes: [UInt8]) async throws {
-        let flags = fcntl(c.fd, F_GETFL)
-        _ = fcntl(c.fd, F_SETFL, flags | O_NONBLOCK)
-        defer { _ = fcntl(c.fd, F_SETFL, flags) }
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n > 0 { off += n; continue }
-            guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK else { return }  // the server closed
-            try await Task.sleep(for: .milliseconds(1))
-        }
-    }
-
     static func fnv(_ bytes: [UInt8]) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
@@ -90,9 +76,9 @@ import Testing
         try await withServer({ $0.limits.maxBodyBytes = 1024 }, router: Self.router(observed)) { _, port in
             let data = Self.payload(3 << 20, seed: 1)
             let c = try RawClient(port: port)
-            c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: \(data.count)\r\n\r\n")
-            try await Self.sendAll(c, data)
-            let r = try #require(c.readResponse())
+            await c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: \(data.count)\r\n\r\n")
+            await c.send(data)
+            let r = try #require(await c.readResponse())
             #expect(r.text == "\(data.count) \(Self.fnv(data))")
             #expect(r.head.keepAlive)
             #expect(observed.pieces.withLock { $0.count } > 1)  // delivered as it arrived
@@ -106,13 +92,13 @@ import Testing
                 offset += size
             }
             chunked += Array("0\r\n\r\n".utf8)
-            try await Self.sendAll(c, chunked)
-            let r2 = try #require(c.readResponse())
+            await c.send(chunked)
+            let r2 = try #require(await c.readResponse())
             #expect(r2.text == "\(offset) \(Self.fnv(Array(data[0..<offset])))")
 
             // An ordinary route keeps the server's own 1 KiB limit.
-            c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000\r\n\r\n")
-            #expect(c.readResponse()?.head.status.code == 413)
+            await c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000\r\n\r\n")
+            #expect(await c.readResponse()?.head.status.code == 413)
         }
     }
 
@@ -120,16 +106,16 @@ import Testing
         let observed = Observed()
         try await withServer(router: Self.router(observed)) { _, port in
             let c = try RawClient(port: port)
-            c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: \((8 << 20) + 1)\r\nExpect: 100-continue\r\n\r\n")
-            let r = try #require(c.readResponse())
+            await c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: \((8 << 20) + 1)\r\nExpect: 100-continue\r\n\r\n")
+            let r = try #require(await c.readResponse())
             #expect(r.head.status.code == 413)  // no 100 Continue first
             #expect(observed.handlerStarted.load(ordering: .relaxed) == 0)
 
             let c2 = try RawClient(port: port)
-            c2.send("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+            await c2.send("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
             let piece = [UInt8](repeating: 1, count: 1 << 20)
-            for _ in 0..<9 { try await Self.sendAll(c2, Array("100000\r\n".utf8) + piece + Array("\r\n".utf8)) }
-            #expect(c2.readResponse()?.head.status.code == 413)
+            for _ in 0..<9 { await c2.send(Array("100000\r\n".utf8) + piece + Array("\r\n".utf8)) }
+            #expect(await c2.readResponse()?.head.status.code == 413)
             #expect(await eventually(seconds: 20) { observed.failure.withLock { $0 }?.contains("size limit") == true })
         }
     }
@@ -140,17 +126,17 @@ import Testing
         try await withServer(router: Self.router(Observed())) { _, port in
             let c = try RawClient(port: port)
             for request in ["POST /upload HTTP/1.1\r\nHost: t\r\n\r\n", "POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"] {
-                c.send(request)
-                let r = try #require(c.readResponse())
+                await c.send(request)
+                let r = try #require(await c.readResponse())
                 #expect(r.head.status.code == 200)
                 #expect(r.head.keepAlive)
-                c.send("TRACE /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc")
-                let next = try #require(c.readResponse())
+                await c.send("TRACE /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc")
+                let next = try #require(await c.readResponse())
                 #expect(next.head.status.code == 405)
                 #expect(next.head.headers["Allow"] == "POST")
             }
-            c.send("POST /upload HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse()?.text == "0 \(Self.fnv([]))")
+            await c.send("POST /upload HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse()?.text == "0 \(Self.fnv([]))")
         }
     }
 
@@ -161,25 +147,21 @@ import Testing
             // Sent from a thread of its own: a test task's sleeps can oversleep by seconds when other
             // tests block the cooperative pool, which would make the client itself stall.
             let c = try RawClient(port: port)
-            c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 25\r\n\r\n")
+            await c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 25\r\n\r\n")
             let fd = c.fd
-            let done = Atomic<Bool>(false)
-            let sender = Thread {
+            // The awaiting task holds no thread meanwhile; the answer is then already on its way.
+            await OwnThread.run {
                 for _ in 0..<25 {
                     usleep(100_000)
                     _ = Glibc.send(fd, "x", 1, Int32(MSG_NOSIGNAL))
                 }
-                done.store(true, ordering: .releasing)
             }
-            sender.start()
-            // Wait without blocking a cooperative thread; the answer is then already on its way.
-            while !done.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(50)) }
-            #expect(c.readResponse()?.text == "25 \(Self.fnv(Array(repeating: 0x78, count: 25)))")
+            #expect(await c.readResponse()?.text == "25 \(Self.fnv(Array(repeating: 0x78, count: 25)))")
 
             let stalled = try RawClient(port: port)
-            stalled.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nxx")
+            await stalled.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nxx")
             try await Task.sleep(for: .milliseconds(1500))  // past the timeout, without blocking a thread
-            #expect(stalled.readResponse()?.head.status.code == 408)
+            #expect(await stalled.readResponse()?.head.status.code == 408)
             #expect(await eventually { observed.failure.withLock { $0 }?.contains("in time") == true })
         }
     }
@@ -187,12 +169,12 @@ import Testing
     @Test func handlerAnsweringBeforeReadingClosesTheConnectionAfterTheResponse() async throws {
         try await withServer(router: Self.router(Observed())) { _, port in
             let c = try RawClient(port: port)
-            c.send("POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
-            c.send([UInt8](repeating: 2, count: 1000))
-            let r = try #require(c.readResponse())
+            await c.send("POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
+            await c.send([UInt8](repeating: 2, count: 1000))
+            let r = try #require(await c.readResponse())
             #expect(r.text == "early")
             #expect(!r.head.keepAlive)
-            #expect(c.isClosedByPeer())
+            #expect(await c.isClosedByPeer())
         }
     }
 
@@ -201,8 +183,8 @@ import Testing
         try await withServer(router: Self.router(observed)) { _, port in
             do {
                 let c = try RawClient(port: port)
-                c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
-                c.send([UInt8](repeating: 3, count: 300_000))
+                await c.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
+                await c.send([UInt8](repeating: 3, count: 300_000))
                 #expect(await eventually { observed.pieces.withLock { $0.reduce(0, +) } == 300_000 })
                 // shutdown, not just close: a child process another test spawns concurrently may
                 // have inherited the descriptor (socket() without SOCK_CLOEXEC), keeping it open.
@@ -216,7 +198,7 @@ import Testing
         try await withServer(router: Self.router(Observed())) { _, port in
             let c = try RawClient(port: port)
             let total = 16 << 20
-            c.send("POST /slow-reader HTTP/1.1\r\nHost: t\r\nContent-Length: \(total)\r\n\r\n")
+            await c.send("POST /slow-reader HTTP/1.1\r\nHost: t\r\nContent-Length: \(total)\r\n\r\n")
             // Non-blocking sends: with the server reading only as the handler consumes, the
             // socket buffers fill and the send stops well before the whole upload is accepted.
             _ = fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK)
@@ -228,8 +210,8 @@ import Testing
             }
             #expect(sent < total)  // the server did not swallow 16 MiB ahead of a handler that reads ~64 KiB per 5 ms
             _ = fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) & ~O_NONBLOCK)
-            try await Self.sendAll(c, [UInt8](repeating: 4, count: total - sent))
-            #expect(c.readResponse()?.text == "\(total)")
+            await c.send([UInt8](repeating: 4, count: total - sent))
+            #expect(await c.readResponse()?.text == "\(total)")
         }
     }
 
@@ -237,23 +219,23 @@ import Testing
         let observed = Observed()
         try await withServer(router: Self.router(observed)) { _, port in
             let c = try RawClient(port: port)
-            c.send("GET /sized?n=300000 HTTP/1.1\r\nHost: t\r\n\r\n")
-            let r = try #require(c.readResponse())
+            await c.send("GET /sized?n=300000 HTTP/1.1\r\nHost: t\r\n\r\n")
+            let r = try #require(await c.readResponse())
             #expect(r.head.headers["Content-Length"] == "300000")
             #expect(r.head.headers["Transfer-Encoding"] == nil)
             #expect(r.body.count == 300_000)
             #expect(r.head.keepAlive)
 
             let before = observed.handlerStarted.load(ordering: .relaxed)
-            c.send("HEAD /sized?n=300000 HTTP/1.1\r\nHost: t\r\n\r\n")
-            let h = try #require(c.readResponse(requestMethod: .HEAD))
+            await c.send("HEAD /sized?n=300000 HTTP/1.1\r\nHost: t\r\n\r\n")
+            let h = try #require(await c.readResponse(requestMethod: .HEAD))
             #expect(h.head.headers["Content-Length"] == "300000")
             #expect(h.body.isEmpty)
             #expect(observed.handlerStarted.load(ordering: .relaxed) == before)
 
             // The producer writes fewer bytes than announced: the client must see a truncation.
-            c.send("GET /sized?n=1000 HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(c.readResponse() == nil)
+            await c.send("GET /sized?n=1000 HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await c.readResponse() == nil)
         }
     }
 }

@@ -6,13 +6,10 @@ import Testing
 /// Uses a cluster of its own: restarting the shared one would break tests running beside it.
 @Suite struct PostgresRestartTests {
     @Test func poolAndListenerSurviveAServerRestart() async throws {
-        let dir = NSTemporaryDirectory() + "bigpeer-restart-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        var options = LocalPostgres.Options()
-        options.ephemeral = true
-        let cluster = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: TestLoops.group.next())
-        try cluster.removeWhenProcessExits(alsoRemove: [dir])
-        defer { try? cluster.stop() }
+        try await TestPostgres.withOwnCluster { cluster, _, _ in try await Self.restartScenario(cluster) }
+    }
 
+    static func restartScenario(_ cluster: LocalPostgres) async throws {
         let pool = PostgresPool(cluster.configuration(), group: TestLoops.group)
         let listener = try await PostgresListener(cluster.configuration(), channels: ["ch"], loop: TestLoops.group.next())
         _ = try await pool.query("CREATE TABLE t (v int)")
@@ -20,7 +17,7 @@ import Testing
         // A statement in flight while the server restarts fails cleanly.
         let inFlight = Task { try await pool.query("SELECT pg_sleep(5)") }
         try await Task.sleep(for: .milliseconds(200))
-        try cluster.restart()
+        try await cluster.restartOffPool()
         await #expect {
             _ = try await inFlight.value
         } throws: { e in (e as? PostgresError)?.isUnavailable == true }

@@ -52,7 +52,7 @@ struct ServerCrashTests {
                 // Kill while the initial sync is under way (some documents in, not all).
                 try await eventually("the sync started") { client.status.receivedEntries > 0 }
                 #expect(client.status.receivedEntries < 3000, "the sync finished before the kill; the test proves less")
-                server.kill()
+                await server.kill()
                 server = try await ServerProcess.start(databaseURL: db.url, port: port, extraArguments: ["--insecure-dev"])
                 try await client.waitUntilCaughtUp(timeout: .seconds(90))
                 #expect(client.status.sessions >= 2)
@@ -67,11 +67,11 @@ struct ServerCrashTests {
                 #expect(tallyServer == [["hits": 40]])
             } catch {
                 await client.stop()
-                server.kill()
+                await server.kill()
                 throw error
             }
             await client.stop()
-            server.kill()
+            await server.kill()
         }
     }
 }

@@ -109,7 +109,6 @@ func eventually(_ what: String, _ condition: () async throws -> Bool) async thro
     Issue.record("timed out waiting for: \(what)")
 }
 
-/// Runs a blocking child-process call on its own thread, so no cooperative thread waits in waitpid.
 /// The `bigpeer` binary built next to the test bundle.
 func bigpeerBinary() throws -> String { try ServerProcess.locateBinary() }
 

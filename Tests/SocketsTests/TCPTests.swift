@@ -248,15 +248,19 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         try #require(rc == 0)
-        // Blocking sleeps: with no descriptors left, the runtime's own timers could not start.
-        usleep(300_000)
+        // The waits sleep on a thread of their own: with no descriptors left, the runtime's timers
+        // (Task.sleep) could not start, and a blocking sleep on this task would hold a cooperative
+        // thread. Resuming this task from that thread needs no descriptor.
+        await OwnThread.run { _ = usleep(300_000) }
         let pauses = try await loop.submit { (keep.objects[0] as! TCPListener).exhaustionPauses }
         #expect(accepted.load(ordering: .relaxed) == 0)
         // Paused and re-armed every 50 ms: a handful of attempts, not a busy loop.
         #expect(pauses >= 2 && pauses <= 10, "pauses: \(pauses)")
         for fd in fillers.suffix(4) { close(fd) }
         let end = Date().addingTimeInterval(2)
-        while accepted.load(ordering: .relaxed) == 0 && Date() < end { usleep(10_000) }
+        await OwnThread.run {
+            while accepted.load(ordering: .relaxed) == 0 && Date() < end { usleep(10_000) }
+        }
         #expect(accepted.load(ordering: .relaxed) == 1)
         close(client)
         print("exhaustion scenario passed")

@@ -1,6 +1,7 @@
-// Blocking WebSocket client and raw-socket helpers for the tests that go through the real HTTP
-// server (`WebSocketServerAdapterTests`). Every wait is bounded by a deadline, so a broken server
-// fails a test instead of hanging it.
+// WebSocket client and raw-socket helpers for the tests that go through the real HTTP server
+// (`WebSocketServerAdapterTests`). Every wait is bounded by a deadline, so a broken server fails a
+// test instead of hanging it, and goes through `DescriptorWait`, so no wait holds one of the
+// cooperative threads the in-process server's handlers need.
 import BigPeerTestSupport
 import Glibc
 import HTTP
@@ -14,6 +15,13 @@ struct LiveTestError: Error, CustomStringConvertible {
 }
 
 /// Starts an HTTP server on 127.0.0.1 (port 0) with `router`, runs `body(port)`, shuts down.
+///
+/// `body` — the client side — runs on a thread of its own (an `EventLoop` as its preferred task
+/// executor), as a real peer runs in a process of its own: a client that must answer a Ping
+/// within a short timeout can wait neither for a free cooperative thread (two here) nor for
+/// other tests' clients (one shared client thread failed that way under load). Its waits are
+/// asynchronous all the same (`DescriptorWait`). The thread stops when `body` returns, so `body`
+/// must leave no unstructured `Task` behind (it would inherit the stopped executor).
 func withWebSocketServer(
     _ router: HTTPRouter, threads: Int = 2, tls: HTTPServerConfiguration.TLS? = nil, _ body: (UInt16) async throws -> Void
 ) async throws {
@@ -24,10 +32,12 @@ func withWebSocketServer(
     config.threads = threads
     var logger = Logger(label: "test.ws")
     logger.logLevel = .critical
+    let clientThread = try EventLoop()
+    defer { clientThread.stop() }
     let server = try HTTPServer(configuration: config, router: router, logger: logger)
     try await server.start()
     do {
-        try await body(UInt16(server.localPort ?? 0))
+        try await withTaskExecutorPreference(clientThread) { try await body(UInt16(server.localPort ?? 0)) }
     } catch {
         await server.shutdown(deadline: .milliseconds(100))
         throw error
@@ -35,7 +45,7 @@ func withWebSocketServer(
     await server.shutdown(deadline: .milliseconds(500))
 }
 
-/// A blocking TCP socket to 127.0.0.1.
+/// A TCP socket to 127.0.0.1 (blocking connect: on loopback the kernel answers within the call).
 func connectLoopback(_ port: UInt16) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw LiveTestError("socket: errno \(errno)") }
@@ -50,34 +60,31 @@ func connectLoopback(_ port: UInt16) throws -> Int32 {
     return fd
 }
 
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
-        guard n > 0 else { throw LiveTestError("write: errno \(errno)") }
-        offset += n
+/// Sends all of `bytes`; throws if the peer closed or took nothing for 5 s.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) async throws {
+    guard try await DescriptorWait.sendAll(fd, bytes, stallTimeout: .seconds(5)) else {
+        throw LiveTestError("write: errno \(errno) or stalled")
     }
 }
 
 /// Reads once, waiting at most `timeout`: nil on timeout, [] on EOF or error.
-func readSome(_ fd: Int32, timeout: Duration) -> [UInt8]? {
-    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-    guard poll(&pfd, 1, max(0, ms)) > 0 else { return nil }
-    var buf = [UInt8](repeating: 0, count: 64 * 1024)
-    let n = recv(fd, &buf, buf.count, 0)
-    return n > 0 ? Array(buf[0..<n]) : []
+func readSome(_ fd: Int32, timeout: Duration) async throws -> [UInt8]? {
+    switch try await DescriptorWait.receive(fd, timeout: max(timeout, .zero)) {
+    case .data(let bytes): return bytes
+    case .closed: return []
+    case .timedOut: return nil
+    }
 }
 
 /// Sends a raw request and returns the response head's status and lines (the body is ignored).
-func rawHTTPStatus(_ port: UInt16, _ request: String) throws -> (status: Int, head: String) {
+func rawHTTPStatus(_ port: UInt16, _ request: String) async throws -> (status: Int, head: String) {
     let fd = try connectLoopback(port)
     defer { close(fd) }
-    try writeAll(fd, Array(request.utf8))
+    try await writeAll(fd, Array(request.utf8))
     var got: [UInt8] = []
     let deadline = NanoTime.now().adding(.seconds(5))
     while !got.containsHeadEnd, NanoTime.now() < deadline {
-        guard let chunk = readSome(fd, timeout: .seconds(1)) else { continue }
+        guard let chunk = try await readSome(fd, timeout: .seconds(1)) else { continue }
         if chunk.isEmpty { break }
         got += chunk
     }
@@ -103,7 +110,8 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// A blocking WebSocket client over the sans-I/O connection in the client role.
+/// A WebSocket client over the sans-I/O connection in the client role; it reads and answers only
+/// while the test awaits `receive` or `run` (inside `withWebSocketServer`, on the client thread).
 final class LiveTestClient {
     let fd: Int32
     private(set) var ws: WebSocketConnection
@@ -113,7 +121,7 @@ final class LiveTestClient {
     private var inbox: [WebSocketMessage] = []
     private var leftover: [UInt8]
 
-    init(port: UInt16, path: String = "/ws", subprotocols: [String] = [], deflate: Bool = false) throws {
+    init(port: UInt16, path: String = "/ws", subprotocols: [String] = [], deflate: Bool = false) async throws {
         fd = try connectLoopback(port)
         let handshake = WebSocketClientHandshake(subprotocols: subprotocols,
                                                  deflate: deflate ? PerMessageDeflateConfiguration() : nil)
@@ -121,12 +129,12 @@ final class LiveTestClient {
         for (n, v) in handshake.requestHeaders(host: "127.0.0.1:\(port)") { request += "\(n): \(v)\r\n" }
         request += "\r\n"
         do {
-            try writeAll(fd, Array(request.utf8))
+            try await writeAll(fd, Array(request.utf8))
             var buffer: [UInt8] = []
             let deadline = NanoTime.now().adding(.seconds(5))
             while buffer.headEnd == nil {
                 guard NanoTime.now() < deadline else { throw LiveTestError("handshake timed out") }
-                guard let chunk = readSome(fd, timeout: .seconds(1)) else { continue }
+                guard let chunk = try await readSome(fd, timeout: .seconds(1)) else { continue }
                 guard !chunk.isEmpty else { throw LiveTestError("closed during handshake") }
                 buffer += chunk
             }
@@ -151,58 +159,58 @@ final class LiveTestClient {
 
     deinit { close(fd) }
 
-    func send(_ message: WebSocketMessage) throws { try apply(ws.send(message, now: .now())) }
-    func closeWebSocket(_ code: WebSocketCloseCode = .normalClosure) throws { try apply(ws.close(code, now: .now())) }
+    func send(_ message: WebSocketMessage) async throws { try await apply(ws.send(message, now: .now())) }
+    func closeWebSocket(_ code: WebSocketCloseCode = .normalClosure) async throws { try await apply(ws.close(code, now: .now())) }
     /// Writes bytes as they are (hand-made frames).
-    func sendRaw(_ bytes: [UInt8]) throws { try writeAll(fd, bytes) }
+    func sendRaw(_ bytes: [UInt8]) async throws { try await writeAll(fd, bytes) }
 
     /// The next message within `timeout`, or nil (timeout or closed).
-    func receive(timeout: Duration = .seconds(5)) throws -> WebSocketMessage? {
+    func receive(timeout: Duration = .seconds(5)) async throws -> WebSocketMessage? {
         let deadline = NanoTime.now().adding(timeout)
-        while inbox.isEmpty && !transportClosed && NanoTime.now() < deadline { try pump(until: deadline) }
+        while inbox.isEmpty && !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
         return inbox.isEmpty ? nil : inbox.removeFirst()
     }
 
     /// Pumps (answering Pings) until the transport closes or `timeout` passes.
-    func run(for timeout: Duration) throws {
+    func run(for timeout: Duration) async throws {
         let deadline = NanoTime.now().adding(timeout)
-        while !transportClosed && NanoTime.now() < deadline { try pump(until: deadline) }
+        while !transportClosed && NanoTime.now() < deadline { try await pump(until: deadline) }
     }
 
-    private func pump(until deadline: NanoTime) throws {
+    private func pump(until deadline: NanoTime) async throws {
         if !leftover.isEmpty {
             let bytes = leftover
             leftover = []
-            return try feed(bytes)
+            return try await feed(bytes)
         }
         let now = NanoTime.now()
         var wait = deadline > now ? deadline.duration(since: now) : .zero
         if let d = ws.nextDeadline { wait = min(wait, d > now ? d.duration(since: now) : .zero) }
-        guard let bytes = readSome(fd, timeout: min(wait, .milliseconds(200))) else {
-            return try apply(ws.tick(now: .now()))
+        guard let bytes = try await readSome(fd, timeout: min(wait, .milliseconds(200))) else {
+            return try await apply(ws.tick(now: .now()))
         }
         if bytes.isEmpty {
             transportClosed = true
-            return try apply(ws.transportClosed(now: .now()))
+            return try await apply(ws.transportClosed(now: .now()))
         }
-        try feed(bytes)
+        try await feed(bytes)
     }
 
-    private func feed(_ bytes: [UInt8]) throws {
-        try apply(ws.receive(bytes, now: .now()))
+    private func feed(_ bytes: [UInt8]) async throws {
+        try await apply(ws.receive(bytes, now: .now()))
         while ws.hasBufferedInput && !transportClosed {
             let more = ws.receive([], now: .now())
             if more.isEmpty { break }
-            try apply(more)
+            try await apply(more)
         }
     }
 
-    private func apply(_ actions: [WebSocketAction]) throws {
+    private func apply(_ actions: [WebSocketAction]) async throws {
         for action in actions {
             switch action {
             case .deliver(let m): inbox.append(m)
             case .write(let bytes):
-                try writeAll(fd, bytes)
+                try await writeAll(fd, bytes)
                 ws.didWrite(byteCount: bytes.count, now: .now())
             case .closed(let code, let reason): closeInfo = (code, reason)
             case .closeTransport:

@@ -69,16 +69,16 @@ struct WebSocketServerAdapterTests {
     @Test func upgrade_answers101_andEchoesTextAndBinary() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let client = try LiveTestClient(port: port, subprotocols: ["bigpeer-sync.v1"])
+            let client = try await LiveTestClient(port: port, subprotocols: ["bigpeer-sync.v1"])
             #expect(client.agreement.subprotocol == "bigpeer-sync.v1")
             #expect(client.agreement.deflate == nil)
-            try client.send(.text("héllo"))
-            #expect(try client.receive() == .text("héllo"))
+            try await client.send(.text("héllo"))
+            #expect(try await client.receive() == .text("héllo"))
             let binary = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-            try client.send(.binary(binary))
-            #expect(try client.receive() == .binary(binary))
-            try client.send(.text(""))
-            #expect(try client.receive() == .text(""))
+            try await client.send(.binary(binary))
+            #expect(try await client.receive() == .binary(binary))
+            try await client.send(.text(""))
+            #expect(try await client.receive() == .text(""))
             #expect(log.withLock { $0.opened } == 1)
         }
     }
@@ -86,16 +86,16 @@ struct WebSocketServerAdapterTests {
     @Test func refusals_haveTheirStatuses() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let noUpgrade = try rawHTTPStatus(port, "GET /ws HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            let noUpgrade = try await rawHTTPStatus(port, "GET /ws HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             #expect(noUpgrade.status == 400)
-            let oldVersion = try rawHTTPStatus(port, upgradeRequest(version: "8"))
+            let oldVersion = try await rawHTTPStatus(port, upgradeRequest(version: "8"))
             #expect(oldVersion.status == 426)
             #expect(oldVersion.head.lowercased().contains("sec-websocket-version: 13"))
-            let badKey = try rawHTTPStatus(port, upgradeRequest().replacingOccurrences(of: "dGhlIHNhbXBsZSBub25jZQ==", with: "short"))
+            let badKey = try await rawHTTPStatus(port, upgradeRequest().replacingOccurrences(of: "dGhlIHNhbXBsZSBub25jZQ==", with: "short"))
             #expect(badKey.status == 400)
-            let post = try rawHTTPStatus(port, upgradeRequest().replacingOccurrences(of: "GET /ws", with: "POST /ws"))
+            let post = try await rawHTTPStatus(port, upgradeRequest().replacingOccurrences(of: "GET /ws", with: "POST /ws"))
             #expect(post.status == 405)
-            let accepted = try rawHTTPStatus(port, upgradeRequest())
+            let accepted = try await rawHTTPStatus(port, upgradeRequest())
             #expect(accepted.status == 101)
             #expect(accepted.head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
         }
@@ -105,37 +105,37 @@ struct WebSocketServerAdapterTests {
     @Test func fragmentedMessage_withInterleavedPing_isReassembledAndEchoed() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let client = try LiveTestClient(port: port)
+            let client = try await LiveTestClient(port: port)
             var bytes = frame(.text, Array("frag".utf8), fin: false)
             bytes += frame(.ping, Array("p".utf8))
             bytes += frame(.continuation, Array("men".utf8), fin: false)
             bytes += frame(.continuation, Array("ted ✓".utf8), fin: true)
             // One byte per write: every split point of the frames crosses a read boundary.
-            for b in bytes { try client.sendRaw([b]) }
-            #expect(try client.receive() == .text("fragmented ✓"))
+            for b in bytes { try await client.sendRaw([b]) }
+            #expect(try await client.receive() == .text("fragmented ✓"))
         }
     }
 
     @Test func permessageDeflate_isNegotiatedAndEchoes() async throws {
         try await withWebSocketServer(recordingRouter(MutexBox(HandlerLog()))) { port in
-            let client = try LiveTestClient(port: port, path: "/echo", deflate: true)
+            let client = try await LiveTestClient(port: port, path: "/echo", deflate: true)
             #expect(client.agreement.deflate != nil)
             let text = String(repeating: "BigPeer syncs documents. ", count: 4000)
             for _ in 0..<3 {  // context takeover: later messages use the shared window
-                try client.send(.text(text))
-                #expect(try client.receive() == .text(text))
+                try await client.send(.text(text))
+                #expect(try await client.receive() == .text(text))
             }
-            try client.send(.binary([1, 2, 3]))
-            #expect(try client.receive() == .binary([1, 2, 3]))
+            try await client.send(.binary([1, 2, 3]))
+            #expect(try await client.receive() == .binary([1, 2, 3]))
         }
     }
 
     @Test func closeHandshake_clientInitiated() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let client = try LiveTestClient(port: port)
-            try client.closeWebSocket(.normalClosure)
-            try client.run(for: .seconds(5))
+            let client = try await LiveTestClient(port: port)
+            try await client.closeWebSocket(.normalClosure)
+            try await client.run(for: .seconds(5))
             #expect(client.transportClosed)  // the server closes TCP after the handshake (§7.1.1)
             #expect(client.closeInfo?.code == .normalClosure)
             #expect(try await eventually(log) { $0.closes == [1000] })
@@ -145,10 +145,10 @@ struct WebSocketServerAdapterTests {
     @Test func closeHandshake_serverInitiated() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let client = try LiveTestClient(port: port)
-            try client.send(.text("bye"))
-            #expect(try client.receive() == nil)
-            try client.run(for: .seconds(5))
+            let client = try await LiveTestClient(port: port)
+            try await client.send(.text("bye"))
+            #expect(try await client.receive() == nil)
+            try await client.run(for: .seconds(5))
             #expect(client.closeInfo?.code == .goingAway)
             #expect(client.transportClosed)
             #expect(try await eventually(log) { $0.closes == [1001] })
@@ -158,9 +158,9 @@ struct WebSocketServerAdapterTests {
     @Test func protocolViolation_closesWith1002() async throws {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log)) { port in
-            let client = try LiveTestClient(port: port)
-            try client.sendRaw(frame(.text, Array("x".utf8), from: .server))  // unmasked client frame
-            try client.run(for: .seconds(5))
+            let client = try await LiveTestClient(port: port)
+            try await client.sendRaw(frame(.text, Array("x".utf8), from: .server))  // unmasked client frame
+            try await client.run(for: .seconds(5))
             #expect(client.closeInfo?.code == .protocolError)
             #expect(client.transportClosed)
             #expect(try await eventually(log) { $0.closes == [1002] })
@@ -174,20 +174,20 @@ struct WebSocketServerAdapterTests {
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config)) { port in
             // A live client answers the Pings: still open after many intervals.
-            let live = try LiveTestClient(port: port)
-            try live.run(for: .seconds(1))
+            let live = try await LiveTestClient(port: port)
+            try await live.run(for: .seconds(1))
             #expect(!live.transportClosed)
-            try live.send(.text("still here"))
-            #expect(try live.receive() == .text("still here"))
+            try await live.send(.text("still here"))
+            #expect(try await live.receive() == .text("still here"))
 
             // A raw peer that never sends anything: a Ping arrives, then the connection ends.
             let fd = try connectLoopback(port)
             defer { close(fd) }
-            try writeAll(fd, Array(upgradeRequest().utf8))
+            try await writeAll(fd, Array(upgradeRequest().utf8))
             var got: [UInt8] = []
             let start = NanoTime.now()
             while NanoTime.now() < start.adding(.seconds(5)) {
-                guard let chunk = readSome(fd, timeout: .milliseconds(200)) else { continue }
+                guard let chunk = try await readSome(fd, timeout: .milliseconds(200)) else { continue }
                 if chunk.isEmpty { break }
                 got += chunk
             }
@@ -206,8 +206,8 @@ struct WebSocketServerAdapterTests {
     /// test once failed that way (issue #4): such a peer is now dropped by the no-progress rule
     /// (`peerThatStopsReading_belowTheHighWaterMark_isDropped`), the usual case by the mark.
     /// A non-blocking client with a 16 KiB receive buffer, for the tests of peers that stop reading.
-    static func slowReader(port: UInt16) throws -> LiveTestClient {
-        let client = try LiveTestClient(port: port)
+    static func slowReader(port: UInt16) async throws -> LiveTestClient {
+        let client = try await LiveTestClient(port: port)
         var small: Int32 = 16 << 10
         setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         _ = fcntl(client.fd, F_SETFL, fcntl(client.fd, F_GETFL) | O_NONBLOCK)
@@ -222,7 +222,7 @@ struct WebSocketServerAdapterTests {
         config.writeStallTimeout = .milliseconds(500)
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config, smallSendBuffer: true)) { port in
-            let client = try Self.slowReader(port: port)
+            let client = try await Self.slowReader(port: port)
             let message = frame(.binary, [UInt8](repeating: 7, count: 32 << 10))
             // Keep sending, never read: the server echoes until its queue passes the high-water
             // mark, stops reading us, and after the stall timeout drops us.
@@ -261,7 +261,7 @@ struct WebSocketServerAdapterTests {
         config.writeStallTimeout = .milliseconds(500)
         let log = MutexBox(HandlerLog())
         try await withWebSocketServer(recordingRouter(log, configuration: config, smallSendBuffer: true)) { port in
-            let client = try Self.slowReader(port: port)
+            let client = try await Self.slowReader(port: port)
             // One 2 MiB message: its echo cannot fit the kernel buffers (16 KiB each side, plus
             // what the window let through), and the rest stays queued far below the mark.
             let message = frame(.binary, [UInt8](repeating: 9, count: 2 << 20))
@@ -285,20 +285,20 @@ struct WebSocketServerAdapterTests {
         var router = HTTPRouter()
         router.get("/ws", endpoint.httpHandler)
         try await withWebSocketServer(router) { port in
-            let first = try LiveTestClient(port: port)
-            let second = try LiveTestClient(port: port)
-            let refused = try rawHTTPStatus(port, upgradeRequest())
+            let first = try await LiveTestClient(port: port)
+            let second = try await LiveTestClient(port: port)
+            let refused = try await rawHTTPStatus(port, upgradeRequest())
             #expect(refused.status == 503)
             #expect(refused.head.contains("Retry-After: 5"))
             #expect(endpoint.openConnections == 2)
-            try first.closeWebSocket()
-            try first.run(for: .seconds(5))
+            try await first.closeWebSocket()
+            try await first.run(for: .seconds(5))
             #expect(try await eventually(log) { $0.closes.count == 1 })
             let deadline = NanoTime.now().adding(.seconds(5))
             while endpoint.openConnections > 1, NanoTime.now() < deadline { try await Task.sleep(for: .milliseconds(10)) }
-            let third = try LiveTestClient(port: port)
-            try third.send(.text("in"))
-            #expect(try third.receive() == .text("in"))
+            let third = try await LiveTestClient(port: port)
+            try await third.send(.text("in"))
+            #expect(try await third.receive() == .text("in"))
             #expect(endpoint.openConnections == 2)
             _ = second
         }
@@ -311,12 +311,13 @@ struct WebSocketServerAdapterTests {
         var router = HTTPRouter()
         router.get("/ws", endpoint.httpHandler)
         try await withWebSocketServer(router) { port in
-            let clients = try (0..<3).map { _ in try LiveTestClient(port: port) }
+            var clients: [LiveTestClient] = []
+            for _ in 0..<3 { clients.append(try await LiveTestClient(port: port)) }
             #expect(try await eventually(log) { $0.opened == 3 })
-            // The clients answer the Close only when pumped. Start the closes without awaiting,
-            // so nothing here depends on a free cooperative thread while the clients block.
+            // The clients answer the Close only when this task pumps them (below): start the
+            // closes without awaiting them, or the wait would be for answers nobody pumps.
             endpoint.startClosingAll()
-            for client in clients { try client.run(for: .seconds(10)) }
+            for client in clients { try await client.run(for: .seconds(10)) }
             await endpoint.closeAll(deadline: .seconds(5))  // nothing left open: returns at once
             for client in clients {
                 #expect(client.closeInfo?.code == .goingAway)
