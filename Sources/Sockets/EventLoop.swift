@@ -29,9 +29,10 @@ public struct TimerID: Hashable, Sendable { let raw: UInt64 }
 
 /// One epoll loop on one thread.
 ///
-/// Ownership: `registrations`, `timers` and every handler run only on this loop's thread; other
-/// threads reach the loop through `execute`, which appends to the `inbox` (a `Mutex`) and wakes
-/// the loop through an eventfd. That is why the class can be `@unchecked Sendable`: its mutable
+/// Ownership: `registrations`, `timers`, `localTasks` and every handler run only on this loop's
+/// thread; other threads reach the loop through `execute`, which appends to the `inbox` (a
+/// `Mutex`) and wakes the loop through an eventfd (on the loop thread itself `execute` appends to
+/// `localTasks`, no lock, no wake-up). That is why the class can be `@unchecked Sendable`: its mutable
 /// loop-owned state is never touched off the loop thread (checked by `assertInLoop` in debug).
 /// It is also a `TaskExecutor`, so `Task(executorPreference: loop)` runs async code on this thread
 /// with no hop through the global pool.
@@ -57,6 +58,10 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
     private let finished = Mutex<Bool>(false)
 
     // Loop-owned state.
+    /// Work `execute`d on the loop thread itself (a resumed continuation of a task whose executor
+    /// is this loop, a handler scheduling a follow-up): no lock and no wake-up needed.
+    private var localTasks: [@Sendable () -> Void] = []
+    private var localSpare: [@Sendable () -> Void] = []
     private var entries: [Int32: Entry] = [:]
     private var nextGeneration: UInt32 = 1
     private var timers = TimerHeap()
@@ -115,13 +120,17 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
 
     /// Runs `work` on the loop thread, soon. Safe from any thread.
     public func execute(_ work: @escaping @Sendable () -> Void) {
+        if inEventLoop {
+            localTasks.append(work)
+            return
+        }
         let needsWake = inbox.withLock { inbox -> Bool in
             inbox.tasks.append(work)
             if inbox.wakePending { return false }
             inbox.wakePending = true
             return true
         }
-        if needsWake && !inEventLoop { wake() }
+        if needsWake { wake() }
     }
 
     /// Runs `body` on the loop thread and returns its result to the caller.
@@ -244,7 +253,7 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
     }
 
     private func computeTimeout() -> Int32 {
-        let hasWork = inbox.withLock { !$0.tasks.isEmpty || $0.stopRequested }
+        let hasWork = !localTasks.isEmpty || inbox.withLock { !$0.tasks.isEmpty || $0.stopRequested }
         if hasWork { return 0 }
         guard let deadline = timers.nextDeadline else { return -1 }
         let now = NanoTime.now()
@@ -269,8 +278,15 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
                 return (t, inbox.stopRequested)
             }
             for t in tasks { t() }
-            if stop && tasks.isEmpty { running = false; return }
-            if tasks.isEmpty { return }
+            // The loop's own queue: swapped out first, so what these tasks enqueue waits for the
+            // next pass (FIFO, and a task that re-enqueues itself cannot spin here).
+            var local = localSpare
+            swap(&local, &localTasks)
+            for t in local { t() }
+            local.removeAll(keepingCapacity: true)
+            localSpare = local
+            if stop && tasks.isEmpty && localTasks.isEmpty { running = false; return }
+            if tasks.isEmpty && localTasks.isEmpty { return }
         }
     }
 }
