@@ -105,7 +105,7 @@ extension DocumentStore {
                     guard try plan.memoryQuery.matches(v) else { continue }
                     value = v
                 }
-                rows.append(StoredDocument(collection: statement.from.name, id: id, state: try row.decode(2, as: PostgresBytea.self).bytes, value: value))
+                rows.append(StoredDocument(collection: statement.from.name, id: id, state: try ByteaHex.decode(row, column: 2), value: value))
             }
             let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
             return (rows, last ?? after, txn, isLast)
@@ -150,10 +150,10 @@ extension DocumentStore {
                 rows.append(ChangeLogRow(
                     txn: try row.decode(1, as: Int64.self), collection: try row.decode(2, as: String.self),
                     id: try Self.decodeJSON(row, column: 3), kind: try row.decode(4, as: String.self),
-                    delta: row.isNull(5) ? nil : try row.decode(5, as: PostgresBytea.self).bytes,
+                    delta: row.isNull(5) ? nil : try ByteaHex.decode(row, column: 5),
                     origin: row.isNull(6) ? nil : try row.decode(6, as: Int64.self),
                     value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7),
-                    state: row.isNull(8) ? nil : try row.decode(8, as: PostgresBytea.self).bytes))
+                    state: row.isNull(8) ? nil : try ByteaHex.decode(row, column: 8)))
             }
             return (rows, max(after, min(newest, upper)))
         } catch {
@@ -171,7 +171,7 @@ extension DocumentStore {
                 let array = PostgresArray<PostgresJSON>(ids.map { PostgresJSON(JSON.string($0)) })
                 for row in try await pool.query("SELECT id, state, value FROM documents WHERE collection = \(collection) AND id = ANY(\(array)::jsonb[])") {
                     out.append(StoredDocument(collection: collection, id: try Self.decodeJSON(row, column: 0),
-                                              state: try row.decode(1, as: PostgresBytea.self).bytes,
+                                              state: try ByteaHex.decode(row, column: 1),
                                               value: row.isNull(2) ? nil : try Self.decodeJSON(row, column: 2)))
                 }
             }

@@ -157,14 +157,14 @@ extension SyncSession {
             let n = e.encodedSize
             if n > limit { skippedOversized += 1; continue }
             if size + n > limit, !batch.isEmpty {
-                send(make(batch), into: &out)
+                send(make(batch), capacity: size + 64, into: &out)
                 batch = []
                 size = 0
             }
             batch.append(e)
             size += n
         }
-        if !batch.isEmpty { send(make(batch), into: &out) }
+        if !batch.isEmpty { send(make(batch), capacity: size + 64, into: &out) }
     }
 
     // MARK: - want

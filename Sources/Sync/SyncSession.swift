@@ -127,7 +127,11 @@ public struct SyncSession: Sendable {
             let hb = configuration.heartbeatMillis
             var next = lastReceived + 3 * hb
             next = min(next, max(lastReceived, lastPingSent) + hb)
-            if let cursor, cursor > lastCheckpointSent { next = min(next, lastCheckpointAt + configuration.idleCheckpointMillis) }
+            // The same conditions as in `tick`: a deadline `tick` would not act on stays in the
+            // past, and the driver's timer loop would spin on it (it did, for a whole initial sync).
+            if let cursor, cursor > lastCheckpointSent, suspended == nil, !isSyncing {
+                next = min(next, lastCheckpointAt + configuration.idleCheckpointMillis)
+            }
             return next
         }
     }
@@ -291,8 +295,8 @@ public struct SyncSession: Sendable {
 
     // MARK: - Sending and closing
 
-    mutating func send(_ m: SyncMessage, into out: inout [SyncSessionAction]) {
-        let bytes = m.encode()
+    mutating func send(_ m: SyncMessage, capacity: Int = 64, into out: inout [SyncSessionAction]) {
+        let bytes = m.encode(capacity: capacity)
         if m.consumesCredit { credit -= Int64(bytes.count) }
         out.append(.send(bytes, m))
     }
