@@ -86,7 +86,11 @@ extension DocumentStore {
                   ) s WHERE before < $\(bytesParam)::bigint ORDER BY id
                 ) q ON true
                 """
-            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: binds))
+            var query = PostgresQuery(unsafeSQL: sql, binds: binds)
+            // The text depends only on the subscription's shape (values, `after`, the limits are
+            // binds): a pool session parses and plans it once for all pages of all such syncs.
+            query.prepared = true
+            let result = try await pool.query(query)
             let txn = try result[0].decode(0, as: Int64.self)
             var rows: [StoredDocument] = []
             var last: Value? = nil
