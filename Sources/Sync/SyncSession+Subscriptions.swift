@@ -65,8 +65,9 @@ extension SyncSession {
     }
 
     /// Bytes a `docs` entry adds to its state, as estimated for a page not yet encoded: the keys,
-    /// `upsert`, heads, the collection and a short id (a long id makes the estimate low; the
-    /// read-ahead page is then cut shorter by the credit check on arrival, never sent without credit).
+    /// `upsert`, heads, the collection and a short id. Long ids make the estimate low; the page
+    /// read ahead may then find no credit left when it arrives: it is dropped and read again
+    /// (`pageArrived`), never sent without credit.
     static let estimatedEntryOverhead = 48
 
     /// Pipelining (PERFORMANCE.md, "Sync"): while the one page read in flight is decoded and sent,
