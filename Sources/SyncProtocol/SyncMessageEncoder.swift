@@ -16,8 +16,12 @@ import Values
 
 extension SyncMessage {
     /// The message's canonical CBOR encoding (what flow control counts, PROTOCOL.md §6).
-    public func encode() -> [UInt8] {
-        var w = CBORWriter(capacity: 64)
+    public func encode() -> [UInt8] { encode(capacity: 64) }
+
+    /// The same encoding into a buffer reserved for `capacity` bytes: a sender that knows the
+    /// size (`ChangeEntry.encodedSize` of a batch) spares the copies of a growing buffer.
+    public func encode(capacity: Int) -> [UInt8] {
+        var w = CBORWriter(capacity: max(16, capacity))
         w.write(self)
         return w.bytes
     }

@@ -1,11 +1,15 @@
+import CRDT
 import Sockets
 import SyncProtocol
 import Synchronization
 import WebSocket
 
 /// A lightweight raw-protocol peer for `bigpeer bench sync`: handshake, one subscription, credit
-/// granted back for every data message, and counters. It keeps no documents (benchmarks measure
-/// the server and the wire, not a client store).
+/// granted back for every data message, and counters. Every message is decoded and checked in
+/// full (`SyncMessageDecoder`: canonical CBOR, every entry's collection, id and state copied out);
+/// with `decodeStates` each `docs` state is also decoded as a CRDT document (`Document.decode`,
+/// what a small peer does before merging) and its `_id` compared with the entry's. It keeps no
+/// documents (benchmarks measure the server and the wire, not a client store).
 ///
 /// **Threading.** The adapter and this handler live on one event loop; counters are atomics read
 /// by the benchmark's task; `onData` runs on the loop.
@@ -22,11 +26,15 @@ final class BenchPeer: WebSocketClientHandler, @unchecked Sendable {
     let closedCode = Atomic<Int>(-1)
     let documents = Atomic<Int>(0)
     let dataBytes = Atomic<Int>(0)
+    /// Decode every received state as a CRDT document (and count those that fail or mismatch).
+    let decodeStates: Bool
+    let invalidStates = Atomic<Int>(0)
     /// Called on the loop for every `changes` message with its size (fan-out latency, bytes on the wire).
     let onChanges: (@Sendable (Int, [ChangeEntry]) -> Void)?
 
     init(loop: EventLoop, site: UInt64, credentials: SyncCredentials, subscription: Subscribe?,
-         onChanges: (@Sendable (Int, [ChangeEntry]) -> Void)? = nil) {
+         onChanges: (@Sendable (Int, [ChangeEntry]) -> Void)? = nil, decodeStates: Bool = false) {
+        self.decodeStates = decodeStates
         self.loop = loop
         self.site = site
         self.credentials = credentials
@@ -66,6 +74,16 @@ final class BenchPeer: WebSocketClientHandler, @unchecked Sendable {
             if let subscription { send(.subscribe(subscription)) }
         case .documents(_, let entries):
             documents.add(entries.count, ordering: .relaxed)
+            if decodeStates {
+                var invalid = 0
+                for e in entries {
+                    guard case .state(let bytes) = e.payload, let doc = try? Document.decode(bytes), doc.id == e.document.id else {
+                        invalid += 1
+                        continue
+                    }
+                }
+                if invalid > 0 { invalidStates.add(invalid, ordering: .relaxed) }
+            }
             dataBytes.add(bytes.count, ordering: .relaxed)
             send(.credit(bytes: UInt64(bytes.count)))
         case .changes(_, let entries):

@@ -56,13 +56,15 @@ struct SyncBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "initial", abstract: "Initial sync of a collection to one fresh peer.")
         @OptionGroup var target: Target
         @Option var collection = "bench"
+        @Flag(help: "Also decode every state as a CRDT document and check its _id (a small peer's work before merging).")
+        var decodeStates = false
 
         func run() async throws {
             let (url, address, _) = try target.endpoint()
             let group = try EventLoopGroup(threads: max(1, target.threads))
             defer { group.shutdown() }
             let peer = BenchPeer(loop: group.next(), site: UInt64.random(in: 1...UInt64.max), credentials: .apiKey(target.key),
-                                 subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"))
+                                 subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"), decodeStates: decodeStates)
             let start = ContinuousClock.now
             peer.connect(url: url, address: address)
             guard await SyncBench.waitUntil(.seconds(600), { peer.synced.load(ordering: .relaxed) || peer.closedCode.load(ordering: .relaxed) >= 0 }),
@@ -71,7 +73,11 @@ struct SyncBench: AsyncParsableCommand {
             }
             let seconds = Double((ContinuousClock.now - start).components.attoseconds) / 1e18 + Double((ContinuousClock.now - start).components.seconds)
             let docs = peer.documents.load(ordering: .relaxed), bytes = peer.dataBytes.load(ordering: .relaxed)
-            print("initial sync: \(docs) documents, \(bytes) bytes in \(String(format: "%.2f", seconds)) s = \(Int(Double(docs) / seconds)) docs/s, \(String(format: "%.1f", Double(bytes) / seconds / 1e6)) MB/s")
+            if peer.invalidStates.load(ordering: .relaxed) > 0 {
+                throw ValidationError("\(peer.invalidStates.load(ordering: .relaxed)) states did not decode as CRDT documents with their entry's _id")
+            }
+            let checked = decodeStates ? "; states decoded as CRDT documents, \(peer.invalidStates.load(ordering: .relaxed)) invalid" : ""
+            print("initial sync: \(docs) documents, \(bytes) bytes in \(String(format: "%.2f", seconds)) s = \(Int(Double(docs) / seconds)) docs/s, \(String(format: "%.1f", Double(bytes) / seconds / 1e6)) MB/s\(checked)")
             peer.close()
         }
     }

@@ -290,6 +290,22 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(sent(h.advance(5_000)).contains(.checkpoint(txn: 12)))
     }
 
+    /// While pages stream, the idle-checkpoint deadline is not armed (`tick` sends no checkpoint
+    /// during an initial sync): the next deadline is the heartbeat, not a time in the past that
+    /// would make the driver's timer loop spin for the whole sync. Once synced it is armed again.
+    @Test func initialSync_armsNoPastDeadline() {
+        var h = SessionHarness.ready(configure: { $0.heartbeatMillis = 20_000 })
+        _ = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+        _ = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "car-1", state: [1])], txn: 3, isLast: false)))
+        h.now += 6_000
+        #expect(h.session.nextDeadline == h.now - 6_000 + 20_000, "the heartbeat, measured from the last message received")
+        #expect(sent(h.feed(.tick)).isEmpty)
+        _ = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "car-2", state: [2])], txn: 4, isLast: true)))
+        #expect(h.session.nextDeadline <= h.now, "synced: the idle checkpoint is due")
+        #expect(sent(h.feed(.tick)) == [.checkpoint(txn: 3)])
+        #expect(h.session.nextDeadline > h.now)
+    }
+
     @Test func unsubscribeDuringInitialSync_dropsThePage() {
         var h = SessionHarness.ready()
         _ = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
@@ -398,6 +414,9 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                 let input: SyncSessionInput
                 switch Int.random(in: 0...9, using: &rng) {
                 case 0...3: input = .received(SampleMessages.all.randomElement(using: &rng)!.encode())
+                case 4 where Bool.random(using: &rng):
+                    input = .pageBoundary(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
+                                          PageBoundary(nextAfter: "x", isLast: Bool.random(using: &rng), rows: 1, stateBytes: Int.random(in: 0...70_000, using: &rng)))
                 case 4: input = .page(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
                                       DocumentPage(rows: [.init(id: "x", state: [1])], txn: Int64.random(in: 0...20, using: &rng), isLast: Bool.random(using: &rng)))
                 case 5: input = .log(LogBatch(entries: [LogEntry(txn: 5, document: car1, kind: .upsert, delta: [1], value: red)], through: Int64.random(in: 0...9, using: &rng)))
@@ -412,6 +431,13 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                 closes += actions.filter { if case .close = $0 { true } else { false } }.count
                 #expect(h.session.credit >= -Int64(h.session.configuration.limits.maxMessageSize))
                 #expect(h.session.pendingWants.count <= SyncSession.maxPendingWants)
+                #expect(h.session.pageReads.count <= 2)
+                // A deadline that has passed is one `tick` acts on: afterwards it lies ahead (or
+                // the session closed). Otherwise the driver's timer loop would spin.
+                if h.session.state != .closed, h.session.nextDeadline <= h.now {
+                    closes += h.feed(.tick).filter { if case .close = $0 { true } else { false } }.count
+                    #expect(h.session.state == .closed || h.session.nextDeadline > h.now)
+                }
             }
             #expect(closes <= 1)
         }

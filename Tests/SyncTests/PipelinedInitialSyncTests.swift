@@ -1,0 +1,66 @@
+import BigPeerTestSupport
+import Store
+import Testing
+import Values
+@testable import Sync
+@testable import SyncProtocol
+
+/// Initial sync with pages read ahead, on a real PostgreSQL, while a writer inserts (before and
+/// after the page being read), updates and deletes documents of the collection.
+@Suite struct PipelinedInitialSyncTests {
+    static func id(_ n: Int) -> String { "d" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n) }
+
+    @Test func pagesReadAhead_underAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
+        try await withSyncServer { store, feed in
+            // 240 documents d0000, d0010, ..., d2390; the writer adds d…5 between them.
+            for batch in 0..<4 {
+                let docs = (batch * 60..<(batch + 1) * 60).map { "({'_id': '\(Self.id($0 * 10))', 'n': \($0)})" }
+                _ = try await store.execute("INSERT INTO bench DOCUMENTS " + docs.joined(separator: ", "))
+            }
+            let peer = TestPeer(site: 501)  // pages of 2 rows: ~120 page reads
+            try await peer.connect(store: store, feed: feed)
+            let writer = Task { () async throws -> Int64 in
+                var last: Int64 = 0
+                for step in 0..<60 {
+                    let k = step * 37 % 240  // 37 is prime to 240: every k differs
+                    let statement = switch step % 3 {
+                    case 0: "INSERT INTO bench DOCUMENTS ({'_id': '\(Self.id(k * 10 + 5))', 'n': \(k), 'inserted': true})"
+                    case 1: "UPDATE bench SET n = n + 1000 WHERE _id = '\(Self.id(k * 10))'"
+                    default: "DELETE FROM bench WHERE _id = '\(Self.id(k * 10))'"
+                    }
+                    last = max(last, try await store.execute(statement).transactionID)
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                return last
+            }
+            await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM bench")))
+            _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            let last = try await writer.value
+            try await peer.waitForCheckpoint(last)
+
+            // The pages: every document at most once, in id order (each page after the one before).
+            var paged: [String] = []
+            for case .documents(1, let entries) in await peer.messages() {
+                for e in entries { if case .string(let s) = e.document.id { paged.append(s) } }
+            }
+            #expect(paged == paged.sorted() && Set(paged).count == paged.count)
+            #expect(paged.count >= 200)
+            // The peer holds exactly what the server holds (deleted documents: nothing or a tombstone).
+            let server = try await store.execute("SELECT * FROM bench").items
+            var expected: [String: Value] = [:]
+            for v in server { if case .string(let s)? = v["_id"] { expected[s] = v } }
+            #expect(expected.count > 240 - 20)
+            var all = Set(expected.keys)
+            for ref in await peer.docs.keys { if case .string(let s) = ref.id { all.insert(s) } }
+            for s in all.sorted() {
+                let mine = await peer.value(DocumentRef(collection: "bench", id: .string(s)))
+                #expect(mine == expected[s], "\(s)")
+            }
+            guard let conn = await peer.connection else { Issue.record("no connection"); return }
+            let (ahead, reads) = conn.inspect { ($0.pagesReadAhead, $0.pageReads.count) }
+            #expect(ahead > 10, "pages were read ahead")
+            #expect(reads == 0)
+            await peer.disconnect()
+        }
+    }
+}
