@@ -12,11 +12,18 @@ extension DocumentStore {
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
             for job in jobs {
+                let logged = tx.changes.count
                 do {
                     results.append(.success(try await tx.run(job)))
                 } catch let e as PostgresError {
                     throw e  // the transaction is aborted: the batcher reruns statements one by one
                 } catch {
+                    // A statement that failed after it had written something (a streamed bulk
+                    // INSERT, a sync upload spanning collections) must not commit half: roll the
+                    // transaction back; the batcher then reruns every statement alone.
+                    if tx.changes.count != logged {
+                        throw jobs.count == 1 ? StoreError.from(error) : StatementFailedAfterWriting(error: StoreError.from(error))
+                    }
                     results.append(.failure(StoreError.from(error)))
                 }
             }
@@ -26,6 +33,12 @@ extension DocumentStore {
         knownCollections.withLock { $0.formUnion(registered) }
         return (results, txn)
     }
+}
+
+/// A statement of a group-committed batch failed after it had written part of its changes: the
+/// batch's transaction rolls back and `WriteBatcher` reruns each statement in its own.
+struct StatementFailedAfterWriting: Error {
+    var error: StoreError
 }
 
 /// The state of one write transaction: the session, the strict-mode setting, and the changes to
@@ -60,6 +73,9 @@ struct WriteTransaction {
     var lockedDocuments: [DocumentKey: Document] = [:]
     var knownAbsent: Set<DocumentKey> = []
     static let lockCacheLimit = 4096
+    /// Ids per `SELECT … FOR UPDATE` (one round trip each; a bulk INSERT of 100,000 given ids
+    /// spends 10, and the array bind stays a few hundred KB).
+    static let lockChunk = 10_000
     /// Documents this transaction looked up under lock and found without a row (or evicted), and
     /// has not written since. Not a cache: `write` creates exactly these with a plain INSERT, so a
     /// concurrent creator of the same `_id` makes this transaction fail (23505 on documents_pkey)
@@ -67,10 +83,25 @@ struct WriteTransaction {
     var absentRows: Set<DocumentKey> = []
 
     /// A document after a statement changed it, ready to be written.
-    struct PendingWrite {
+    struct PendingWrite: Sendable {
         var key: DocumentKey
         var document: Document
         var delta: Delta
+        /// The columns and change-log delta, when already encoded (off the writing task: `InsertMerge`).
+        var encoded: EncodedWrite? = nil
+    }
+
+    /// What `write` sends for one document.
+    struct EncodedWrite: Sendable {
+        var value: PostgresJSON?
+        var state: PostgresBytea
+        var delta: [UInt8]
+
+        init(_ document: Document, _ delta: Delta) {
+            value = document.materialize().map { PostgresJSON(JSON.string($0)) }
+            state = PostgresBytea(document.encode())
+            self.delta = delta.encode()
+        }
     }
 
     init(store: DocumentStore, db: PostgresPipelinedTransaction, strictMode: Bool) {
@@ -99,9 +130,10 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log, notifies listeners and COMMITs — one statement plus COMMIT, sent in one round trip
-    /// with every write still held. With no change, returns the current number. Returns only after
-    /// COMMIT succeeded.
+    /// change log, notifies listeners and COMMITs — one statement plus COMMIT (more than 1000
+    /// changes: the further change-log chunks and a read-back of the number too), sent in one
+    /// round trip with every write still held. With no change, returns the current number.
+    /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
             return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
@@ -122,19 +154,26 @@ struct WriteTransaction {
             guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
             return try row.decode(0, as: Int64.self)
         }
-        let txn = try await db.query(counter)
+        // Every bind is built before the counter statement is sent, so the counter row (which
+        // serializes commits of every instance) stays locked only while PostgreSQL inserts, not
+        // while we encode; the counter, the later chunks and COMMIT then go out in one pipeline
+        // (split only by `flushThreshold`). The last statement reads the number back.
+        var rest: [PostgresQuery] = []
         for chunk in stride(from: Self.changeLogChunk, to: changes.count, by: Self.changeLogChunk) {
             let a = changeLogArrays(chunk)
-            var rest: PostgresQuery = """
+            var insert: PostgresQuery = """
                 INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
                 SELECT (SELECT n FROM bigpeer_txn), (\(Int64(chunk)) + ord - 1)::int, c, i, k, d, o
                 FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
                 """
-            rest.prepared = true
-            try await db.enqueue(rest)
+            insert.prepared = true
+            rest.append(insert)
         }
-        try await db.commit()
-        guard let row = txn.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        try await db.enqueue(counter)
+        for insert in rest { try await db.enqueue(insert) }
+        var readBack: PostgresQuery = "SELECT n FROM bigpeer_txn"
+        readBack.prepared = true
+        guard let row = try await db.commit(after: readBack)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
     }
 
@@ -168,8 +207,8 @@ struct WriteTransaction {
             let key = DocumentKey(collection: collection, id: id)
             if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
         }
-        for chunk in stride(from: 0, to: missing.count, by: 1000) {
-            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
+        for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
+            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
             var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
@@ -275,7 +314,7 @@ struct WriteTransaction {
             try await db.enqueue(upsert)
         }
         for w in writes {
-            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin))
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.encoded?.delta ?? w.delta.encode(), origin: currentOrigin))
             remember(w.key, w.document)
         }
     }
@@ -292,8 +331,13 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
-            states.append(PostgresBytea(w.document.encode()))
+            if let e = w.encoded {
+                values.append(e.value)
+                states.append(e.state)
+            } else {
+                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
+                states.append(PostgresBytea(w.document.encode()))
+            }
             deleted.append(!w.document.exists)
         }
         return RowArrays(ids: PostgresArray(ids), values: PostgresArray(values), states: PostgresArray(states), deleted: PostgresArray(deleted))

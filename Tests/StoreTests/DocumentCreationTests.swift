@@ -91,4 +91,40 @@ import Values
             #expect(lost.isEmpty, "acknowledged fields lost: \(lost.prefix(20))")
         }
     }
+
+    /// A bulk INSERT is written in chunks while later chunks are still being merged; one that
+    /// fails midway (here the same new `_id` twice under the default ON ID CONFLICT FAIL, found
+    /// only when the second copy is merged) must leave nothing behind, and statements
+    /// group-committed with it must still succeed.
+    @Test func bulkInsertFailingAfterItsFirstChunk_writesNothing_andSparesItsBatch() async throws {
+        try await withStore { store, _ in
+            var placeholders: [String] = []
+            var arguments: [String: Value] = [:]
+            for i in 0..<2500 {
+                placeholders.append("(:d\(i))")
+                arguments["d\(i)"] = ["_id": .string(i == 2200 ? "doc-2100" : "doc-\(i)"), "n": .int(Int64(i))]
+            }
+            let bulk = "INSERT INTO half DOCUMENTS \(placeholders.joined(separator: ", "))"
+            let failure = await #expect(throws: StoreError.self) { _ = try await store.execute(bulk, arguments: arguments) }
+            if case .conflict? = failure {} else { Issue.record("expected a conflict, got \(String(describing: failure))") }
+            #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'half'") == 0)
+            #expect(try await Self.count(store, "SELECT count(*) FROM change_log WHERE collection = 'half'") == 0)
+
+            let bulkArguments = arguments
+            let outcomes = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask { (try? await store.execute(bulk, arguments: bulkArguments)) != nil }
+                for i in 0..<20 {
+                    group.addTask {
+                        _ = try await store.execute("INSERT INTO half DOCUMENTS (:d)", arguments: ["d": ["_id": .string("small-\(i)")]])
+                        return true
+                    }
+                }
+                var succeeded = 0
+                for try await ok in group where ok { succeeded += 1 }
+                return succeeded
+            }
+            #expect(outcomes == 20)
+            #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'half'") == 20)
+        }
+    }
 }
