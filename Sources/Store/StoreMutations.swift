@@ -21,6 +21,9 @@ extension WriteTransaction {
                 if fieldsByID[id] == nil { supplied.append(id) }
             } else {
                 id = store.generateID()
+                // Cannot exist yet: created with a plain INSERT (cheaper than an upsert's
+                // speculative insertion; a 2^-128 collision would fail and rerun with new ids).
+                absentRows.insert(DocumentKey(collection: plan.collection, id: id))
             }
             doc["_id"] = id
             if fieldsByID[id] == nil { order.append(id) }

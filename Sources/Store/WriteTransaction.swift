@@ -281,7 +281,8 @@ struct WriteTransaction {
     /// deltas for the change log. Documents found absent under lock (`absentRows`) are created with
     /// a plain INSERT, never an upsert: if another transaction created the same `_id` since we
     /// looked, the INSERT waits for it and fails with 23505 when it commits, rather than
-    /// overwriting its acknowledged write. Rows we hold locked (and freshly generated ids) are upserted.
+    /// overwriting its acknowledged write. Freshly generated ids are created the same way; rows
+    /// we hold locked are upserted.
     mutating func write(_ writes: [PendingWrite], kind: String) async throws {
         guard let collection = writes.first?.key.collection else { return }
         try await registerCollection(collection)
