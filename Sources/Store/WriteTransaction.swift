@@ -154,23 +154,26 @@ struct WriteTransaction {
             guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
             return try row.decode(0, as: Int64.self)
         }
-        // Every bind is built before the counter statement is sent, so the counter row (which
-        // serializes commits of every instance) stays locked only while PostgreSQL inserts, not
-        // while we encode; the counter, the later chunks and COMMIT then go out in one pipeline
-        // (split only by `flushThreshold`). The last statement reads the number back.
-        var rest: [PostgresQuery] = []
-        for chunk in stride(from: Self.changeLogChunk, to: changes.count, by: Self.changeLogChunk) {
-            let a = changeLogArrays(chunk)
-            var insert: PostgresQuery = """
-                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-                SELECT (SELECT n FROM bigpeer_txn), (\(Int64(chunk)) + ord - 1)::int, c, i, k, d, o
-                FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-                """
-            insert.prepared = true
-            rest.append(insert)
+        // The binds are built before the counter statement is sent (up to `prebuiltChangeLogBytes`,
+        // so a huge INSERT does not hold its change log twice in memory), so the counter row —
+        // which serializes the commits of every instance — stays locked while PostgreSQL inserts,
+        // not while we encode. The counter, the later chunks, a read-back of the number and COMMIT
+        // go out in one pipeline (split only by `flushThreshold`).
+        var prebuilt: [PostgresQuery] = []
+        var prebuiltBytes = 0
+        var next = Self.changeLogChunk
+        while next < changes.count && prebuiltBytes < Self.prebuiltChangeLogBytes {
+            let insert = changeLogInsert(next)
+            prebuiltBytes += insert.binds.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
+            prebuilt.append(insert)
+            next += Self.changeLogChunk
         }
         try await db.enqueue(counter)
-        for insert in rest { try await db.enqueue(insert) }
+        for insert in prebuilt { try await db.enqueue(insert) }
+        prebuilt = []
+        for chunk in stride(from: next, to: changes.count, by: Self.changeLogChunk) {
+            try await db.enqueue(changeLogInsert(chunk))
+        }
         var readBack: PostgresQuery = "SELECT n FROM bigpeer_txn"
         readBack.prepared = true
         guard let row = try await db.commit(after: readBack)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
@@ -178,6 +181,19 @@ struct WriteTransaction {
     }
 
     static let changeLogChunk = 1000
+    static let prebuiltChangeLogBytes = 8 << 20
+
+    /// Change-log rows `start ..< start + changeLogChunk`, numbered with the transaction's number.
+    func changeLogInsert(_ start: Int) -> PostgresQuery {
+        let a = changeLogArrays(start)
+        var insert: PostgresQuery = """
+            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+            SELECT (SELECT n FROM bigpeer_txn), (\(Int64(start)) + ord - 1)::int, c, i, k, d, o
+            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+            """
+        insert.prepared = true
+        return insert
+    }
 
     /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
     struct ChangeLogArrays {

@@ -127,4 +127,26 @@ import Values
             #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'half'") == 20)
         }
     }
+
+    /// A change log larger than what `finish` encodes before locking the counter (8 MiB): the
+    /// rest is encoded after, and every row still carries the one transaction number, in order.
+    @Test func changeLogBeyondThePrebuiltPart_isCompleteAndInOrder() async throws {
+        try await withStore { store, _ in
+            let pad = Value.string(String(repeating: "p", count: 1200))
+            var placeholders: [String] = []
+            var arguments: [String: Value] = [:]
+            for i in 0..<9000 {
+                placeholders.append("(:d\(i))")
+                arguments["d\(i)"] = ["_id": .string("doc-\(i)"), "pad": pad]
+            }
+            let result = try await store.execute("INSERT INTO big DOCUMENTS \(placeholders.joined(separator: ", "))", arguments: arguments)
+            #expect(result.mutatedDocumentIDs.count == 9000)
+            #expect(try await Self.count(store, "SELECT sum(octet_length(delta)) FROM change_log WHERE collection = 'big'") > 9 << 20)
+            #expect(try await Self.count(store, """
+                SELECT count(*) FROM change_log WHERE txn = \(result.transactionID) AND collection = 'big' AND delta IS NOT NULL
+                """) == 9000)
+            #expect(try await Self.count(store, "SELECT max(seq) - min(seq) + 1 FROM change_log WHERE txn = \(result.transactionID)") == 9000)
+            #expect(try await Self.count(store, "SELECT n FROM bigpeer_txn") == result.transactionID)
+        }
+    }
 }
