@@ -149,4 +149,18 @@ import Values
             #expect(try await Self.count(store, "SELECT n FROM bigpeer_txn") == result.transactionID)
         }
     }
+
+    /// Only a unique violation on documents' primary key reruns a write transaction.
+    @Test func onlyAUniqueViolationOnTheDocumentsKeyIsAConcurrentCreation() {
+        func error(_ state: String, _ constraint: String?) -> PostgresError {
+            var e = PostgresServerError(sqlState: state, message: "m")
+            e.constraint = constraint
+            return .server(e)
+        }
+        #expect(error("23505", "documents_pkey").isConcurrentDocumentCreation)
+        #expect(!error("23505", "bigpeer_collections_pkey").isConcurrentDocumentCreation)
+        #expect(!error("23505", nil).isConcurrentDocumentCreation)
+        #expect(!error("40001", "documents_pkey").isConcurrentDocumentCreation)
+        #expect(!PostgresError.shutDown.isConcurrentDocumentCreation)
+    }
 }
