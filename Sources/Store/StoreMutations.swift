@@ -4,7 +4,9 @@ import Postgres
 import Values
 
 /// INSERT, UPDATE, DELETE, EVICT and ALTER SYSTEM as CRDT operations. Each statement reads and
-/// computes first, then writes (see `WriteBatcher`), so its errors leave nothing behind.
+/// computes first, then writes (see `WriteBatcher`), so its errors leave nothing behind — except
+/// a bulk INSERT, which streams its documents in chunks (`streamInsert`); if it fails after its
+/// first chunk, `runInTransaction` rolls the whole transaction back instead.
 extension WriteTransaction {
     mutating func insert(_ plan: InsertPlan) async throws -> ExecuteResult {
         let types = crdtTypes(plan.declarations)
@@ -19,45 +21,28 @@ extension WriteTransaction {
                 if fieldsByID[id] == nil { supplied.append(id) }
             } else {
                 id = store.generateID()
+                // Cannot exist yet: created with a plain INSERT (cheaper than an upsert's
+                // speculative insertion; a 2^-128 collision would fail and rerun with new ids).
+                absentRows.insert(DocumentKey(collection: plan.collection, id: id))
             }
             doc["_id"] = id
             if fieldsByID[id] == nil { order.append(id) }
             fieldsByID[id, default: []].append(doc)
         }
         let existing = try await lockDocuments(plan.collection, supplied)
-        var writes: [PendingWrite] = []
-        var mutated: [Value] = []
-        for id in order {
-            let original = existing[id]
-            var doc = try original ?? Document(id: id)
-            let before = doc.versionVector
-            var changed = false
-            for fields in fieldsByID[id] ?? [] {
-                if doc.exists && !plan.initial {
-                    switch plan.policy {
-                    case .fail:
-                        throw StoreError.conflict("a document with _id \(JSON.string(id)) already exists in \(plan.collection) (use ON ID CONFLICT DO UPDATE, DO UPDATE_LOCAL_DIFF or DO NOTHING)")
-                    case .doNothing:
-                        continue
-                    case .doUpdate:
-                        _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
-                        changed = true  // every supplied field is a new write, even with equal values
-                    case .doUpdateLocalDiff:
-                        changed = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .updateLocalDiff, types: types, replica: &r) } || changed
-                    }
-                } else if plan.initial {
-                    changed = try store.replica.withLock { r throws(CRDTError) in try doc.insertInitial(fields, types: types, replica: &r) } || changed
-                } else {
-                    _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
-                    changed = true
-                }
-            }
-            let delta = doc.delta(since: before)
-            if delta.isEmpty { continue }
-            writes.append(PendingWrite(key: DocumentKey(collection: plan.collection, id: id), document: doc, delta: delta))
-            if changed { mutated.append(id) }
+        let merge = InsertMerge(store: store, plan: plan, types: types, existing: existing, fieldsByID: fieldsByID)
+        if plan.policy == .fail && !plan.initial, let id = supplied.first(where: { existing[$0]?.exists == true }) {
+            // Found before anything is written (a streamed INSERT would otherwise fail midway).
+            throw StoreError.conflict("a document with _id \(JSON.string(id)) already exists in \(plan.collection) (use ON ID CONFLICT DO UPDATE, DO UPDATE_LOCAL_DIFF or DO NOTHING)")
         }
-        try await write(writes, kind: "upsert")
+        var mutated: [Value] = []
+        if order.count <= InsertMerge.chunk {
+            let part = try merge.apply(order[...])
+            try await write(part.writes, kind: "upsert")
+            mutated = part.mutated
+        } else {
+            try await streamInsert(merge, order, mutated: &mutated)
+        }
         return ExecuteResult(transactionID: 0, queryType: "insert", mutatedDocumentIDs: mutated, warnings: plan.warnings)
     }
 

@@ -12,11 +12,18 @@ extension DocumentStore {
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
             for job in jobs {
+                let logged = tx.changes.count
                 do {
                     results.append(.success(try await tx.run(job)))
                 } catch let e as PostgresError {
                     throw e  // the transaction is aborted: the batcher reruns statements one by one
                 } catch {
+                    // A statement that failed after it had written something (a streamed bulk
+                    // INSERT, a sync upload spanning collections) must not commit half: roll the
+                    // transaction back; the batcher then reruns every statement alone.
+                    if tx.changes.count != logged {
+                        throw jobs.count == 1 ? StoreError.from(error) : StatementFailedAfterWriting(error: StoreError.from(error))
+                    }
                     results.append(.failure(StoreError.from(error)))
                 }
             }
@@ -26,6 +33,12 @@ extension DocumentStore {
         knownCollections.withLock { $0.formUnion(registered) }
         return (results, txn)
     }
+}
+
+/// A statement of a group-committed batch failed after it had written part of its changes: the
+/// batch's transaction rolls back and `WriteBatcher` reruns each statement in its own.
+struct StatementFailedAfterWriting: Error {
+    var error: StoreError
 }
 
 /// The state of one write transaction: the session, the strict-mode setting, and the changes to
@@ -60,6 +73,9 @@ struct WriteTransaction {
     var lockedDocuments: [DocumentKey: Document] = [:]
     var knownAbsent: Set<DocumentKey> = []
     static let lockCacheLimit = 4096
+    /// Ids per `SELECT … FOR UPDATE` (one round trip each; a bulk INSERT of 100,000 given ids
+    /// spends 10, and the array bind stays a few hundred KB).
+    static let lockChunk = 10_000
     /// Documents this transaction looked up under lock and found without a row (or evicted), and
     /// has not written since. Not a cache: `write` creates exactly these with a plain INSERT, so a
     /// concurrent creator of the same `_id` makes this transaction fail (23505 on documents_pkey)
@@ -67,10 +83,25 @@ struct WriteTransaction {
     var absentRows: Set<DocumentKey> = []
 
     /// A document after a statement changed it, ready to be written.
-    struct PendingWrite {
+    struct PendingWrite: Sendable {
         var key: DocumentKey
         var document: Document
         var delta: Delta
+        /// The columns and change-log delta, when already encoded (off the writing task: `InsertMerge`).
+        var encoded: EncodedWrite? = nil
+    }
+
+    /// What `write` sends for one document.
+    struct EncodedWrite: Sendable {
+        var value: PostgresJSON?
+        var state: PostgresBytea
+        var delta: [UInt8]
+
+        init(_ document: Document, _ delta: Delta) {
+            value = document.materialize().map { PostgresJSON(JSON.string($0)) }
+            state = PostgresBytea(document.encode())
+            self.delta = delta.encode()
+        }
     }
 
     init(store: DocumentStore, db: PostgresPipelinedTransaction, strictMode: Bool) {
@@ -99,9 +130,10 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log, notifies listeners and COMMITs — one statement plus COMMIT, sent in one round trip
-    /// with every write still held. With no change, returns the current number. Returns only after
-    /// COMMIT succeeded.
+    /// change log, notifies listeners and COMMITs — one statement plus COMMIT (more than 1000
+    /// changes: the further change-log chunks and a read-back of the number too), sent in one
+    /// round trip with every write still held. With no change, returns the current number.
+    /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
             return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
@@ -122,23 +154,46 @@ struct WriteTransaction {
             guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
             return try row.decode(0, as: Int64.self)
         }
-        let txn = try await db.query(counter)
-        for chunk in stride(from: Self.changeLogChunk, to: changes.count, by: Self.changeLogChunk) {
-            let a = changeLogArrays(chunk)
-            var rest: PostgresQuery = """
-                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-                SELECT (SELECT n FROM bigpeer_txn), (\(Int64(chunk)) + ord - 1)::int, c, i, k, d, o
-                FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-                """
-            rest.prepared = true
-            try await db.enqueue(rest)
+        // The binds are built before the counter statement is sent (up to `prebuiltChangeLogBytes`,
+        // so a huge INSERT does not hold its change log twice in memory), so the counter row —
+        // which serializes the commits of every instance — stays locked while PostgreSQL inserts,
+        // not while we encode. The counter, the later chunks, a read-back of the number and COMMIT
+        // go out in one pipeline (split only by `flushThreshold`).
+        var prebuilt: [PostgresQuery] = []
+        var prebuiltBytes = 0
+        var next = Self.changeLogChunk
+        while next < changes.count && prebuiltBytes < Self.prebuiltChangeLogBytes {
+            let insert = changeLogInsert(next)
+            prebuiltBytes += insert.binds.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
+            prebuilt.append(insert)
+            next += Self.changeLogChunk
         }
-        try await db.commit()
-        guard let row = txn.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        try await db.enqueue(counter)
+        for insert in prebuilt { try await db.enqueue(insert) }
+        prebuilt = []
+        for chunk in stride(from: next, to: changes.count, by: Self.changeLogChunk) {
+            try await db.enqueue(changeLogInsert(chunk))
+        }
+        var readBack: PostgresQuery = "SELECT n FROM bigpeer_txn"
+        readBack.prepared = true
+        guard let row = try await db.commit(after: readBack)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
     }
 
     static let changeLogChunk = 1000
+    static let prebuiltChangeLogBytes = 8 << 20
+
+    /// Change-log rows `start ..< start + changeLogChunk`, numbered with the transaction's number.
+    func changeLogInsert(_ start: Int) -> PostgresQuery {
+        let a = changeLogArrays(start)
+        var insert: PostgresQuery = """
+            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+            SELECT (SELECT n FROM bigpeer_txn), (\(Int64(start)) + ord - 1)::int, c, i, k, d, o
+            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+            """
+        insert.prepared = true
+        return insert
+    }
 
     /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
     struct ChangeLogArrays {
@@ -168,8 +223,8 @@ struct WriteTransaction {
             let key = DocumentKey(collection: collection, id: id)
             if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
         }
-        for chunk in stride(from: 0, to: missing.count, by: 1000) {
-            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + 1000, missing.count)].map { PostgresJSON(JSON.string($0)) })
+        for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
+            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
             var lock: PostgresQuery = """
                 SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
                 ORDER BY id FOR UPDATE
@@ -242,7 +297,8 @@ struct WriteTransaction {
     /// deltas for the change log. Documents found absent under lock (`absentRows`) are created with
     /// a plain INSERT, never an upsert: if another transaction created the same `_id` since we
     /// looked, the INSERT waits for it and fails with 23505 when it commits, rather than
-    /// overwriting its acknowledged write. Rows we hold locked (and freshly generated ids) are upserted.
+    /// overwriting its acknowledged write. Freshly generated ids are created the same way; rows
+    /// we hold locked are upserted.
     mutating func write(_ writes: [PendingWrite], kind: String) async throws {
         guard let collection = writes.first?.key.collection else { return }
         try await registerCollection(collection)
@@ -275,7 +331,7 @@ struct WriteTransaction {
             try await db.enqueue(upsert)
         }
         for w in writes {
-            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.delta.encode(), origin: currentOrigin))
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.encoded?.delta ?? w.delta.encode(), origin: currentOrigin))
             remember(w.key, w.document)
         }
     }
@@ -292,8 +348,13 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
-            states.append(PostgresBytea(w.document.encode()))
+            if let e = w.encoded {
+                values.append(e.value)
+                states.append(e.state)
+            } else {
+                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
+                states.append(PostgresBytea(w.document.encode()))
+            }
             deleted.append(!w.document.exists)
         }
         return RowArrays(ids: PostgresArray(ids), values: PostgresArray(values), states: PostgresArray(states), deleted: PostgresArray(deleted))

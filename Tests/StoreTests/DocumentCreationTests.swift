@@ -91,4 +91,76 @@ import Values
             #expect(lost.isEmpty, "acknowledged fields lost: \(lost.prefix(20))")
         }
     }
+
+    /// A bulk INSERT is written in chunks while later chunks are still being merged; one that
+    /// fails midway (here the same new `_id` twice under the default ON ID CONFLICT FAIL, found
+    /// only when the second copy is merged) must leave nothing behind, and statements
+    /// group-committed with it must still succeed.
+    @Test func bulkInsertFailingAfterItsFirstChunk_writesNothing_andSparesItsBatch() async throws {
+        try await withStore { store, _ in
+            var placeholders: [String] = []
+            var arguments: [String: Value] = [:]
+            for i in 0..<2500 {
+                placeholders.append("(:d\(i))")
+                arguments["d\(i)"] = ["_id": .string(i == 2200 ? "doc-2100" : "doc-\(i)"), "n": .int(Int64(i))]
+            }
+            let bulk = "INSERT INTO half DOCUMENTS \(placeholders.joined(separator: ", "))"
+            let failure = await #expect(throws: StoreError.self) { _ = try await store.execute(bulk, arguments: arguments) }
+            if case .conflict? = failure {} else { Issue.record("expected a conflict, got \(String(describing: failure))") }
+            #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'half'") == 0)
+            #expect(try await Self.count(store, "SELECT count(*) FROM change_log WHERE collection = 'half'") == 0)
+
+            let bulkArguments = arguments
+            let outcomes = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask { (try? await store.execute(bulk, arguments: bulkArguments)) != nil }
+                for i in 0..<20 {
+                    group.addTask {
+                        _ = try await store.execute("INSERT INTO half DOCUMENTS (:d)", arguments: ["d": ["_id": .string("small-\(i)")]])
+                        return true
+                    }
+                }
+                var succeeded = 0
+                for try await ok in group where ok { succeeded += 1 }
+                return succeeded
+            }
+            #expect(outcomes == 20)
+            #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'half'") == 20)
+        }
+    }
+
+    /// A change log larger than what `finish` encodes before locking the counter (8 MiB): the
+    /// rest is encoded after, and every row still carries the one transaction number, in order.
+    @Test func changeLogBeyondThePrebuiltPart_isCompleteAndInOrder() async throws {
+        try await withStore { store, _ in
+            let pad = Value.string(String(repeating: "p", count: 1200))
+            var placeholders: [String] = []
+            var arguments: [String: Value] = [:]
+            for i in 0..<9000 {
+                placeholders.append("(:d\(i))")
+                arguments["d\(i)"] = ["_id": .string("doc-\(i)"), "pad": pad]
+            }
+            let result = try await store.execute("INSERT INTO big DOCUMENTS \(placeholders.joined(separator: ", "))", arguments: arguments)
+            #expect(result.mutatedDocumentIDs.count == 9000)
+            #expect(try await Self.count(store, "SELECT sum(octet_length(delta)) FROM change_log WHERE collection = 'big'") > 9 << 20)
+            #expect(try await Self.count(store, """
+                SELECT count(*) FROM change_log WHERE txn = \(result.transactionID) AND collection = 'big' AND delta IS NOT NULL
+                """) == 9000)
+            #expect(try await Self.count(store, "SELECT max(seq) - min(seq) + 1 FROM change_log WHERE txn = \(result.transactionID)") == 9000)
+            #expect(try await Self.count(store, "SELECT n FROM bigpeer_txn") == result.transactionID)
+        }
+    }
+
+    /// Only a unique violation on documents' primary key reruns a write transaction.
+    @Test func onlyAUniqueViolationOnTheDocumentsKeyIsAConcurrentCreation() {
+        func error(_ state: String, _ constraint: String?) -> PostgresError {
+            var e = PostgresServerError(sqlState: state, message: "m")
+            e.constraint = constraint
+            return .server(e)
+        }
+        #expect(error("23505", "documents_pkey").isConcurrentDocumentCreation)
+        #expect(!error("23505", "bigpeer_collections_pkey").isConcurrentDocumentCreation)
+        #expect(!error("23505", nil).isConcurrentDocumentCreation)
+        #expect(!error("40001", "documents_pkey").isConcurrentDocumentCreation)
+        #expect(!PostgresError.shutDown.isConcurrentDocumentCreation)
+    }
 }
