@@ -5,7 +5,7 @@
 # own ports; each row is measured on each server in turn (interleaved), so machine load drifts
 # across servers as little as possible.
 #
-#   Benchmarks/ws.sh                 # SECS=5 ROUNDS=1 IDLE_CONNS=2000
+#   Benchmarks/ws.sh                 # SECS=5 ROUNDS=1 IDLE_CONNS=2000 [BIGPEER_BIN=path: skip its build]
 #
 # Client: Benchmarks/WSLoad (`ws-load`: our client adapter on one epoll loop, two for deflate), one
 # message in flight per connection, every echo checked.
@@ -26,10 +26,10 @@ cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done;
 trap cleanup EXIT
 
 echo "building (release) ..." >&2
-swift build -c release --product bigpeer --scratch-path .build-ws-rel >/dev/null
+[ -n "${BIGPEER_BIN:-}" ] || swift build -c release --product bigpeer --scratch-path .build-ws-rel >/dev/null
 (cd Benchmarks/WSLoad && swift build -c release --scratch-path .build-wsload >/dev/null)
 (cd Benchmarks/peers/HummingbirdWSEcho && swift build -c release --scratch-path .build-hbws >/dev/null)
-BIGPEER=.build-ws-rel/release/bigpeer
+BIGPEER=${BIGPEER_BIN:-.build-ws-rel/release/bigpeer}
 LOAD=Benchmarks/WSLoad/.build-wsload/release/ws-load
 HB=Benchmarks/peers/HummingbirdWSEcho/.build-hbws/release/HummingbirdWSEcho
 VENV=${WS_VENV:-/tmp/ws-venv}
