@@ -57,6 +57,9 @@ public final class PostgresPool: Sendable {
     /// A loop of this pool's group, for work that should run beside its sessions (a task with this
     /// executor preference never waits for Swift's shared cooperative threads).
     public var preferredLoop: EventLoop { group.next() }
+    /// The caller's own loop when it runs on one of this pool's loops (then sessions owned by that
+    /// loop serve it with no thread hop), else any of them.
+    public var callersLoop: EventLoop { group.loops.first(where: { $0.inEventLoop }) ?? group.next() }
 
     /// Callers waiting for a session right now.
     public var waitingCount: Int { state.withLock { $0.waiters.count } }

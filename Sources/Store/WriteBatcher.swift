@@ -46,7 +46,14 @@ final class WriteBatcher: Sendable {
                 s.running = true
                 return true
             }
-            if start { Task { await self.drain(store) } }
+            // The drain runs on the submitter's event loop (an HTTP handler's or sync session's):
+            // a plain `Task` would run on the global pool, and every database round trip of the
+            // transaction would then resume there — two thread switches each — instead of on the
+            // loop that owns the session.
+            if start {
+                let loop = store.pool.callersLoop
+                Task(executorPreference: loop) { await self.drain(store) }
+            }
         }
     }
 
