@@ -137,24 +137,32 @@ import Testing
 
     /// Latency is a capability check, not a timing race: one of up to twenty deliveries must take
     /// under 100 ms (a loaded CI machine may delay any single one; a design that polls would miss all).
+    /// The consumer runs on the listener's event loop, as a latency-sensitive consumer would: on
+    /// Swift's shared pool (two threads here) it would measure how busy the rest of the test suite
+    /// keeps that pool, not the delivery.
     @Test func notifyReachesAListenerWithin100ms() async throws {
         try await TestDatabase.run { db in
-            let listener = try await PostgresListener(db.configuration, channels: ["changes"], loop: TestLoops.group.next())
-            let pool = db.makePool()
-            var it = listener.events.makeAsyncIterator()
-            var best = Duration.seconds(60)
-            for i in 0..<20 where best >= .milliseconds(100) {
-                let start = ContinuousClock.now
-                _ = try await pool.query("SELECT pg_notify('changes', \("hello \(i)"))")
-                let event = await it.next()
-                best = min(best, ContinuousClock.now - start)
-                guard case .notification(let n) = event else { Issue.record("no notification"); return }
-                #expect(n.channel == "changes")
-                #expect(n.payload == "hello \(i)")
-            }
-            #expect(best < .milliseconds(100))
-            await listener.stop()
+            let loop = TestLoops.group.next()
+            try await withTaskExecutorPreference(loop) { try await Self.measureNotify(db, loop: loop) }
         }
+    }
+
+    static func measureNotify(_ db: TestDatabase, loop: EventLoop) async throws {
+        let listener = try await PostgresListener(db.configuration, channels: ["changes"], loop: loop)
+        let pool = db.makePool()
+        var it = listener.events.makeAsyncIterator()
+        var best = Duration.seconds(60)
+        for i in 0..<20 where best >= .milliseconds(100) {
+            let start = ContinuousClock.now
+            _ = try await pool.query("SELECT pg_notify('changes', \("hello \(i)"))")
+            let event = await it.next()
+            best = min(best, ContinuousClock.now - start)
+            guard case .notification(let n) = event else { Issue.record("no notification"); return }
+            #expect(n.channel == "changes")
+            #expect(n.payload == "hello \(i)")
+        }
+        #expect(best < .milliseconds(100))
+        await listener.stop()
     }
 }
 
