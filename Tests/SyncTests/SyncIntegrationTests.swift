@@ -132,11 +132,14 @@ import Values
             for i in 0..<60 {
                 last = try await store.execute("UPDATE cars SET blob = :b WHERE _id = 'car-1'", arguments: ["b": .string(blob + String(i))]).transactionID
             }
-            // Let the session run until it stops for lack of credit.
-            try await Task.sleep(for: .milliseconds(500))
+            // Let the session run until it stops for lack of credit (waiting for that state, not a
+            // fixed time: a busy CI machine may take longer than any fixed pause), then a little
+            // longer to see that it stays stopped.
+            guard let conn = await peer.connection else { return }
+            for _ in 0..<1000 where conn.inspect({ $0.credit }) > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await Task.sleep(for: .milliseconds(300))
             let bytes = await peer.receivedDataBytes
             #expect(bytes <= 65536 + 8000, "at most the window plus one message went out")
-            guard let conn = await peer.connection else { return }
             let (credit, cursor, outstanding) = conn.inspect { ($0.credit, $0.cursor ?? 0, $0.outstanding) }
             #expect(credit <= 0)
             #expect(cursor < last, "the session stopped at its cursor")
