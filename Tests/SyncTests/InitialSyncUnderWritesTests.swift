@@ -5,12 +5,12 @@ import Values
 @testable import Sync
 @testable import SyncProtocol
 
-/// Initial sync with pages read ahead, on a real PostgreSQL, while a writer inserts (before and
-/// after the page being read), updates and deletes documents of the collection.
-@Suite struct PipelinedInitialSyncTests {
+/// Initial sync page by page, on a real PostgreSQL, while a writer inserts (before and after the
+/// page being read), updates and deletes documents of the collection.
+@Suite struct InitialSyncUnderWritesTests {
     static func id(_ n: Int) -> String { "d" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n) }
 
-    @Test func pagesReadAhead_underAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
+    @Test func pagesUnderAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
         try await withSyncServer { store, feed in
             // 240 documents d0000, d0010, ..., d2390; the writer adds d…5 between them.
             for batch in 0..<4 {
@@ -56,10 +56,6 @@ import Values
                 let mine = await peer.value(DocumentRef(collection: "bench", id: .string(s)))
                 #expect(mine == expected[s], "\(s)")
             }
-            guard let conn = await peer.connection else { Issue.record("no connection"); return }
-            let (ahead, reads) = conn.inspect { ($0.pagesReadAhead, $0.pageReads.count) }
-            #expect(ahead > 10, "pages were read ahead")
-            #expect(reads == 0)
             await peer.disconnect()
         }
     }
