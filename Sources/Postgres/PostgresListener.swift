@@ -77,15 +77,19 @@ public final class PostgresListener: Sendable {
         }
     }
 
+    /// Waits `reconnectDelay` before the first attempt too: a session that just broke usually
+    /// means a server that is restarting, and the wait is what the delay promises (nothing is
+    /// lost meanwhile: consumers catch up from their durable log on `.reconnected`).
     private func reconnectLoop() async {
         var delay = reconnectDelay
         while !state.withLock({ $0.stopped }) {
+            try? await Task.sleep(for: delay)
+            if state.withLock({ $0.stopped }) { return }
             do {
                 try await establish()
                 continuation.yield(.reconnected)
                 return
             } catch {
-                try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }
         }
