@@ -1,5 +1,4 @@
 import Synchronization
-import Values
 
 /// Recently read documents, by collection and string `_id`, so a point read
 /// (`SELECT * FROM c WHERE _id = :id`) can be answered without a PostgreSQL round trip.
@@ -34,8 +33,9 @@ import Values
 /// calls once its change feed is running; a store without a feed (tools, tests of the store
 /// alone) never caches.
 ///
-/// Memory: entries (a document's JSON text) are charged their size plus bookkeeping and evicted in CLOCK order (second chance for
-/// entries hit since the hand last passed) once `capacityBytes` is exceeded.
+/// Memory: entries (a document's JSON text) are charged their size plus bookkeeping, and evicted
+/// in CLOCK order (second chance for entries hit since the hand last passed) once
+/// `capacityBytes` is exceeded.
 ///
 /// Thread-safety: all state is behind one `Mutex`; every operation is O(1) amortized and
 /// allocation-light, so contention between the event loops stays short.

@@ -28,8 +28,8 @@ extension DocumentStore {
     }
 
     /// The answer to a point read from `readCache`, or nil to read PostgreSQL.
-    func cachedPointRead(_ s: SelectStatement, context: EvaluationContext, minimumTransaction: Int64?) -> ExecuteResult? {
-        guard let key = Self.pointReadKey(s, arguments: context.arguments),
+    func cachedPointRead(_ s: SelectStatement, arguments: [String: Value], minimumTransaction: Int64?) -> ExecuteResult? {
+        guard let key = Self.pointReadKey(s, arguments: arguments),
               let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
         // Only objects are cached, which `SELECT *` passes through the memory stage unchanged.
         return ExecuteResult(transactionID: hit.transactionID, queryType: "select", itemsJSON: [hit.json])

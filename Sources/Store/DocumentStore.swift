@@ -82,8 +82,7 @@ public final class DocumentStore: Sendable {
         do {
             let now = Int64(Replica.systemMillis())
             if case .select(let s) = statement,
-               let hit = cachedPointRead(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now),
-                                             minimumTransaction: minimumTransaction) {
+               let hit = cachedPointRead(s, arguments: arguments, minimumTransaction: minimumTransaction) {
                 return hit
             }
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
