@@ -91,16 +91,24 @@ struct WriteTransaction {
         var encoded: EncodedWrite? = nil
     }
 
-    /// What `write` sends for one document.
+    /// What `write` sends for one document, encoded off the writing task (`InsertMerge`): for a
+    /// document the statement creates, its COPY tuple (`DocumentCopy`; a creation logs no delta);
+    /// otherwise its columns and change-log delta. Whatever is missing, `write` encodes itself.
     struct EncodedWrite: Sendable {
-        var value: PostgresJSON?
-        var state: PostgresBytea
-        var delta: [UInt8]
+        var copyTuple: [UInt8]? = nil
+        var value: PostgresJSON? = nil
+        var state: PostgresBytea? = nil
+        var delta: [UInt8]? = nil
 
-        init(_ document: Document, _ delta: Delta) {
+        /// The columns, and the delta unless `delta` is nil (a creation logs none).
+        init(_ document: Document, _ delta: Delta?) {
             value = document.materialize().map { PostgresJSON(JSON.string($0)) }
             state = PostgresBytea(document.encode())
-            self.delta = delta.encode()
+            self.delta = delta?.encode()
+        }
+
+        init(creating document: Document, key: DocumentKey) {
+            copyTuple = DocumentCopy.tuple(collection: key.collection, id: key.id, document: document)
         }
     }
 
@@ -303,8 +311,28 @@ struct WriteTransaction {
         guard let collection = writes.first?.key.collection else { return }
         try await registerCollection(collection)
         var created: [PendingWrite] = [], updated: [PendingWrite] = []
+        var creates: [Bool] = []
+        creates.reserveCapacity(writes.count)
         for w in writes {
-            if absentRows.remove(w.key) != nil { created.append(w) } else { updated.append(w) }
+            let creating = absentRows.remove(w.key) != nil
+            creates.append(creating)
+            if creating { created.append(w) } else { updated.append(w) }
+        }
+        // Many creations (or a bulk INSERT's, already encoded for it) go by COPY; tombstones and
+        // a few creations by a plain INSERT. Either fails with 23505 if someone else created one.
+        if created.count >= DocumentCopy.minimumRows || created.contains(where: { $0.encoded?.copyTuple != nil }) {
+            var tuples: [[UInt8]] = []
+            var inserted: [PendingWrite] = []
+            tuples.reserveCapacity(created.count)
+            for w in created {
+                if let t = w.encoded?.copyTuple ?? DocumentCopy.tuple(collection: collection, id: w.key.id, document: w.document) {
+                    tuples.append(t)
+                } else {
+                    inserted.append(w)
+                }
+            }
+            created = inserted
+            try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: DocumentCopy.payload(tuples))
         }
         for chunk in stride(from: 0, to: created.count, by: 500) {
             let a = Self.rowArrays(created[chunk..<min(chunk + 500, created.count)])
@@ -330,8 +358,15 @@ struct WriteTransaction {
             upsert.prepared = true
             try await db.enqueue(upsert)
         }
-        for w in writes {
-            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.encoded?.delta ?? w.delta.encode(), origin: currentOrigin))
+        changes.reserveCapacity(changes.count + writes.count)
+        for (w, creating) in zip(writes, creates) {
+            // A live document created by a server-side write logs no delta: its delta is its whole
+            // state, which `documents.state` holds from now on (docs/STORAGE.md, migrations/0006).
+            // Sync uploads keep theirs: the live fan-out compares it with the state to spot a
+            // peer's own upload.
+            let delta = creating && kind == "upsert" && currentOrigin == nil && w.document.exists
+                ? nil : (w.encoded?.delta ?? w.delta.encode())
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: delta, origin: currentOrigin))
             remember(w.key, w.document)
         }
     }
@@ -348,9 +383,9 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            if let e = w.encoded {
+            if let e = w.encoded, let state = e.state {
                 values.append(e.value)
-                states.append(e.state)
+                states.append(state)
             } else {
                 values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
                 states.append(PostgresBytea(w.document.encode()))
