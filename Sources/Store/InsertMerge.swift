@@ -51,11 +51,13 @@ struct InsertMerge: Sendable {
                     changed = true
                 }
             }
-            let delta = doc.delta(since: before)
-            if delta.isEmpty { continue }
+            // Not found under lock: `write` creates it and logs no delta for it, so none is
+            // computed (a new event always advances the version vector: unchanged means empty).
+            let creating = existing[id] == nil && doc.exists
+            let delta = creating ? nil : doc.delta(since: before)
+            if delta?.isEmpty ?? (doc.versionVector == before) { continue }
             let key = DocumentKey(collection: plan.collection, id: id)
-            // Not found under lock: `write` creates it (and logs no delta for it).
-            let encoded = existing[id] != nil ? WriteTransaction.EncodedWrite(doc, delta)
+            let encoded = !creating ? WriteTransaction.EncodedWrite(doc, delta)
                 : copyCreations ? WriteTransaction.EncodedWrite(creating: doc, key: key) : WriteTransaction.EncodedWrite(doc, nil)
             writes.append(WriteTransaction.PendingWrite(key: key, document: doc, delta: delta, encoded: encoded))
             if changed { mutated.append(id) }

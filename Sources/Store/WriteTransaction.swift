@@ -86,7 +86,8 @@ struct WriteTransaction {
     struct PendingWrite: Sendable {
         var key: DocumentKey
         var document: Document
-        var delta: Delta
+        /// nil for a creation that did not compute it (`InsertMerge`): it is `document`'s whole state.
+        var delta: Delta?
         /// The columns and change-log delta, when already encoded (off the writing task: `InsertMerge`).
         var encoded: EncodedWrite? = nil
     }
@@ -138,17 +139,17 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log, notifies listeners and COMMITs — one statement plus COMMIT (more than 1000
-    /// changes: the further change-log chunks and a read-back of the number too), sent in one
-    /// round trip with every write still held. With no change, returns the current number.
+    /// change log, notifies listeners and COMMITs — one statement plus COMMIT, sent in one round
+    /// trip with every write still held (more than 1000 changes: `finishByCopy`). With no change,
+    /// returns the current number.
     /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
             return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
         }
+        if changes.count > Self.changeLogChunk { return try await finishByCopy() }
         // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
-        // argument in docs/STORAGE.md); the first 1000 change-log rows and pg_notify ride in the
-        // same statement, later chunks read the new number back with a subselect.
+        // argument in docs/STORAGE.md); the change-log rows and pg_notify ride in the same statement.
         let first = changeLogArrays(0)
         var counter: PostgresQuery = """
             WITH t AS (UPDATE bigpeer_txn SET n = n + 1 RETURNING n),
@@ -158,50 +159,12 @@ struct WriteTransaction {
             SELECT n, pg_notify('bigpeer_changes', n::text) FROM t
             """
         counter.prepared = true
-        if changes.count <= Self.changeLogChunk {
-            guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
-            return try row.decode(0, as: Int64.self)
-        }
-        // The binds are built before the counter statement is sent (up to `prebuiltChangeLogBytes`,
-        // so a huge INSERT does not hold its change log twice in memory), so the counter row —
-        // which serializes the commits of every instance — stays locked while PostgreSQL inserts,
-        // not while we encode. The counter, the later chunks, a read-back of the number and COMMIT
-        // go out in one pipeline (split only by `flushThreshold`).
-        var prebuilt: [PostgresQuery] = []
-        var prebuiltBytes = 0
-        var next = Self.changeLogChunk
-        while next < changes.count && prebuiltBytes < Self.prebuiltChangeLogBytes {
-            let insert = changeLogInsert(next)
-            prebuiltBytes += insert.binds.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
-            prebuilt.append(insert)
-            next += Self.changeLogChunk
-        }
-        try await db.enqueue(counter)
-        for insert in prebuilt { try await db.enqueue(insert) }
-        prebuilt = []
-        for chunk in stride(from: next, to: changes.count, by: Self.changeLogChunk) {
-            try await db.enqueue(changeLogInsert(chunk))
-        }
-        var readBack: PostgresQuery = "SELECT n FROM bigpeer_txn"
-        readBack.prepared = true
-        guard let row = try await db.commit(after: readBack)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
     }
 
     static let changeLogChunk = 1000
     static let prebuiltChangeLogBytes = 8 << 20
-
-    /// Change-log rows `start ..< start + changeLogChunk`, numbered with the transaction's number.
-    func changeLogInsert(_ start: Int) -> PostgresQuery {
-        let a = changeLogArrays(start)
-        var insert: PostgresQuery = """
-            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-            SELECT (SELECT n FROM bigpeer_txn), (\(Int64(start)) + ord - 1)::int, c, i, k, d, o
-            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-            """
-        insert.prepared = true
-        return insert
-    }
 
     /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
     struct ChangeLogArrays {
@@ -247,6 +210,7 @@ struct WriteTransaction {
                 }
             }
         }
+        absentRows.reserveCapacity(absentRows.count + missing.count - out.count)
         for id in missing {
             let key = DocumentKey(collection: collection, id: id)
             if out[id] == nil { absentRows.insert(key) } else { absentRows.remove(key) }
@@ -359,15 +323,22 @@ struct WriteTransaction {
             try await db.enqueue(upsert)
         }
         changes.reserveCapacity(changes.count + writes.count)
+        // Many documents would only churn the lock cache (it is emptied every `lockCacheLimit`
+        // entries anyway): drop it instead, which is always correct for a cache.
+        let rememberWrites = writes.count < Self.lockCacheLimit / 16
+        if !rememberWrites {
+            lockedDocuments = [:]
+            knownAbsent = []
+        }
         for (w, creating) in zip(writes, creates) {
             // A live document created by a server-side write logs no delta: its delta is its whole
             // state, which `documents.state` holds from now on (docs/STORAGE.md, migrations/0006).
             // Sync uploads keep theirs: the live fan-out compares it with the state to spot a
             // peer's own upload.
             let delta = creating && kind == "upsert" && currentOrigin == nil && w.document.exists
-                ? nil : (w.encoded?.delta ?? w.delta.encode())
+                ? nil : (w.encoded?.delta ?? (w.delta ?? w.document.delta(since: VersionVector())).encode())
             changes.append(ChangeRecord(key: w.key, kind: kind, delta: delta, origin: currentOrigin))
-            remember(w.key, w.document)
+            if rememberWrites { remember(w.key, w.document) }
         }
     }
 

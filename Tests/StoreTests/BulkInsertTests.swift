@@ -172,4 +172,41 @@ import Values
         #expect(Array(payload.suffix(2)) == [0xFF, 0xFF])
         #expect(payload.count == 19 + tuple.count + 2)
     }
+
+    /// `ChangeLogCopy` rows as PostgreSQL reads them back: every column, NULLs, the patched
+    /// transaction number, and pieces that split where `pieceBytes` says.
+    @Test func changeLogCopyRoundTripsThroughPostgreSQL() async throws {
+        try await withStore { store, _ in
+            let changes = (0..<2500).map { i in
+                WriteTransaction.ChangeRecord(
+                    key: DocumentKey(collection: i % 2 == 0 ? "cars" : "ünïcode", id: i % 7 == 0 ? ["vin": .int(Int64(i))] : .string("c\(i)")),
+                    kind: ["upsert", "delete", "evict"][i % 3], delta: i % 3 == 2 ? nil : Array(repeating: UInt8(i % 251), count: (i * 37) % 9000),
+                    origin: i % 4 == 0 ? Int64(-i) : nil)
+            }
+            var pieces: [ChangeLogCopy] = []
+            var next = 0
+            while next < changes.count {
+                var piece = ChangeLogCopy(changes, from: next)
+                #expect(piece.end > next)
+                next = piece.end
+                piece.setTransaction(0x0102_0304_0506_0708)
+                pieces.append(piece)
+            }
+            #expect(pieces.count > 1)
+            try await store.pool.withConnection { conn in
+                for piece in pieces { _ = try await conn.copyIn(PostgresQuery(unsafeSQL: ChangeLogCopy.statement), data: piece.payload) }
+            }
+            let rows = try await store.pool.query("SELECT txn, seq, collection, id, kind, delta, origin FROM change_log ORDER BY seq")
+            #expect(rows.count == changes.count)
+            for (row, (i, c)) in zip(rows, changes.enumerated()) {
+                #expect(try row.decode(0, as: Int64.self) == 0x0102_0304_0506_0708)
+                #expect(try row.decode(1, as: Int32.self) == Int32(i))
+                #expect(try row.decode(2, as: String.self) == c.key.collection)
+                #expect(try DocumentStore.decodeJSON(row, column: 3) == c.key.id)
+                #expect(try row.decode(4, as: String.self) == c.kind)
+                #expect((row.isNull(5) ? nil : try ByteaHex.decode(row, column: 5)) == c.delta)
+                #expect((row.isNull(6) ? nil : try row.decode(6, as: Int64.self)) == c.origin)
+            }
+        }
+    }
 }
