@@ -190,9 +190,13 @@ struct WriteTransaction {
     mutating func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
         var out: [Value: Document] = [:]
         var missing: [Value] = []
-        for id in ids {
-            let key = DocumentKey(collection: collection, id: id)
-            if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+        if lockedDocuments.isEmpty && knownAbsent.isEmpty {
+            missing = ids  // nothing cached (always so for a statement's first lookup)
+        } else {
+            for id in ids {
+                let key = DocumentKey(collection: collection, id: id)
+                if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+            }
         }
         for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
             let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
@@ -210,7 +214,7 @@ struct WriteTransaction {
                 }
             }
         }
-        absentRows.reserveCapacity(absentRows.count + missing.count - out.count)
+        absentRows.reserveCapacity(absentRows.count + missing.count)
         for id in missing {
             let key = DocumentKey(collection: collection, id: id)
             if out[id] == nil { absentRows.insert(key) } else { absentRows.remove(key) }
