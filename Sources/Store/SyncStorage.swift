@@ -62,6 +62,15 @@ extension DocumentStore {
     /// `nextAfter` is where the next page starts; `txn` is the snapshot the page was read at.
     public func syncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> (rows: [StoredDocument], nextAfter: Value?, txn: Int64, isLast: Bool) {
+        let read = try await readSyncPage(statement, arguments: arguments, after: after, limit: limit, maxBytes: maxBytes)
+        return (try read.documents(), read.nextAfter, read.txn, read.isLast)
+    }
+
+    /// The database half of `syncPage`: runs the query and reads only where the page ends. The
+    /// states are decoded afterwards (`SyncPageRead.documents()`), so a caller can start reading
+    /// the next page while it decodes and sends this one.
+    public func readSyncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
+        async throws(StoreError) -> SyncPageRead {
         do {
             let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode())
             let plan = try planner.plan(statement, context: context)
@@ -94,27 +103,23 @@ extension DocumentStore {
             query.prepared = true
             let result = try await pool.query(query)
             let txn = try result[0].decode(0, as: Int64.self)
-            var rows: [StoredDocument] = []
-            var last: Value? = nil
+            // Rows of the page: all but a lone NULL row (no document after `after`).
+            let fetched = result.count == 1 && result[0].isNull(1) ? 0 : result.count
+            var last: Value? = after
             var total: Int64 = 0
-            var fetched = 0
-            for row in result where !row.isNull(1) {
-                fetched += 1
+            var stateBytes = 0
+            if fetched > 0 {
+                let row = result[fetched - 1]
+                last = try Self.decodeJSON(row, column: 1)
                 total = try row.decode(4, as: Int64.self)
-                let id = try Self.decodeJSON(row, column: 1)
-                last = id
-                // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
-                // subscription (the usual case) costs no JSON parse per row.
-                var value: Value? = nil
-                if plan.residual != nil {
-                    let v = try Self.decodeJSON(row, column: 3)
-                    guard try plan.memoryQuery.matches(v) else { continue }
-                    value = v
+                for i in 0..<fetched {
+                    stateBytes += result[i].withRawValue(2) { raw in raw.map { max(0, $0.count - 2) / 2 } ?? 0 }
                 }
-                rows.append(StoredDocument(collection: statement.from.name, id: id, state: try ByteaHex.decode(row, column: 2), value: value))
             }
             let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
-            return (rows, last ?? after, txn, isLast)
+            return SyncPageRead(result: result, rowCount: fetched, collection: statement.from.name,
+                                filter: plan.residual == nil ? nil : plan.memoryQuery,
+                                nextAfter: last, txn: txn, isLast: isLast, stateBytes: stateBytes)
         } catch {
             throw StoreError.from(error)
         }

@@ -133,20 +133,32 @@ actor TestPeer {
             if closed != nil { break }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed))")
+        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(sessionDump())")
     }
 
     /// Waits until the peer has a checkpoint at or after `txn`.
     func waitForCheckpoint(_ txn: Int64) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while checkpoint < txn {
-            guard ContinuousClock.now < deadline, closed == nil else { throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn)") }
+            guard ContinuousClock.now < deadline, closed == nil else { throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(sessionDump())") }
             try await Task.sleep(for: .milliseconds(5))
         }
     }
 }
 
 enum TestPeerError: Error { case timeout(String) }
+
+extension TestPeer {
+    /// The server session's scheduling state, for a timeout's message (what it was waiting for).
+    func sessionDump() -> String {
+        guard let connection else { return "no connection" }
+        return connection.inspect { s in
+            "session: state \(s.state), credit \(s.credit), outstanding \(String(describing: s.outstanding)), "
+                + "pageReads \(s.pageReads), phases \(s.subscriptions.values.map { "\($0.id)/\($0.generation): \($0.phase)" }), "
+                + "cursor \(String(describing: s.cursor)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
+        }
+    }
+}
 
 /// A migrated database, a store and a running change feed (LISTEN + catch-up), for one test.
 func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
