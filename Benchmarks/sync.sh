@@ -7,7 +7,8 @@
 # - bytes on the wire for a one-field update of a 250 KB document (goal < 200 bytes);
 # - server memory per idle connected peer with one subscription (goal < 64 KB).
 # Environment: BIGPEER_BIN=path (use this binary, skip the build); INITIAL_ONLY=1 (only the
-# initial-sync rounds: no idle, update-size or fan-out phases); ROUNDS=n (initial-sync rounds, 2).
+# initial-sync rounds: no idle, update-size or fan-out phases); ROUNDS=n (initial-sync rounds, 2);
+# SERVER_PREFIX="perf record -e cpu-clock -g -o FILE" (profile the server).
 # Starts `bigpeer serve` (release) on its own data dir and private PostgreSQL. The peers, the
 # server and PostgreSQL share the machine's cores: say so when quoting the numbers.
 set -euo pipefail
@@ -21,7 +22,7 @@ fi
 work=$(mktemp -d /tmp/bigpeer-sync-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 ulimit -n 65536 2>/dev/null || true
-"$bin" serve --port "$port" --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
+${SERVER_PREFIX:-} "$bin" serve --port "$port" --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done

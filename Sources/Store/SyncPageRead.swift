@@ -2,7 +2,7 @@
 //
 //   readSyncPage ──► SyncPageRead { nextAfter, isLast, txn, stateBytes }   (known at once: the
 //        │                                                                 next read can start)
-//        └──────────► .documents()  ──► [StoredDocument]                   (hex states decoded,
+//        └──────────► .documents()  ──► [StoredDocument]                   (binary columns read,
 //                                                                           residual filter run)
 
 import DQL
@@ -37,16 +37,16 @@ public struct SyncPageRead: Sendable {
         do {
             for i in 0..<rowCount {
                 let row = result[i]
-                let id = try DocumentStore.decodeJSON(row, column: 1)
+                let id = try BinaryColumns.json(row, column: 1)
                 // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
                 // subscription (the usual case) costs no JSON parse per row.
                 var value: Value? = nil
                 if let filter {
-                    let v = try DocumentStore.decodeJSON(row, column: 3)
+                    let v = try BinaryColumns.json(row, column: 3)
                     guard try filter.matches(v) else { continue }
                     value = v
                 }
-                rows.append(StoredDocument(collection: collection, id: id, state: try ByteaHex.decode(row, column: 2), value: value))
+                rows.append(StoredDocument(collection: collection, id: id, state: try BinaryColumns.bytes(row, column: 2), value: value))
             }
         } catch {
             throw StoreError.from(error)

@@ -101,8 +101,11 @@ extension DocumentStore {
             // The text depends only on the subscription's shape (values, `after`, the limits are
             // binds): a pool session parses and plans it once for all pages of all such syncs.
             query.prepared = true
+            // Binary columns (BinaryColumns): the states come as their bytes, not as hex text of
+            // twice their size that PostgreSQL writes and the server decodes back.
+            query.binaryResults = true
             let result = try await pool.query(query)
-            let txn = try result[0].decode(0, as: Int64.self)
+            let txn = try BinaryColumns.int64(result[0], column: 0)
             // Rows of the page: all but a lone NULL row (no document after `after`).
             let fetched = result.count == 1 && result[0].isNull(1) ? 0 : result.count
             var last: Value? = after
@@ -110,11 +113,9 @@ extension DocumentStore {
             var stateBytes = 0
             if fetched > 0 {
                 let row = result[fetched - 1]
-                last = try Self.decodeJSON(row, column: 1)
-                total = try row.decode(4, as: Int64.self)
-                for i in 0..<fetched {
-                    stateBytes += result[i].withRawValue(2) { raw in raw.map { max(0, $0.count - 2) / 2 } ?? 0 }
-                }
+                last = try BinaryColumns.json(row, column: 1)
+                total = try BinaryColumns.int64(row, column: 4)
+                for i in 0..<fetched { stateBytes += BinaryColumns.byteCount(result[i], column: 2) }
             }
             let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
             return SyncPageRead(result: result, rowCount: fetched, collection: statement.from.name,
