@@ -11,33 +11,6 @@ import Postgres
 @Suite struct PipelinedInitialSyncTests {
     static func id(_ n: Int) -> String { "d" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n) }
 
-    /// How long each of the tests' shared event loops takes to run an empty job (3 s at most):
-    /// a loop busy with other tests' work stalls every PostgreSQL session it owns.
-    static func probeLoops() async -> [String] {
-        var probes: [String] = []
-        for (i, loop) in TestLoops.group.loops.enumerated() {
-            let start = ContinuousClock.now
-            let done = MutexBox<Bool>(false)
-            loop.execute { done.withLock { $0 = true } }
-            while !done.withLock({ $0 }), ContinuousClock.now - start < .seconds(3) { try? await Task.sleep(for: .milliseconds(5)) }
-            probes.append("loop \(i): " + (done.withLock { $0 } ? "\(ContinuousClock.now - start)" : "no answer in 3 s"))
-        }
-        return probes
-    }
-
-    /// How long a new task waits for one of Swift's cooperative threads (two on a 2-core machine):
-    /// other tests' long synchronous work on both of them starves every task in the process. (This
-    /// probe needs the pool too, so it reports a wait once the wait is over.)
-    static func probePool() async -> String {
-        let start = ContinuousClock.now
-        let started = MutexBox<ContinuousClock.Instant?>(nil)
-        Task.detached { started.withLock { $0 = ContinuousClock.now } }
-        while started.withLock({ $0 }) == nil, ContinuousClock.now - start < .seconds(3) {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return started.withLock { $0 }.map { "a new task ran after \($0 - start)" } ?? "no new task ran within \(ContinuousClock.now - start)"
-    }
-
     /// The test database's backends: state, wait event, the last statement and its age.
     static func activity(_ store: DocumentStore) async -> [String] {
         let sql: PostgresQuery = """
@@ -82,7 +55,7 @@ import Postgres
             } catch {
                 // A sync that stalls here under a loaded full suite has so far always been waiting,
                 // correctly, for a store read that had not returned: say where the time went.
-                Issue.record("cooperative pool: \(await Self.probePool()); shared event loops: \(await Self.probeLoops()); PostgreSQL: \(await Self.activity(store))")
+                Issue.record("cooperative pool: \(await probePool()); shared event loops: \(await probeLoops()); PostgreSQL: \(await Self.activity(store))")
                 throw error
             }
             let deadline = ContinuousClock.now + .seconds(20)
