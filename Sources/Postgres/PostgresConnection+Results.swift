@@ -120,7 +120,7 @@ extension PostgresConnection {
     func sendParams(_ q: PostgresQuery) -> Int32 {
         q.sql.withCString { sql in
             withBindPointers(q.binds) { types, values, lengths, formats in
-                PQsendQueryParams(pg, sql, Int32(q.binds.count), types, values, lengths, formats, 0)
+                PQsendQueryParams(pg, sql, Int32(q.binds.count), types, values, lengths, formats, q.binaryResults ? 1 : 0)
             }
         }
     }
@@ -128,7 +128,7 @@ extension PostgresConnection {
     func sendPrepared(_ name: String, _ q: PostgresQuery) -> Int32 {
         name.withCString { name in
             withBindPointers(q.binds) { _, values, lengths, formats in
-                PQsendQueryPrepared(pg, name, Int32(q.binds.count), values, lengths, formats, 0)
+                PQsendQueryPrepared(pg, name, Int32(q.binds.count), values, lengths, formats, q.binaryResults ? 1 : 0)
             }
         }
     }

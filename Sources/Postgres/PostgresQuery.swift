@@ -11,6 +11,11 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
     public private(set) var binds: [PostgresBind]
     /// When true, the connection prepares the statement once and reuses it (hot paths).
     public var prepared = false
+    /// When true, every column of the result comes in PostgreSQL's binary format (libpq's
+    /// `resultFormat = 1`, all columns or none): bytea as its raw bytes instead of hex text at
+    /// twice the size, int8 as 8 big-endian bytes, jsonb as a version byte and the JSON text.
+    /// The caller then reads columns with `PostgresRow.withRawValue`, not the text decoders.
+    public var binaryResults = false
 
     public init(unsafeSQL sql: String, binds: [PostgresBind] = []) {
         self.sql = sql

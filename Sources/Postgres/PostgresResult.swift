@@ -20,6 +20,8 @@ public final class PostgresResult: @unchecked Sendable, RandomAccessCollection {
     public var columnNames: [String] { (0..<columnCount).map { String(cString: PQfname(handle, Int32($0))) } }
     public var columnTypes: [PostgresOID] { (0..<columnCount).map { PQftype(handle, Int32($0)) } }
     public func columnType(_ i: Int) -> PostgresOID { PQftype(handle, Int32(i)) }
+    /// True when column `i` came in binary format (`PostgresQuery.binaryResults`).
+    public func isBinary(_ i: Int) -> Bool { PQfformat(handle, Int32(i)) == 1 }
 
     deinit { PQclear(handle) }
 
@@ -84,7 +86,8 @@ public struct PostgresRow: Sendable {
         return try decode(i, as: T?.self)
     }
 
-    /// Raw bytes of a column (text format), or nil for NULL. The pointer is valid while `result` lives.
+    /// Raw bytes of a column (in the result's format: text unless the query asked for
+    /// `binaryResults`), or nil for NULL. The pointer is valid while `result` lives.
     public func withRawValue<R>(_ column: Int, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         if isNull(column) { return try body(nil) }
         let h = result.handle

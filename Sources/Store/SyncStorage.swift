@@ -62,6 +62,15 @@ extension DocumentStore {
     /// `nextAfter` is where the next page starts; `txn` is the snapshot the page was read at.
     public func syncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> (rows: [StoredDocument], nextAfter: Value?, txn: Int64, isLast: Bool) {
+        let read = try await readSyncPage(statement, arguments: arguments, after: after, limit: limit, maxBytes: maxBytes)
+        return (try read.documents(), read.nextAfter, read.txn, read.isLast)
+    }
+
+    /// The database half of `syncPage`: runs the query and reads only where the page ends. The
+    /// states are decoded afterwards (`SyncPageRead.documents()`), so a caller can start reading
+    /// the next page while it decodes and sends this one.
+    public func readSyncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
+        async throws(StoreError) -> SyncPageRead {
         do {
             let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode())
             let plan = try planner.plan(statement, context: context)
@@ -92,29 +101,26 @@ extension DocumentStore {
             // The text depends only on the subscription's shape (values, `after`, the limits are
             // binds): a pool session parses and plans it once for all pages of all such syncs.
             query.prepared = true
+            // Binary columns (BinaryColumns): the states come as their bytes, not as hex text of
+            // twice their size that PostgreSQL writes and the server decodes back.
+            query.binaryResults = true
             let result = try await pool.query(query)
-            let txn = try result[0].decode(0, as: Int64.self)
-            var rows: [StoredDocument] = []
-            var last: Value? = nil
+            let txn = try BinaryColumns.int64(result[0], column: 0)
+            // Rows of the page: all but a lone NULL row (no document after `after`).
+            let fetched = result.count == 1 && result[0].isNull(1) ? 0 : result.count
+            var last: Value? = after
             var total: Int64 = 0
-            var fetched = 0
-            for row in result where !row.isNull(1) {
-                fetched += 1
-                total = try row.decode(4, as: Int64.self)
-                let id = try Self.decodeJSON(row, column: 1)
-                last = id
-                // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
-                // subscription (the usual case) costs no JSON parse per row.
-                var value: Value? = nil
-                if plan.residual != nil {
-                    let v = try Self.decodeJSON(row, column: 3)
-                    guard try plan.memoryQuery.matches(v) else { continue }
-                    value = v
-                }
-                rows.append(StoredDocument(collection: statement.from.name, id: id, state: try ByteaHex.decode(row, column: 2), value: value))
+            var stateBytes = 0
+            if fetched > 0 {
+                let row = result[fetched - 1]
+                last = try BinaryColumns.json(row, column: 1)
+                total = try BinaryColumns.int64(row, column: 4)
+                for i in 0..<fetched { stateBytes += BinaryColumns.byteCount(result[i], column: 2) }
             }
             let isLast = total < Int64(max(1, limit)) && Int64(fetched) == total
-            return (rows, last ?? after, txn, isLast)
+            return SyncPageRead(result: result, rowCount: fetched, collection: statement.from.name,
+                                filter: plan.residual == nil ? nil : plan.memoryQuery,
+                                nextAfter: last, txn: txn, isLast: isLast, stateBytes: stateBytes)
         } catch {
             throw StoreError.from(error)
         }

@@ -31,6 +31,8 @@ public final class SyncConnection: Sendable {
     let clock: @Sendable () -> UInt64
     let feedToken = Mutex<UInt64?>(nil)
     let timer = Mutex<Task<Void, Never>?>(nil)
+    /// The latest page read (`readPage`): the next one delivers its page only after it.
+    let pageChain = Mutex<Task<Void, Never>?>(nil)
 
     public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
@@ -104,13 +106,7 @@ public final class SyncConnection: Sendable {
         case .authenticate(let hello):
             Task { self.deliver(.authenticated(await self.authenticate(hello))) }
         case .readPage(let id, let generation, let query, let after, let limit, let maxBytes):
-            run {
-                let page = try await self.store.syncPage(query.value.statement, arguments: query.value.arguments,
-                                                         after: after, limit: limit, maxBytes: maxBytes)
-                return .page(subscription: id, generation: generation, DocumentPage(
-                    rows: page.rows.map { DocumentPage.Row(id: $0.id, state: $0.state) }, txn: page.txn,
-                    isLast: page.isLast, nextAfter: page.nextAfter))
-            }
+            readPage(id, generation, query.value, after: after, limit: limit, maxBytes: maxBytes)
         case .checkResume(let id, let generation, let checkpoint):
             run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.store.changeLogReaches(back: checkpoint)) }
         case .readLog(let after):
@@ -136,10 +132,45 @@ public final class SyncConnection: Sendable {
         Task {
             do {
                 self.deliver(try await body())
-            } catch StoreError.unavailable, StoreError.timeout {
-                self.deliver(.storeFailed(code: .tryAgainLater, reason: "the database is unavailable; retry later"))
             } catch {
-                self.deliver(.storeFailed(code: .internalError, reason: "internal error"))
+                self.deliver(Self.failure(error))
+            }
+        }
+    }
+
+    static func failure(_ error: any Error) -> SyncSessionInput {
+        switch error {
+        case StoreError.unavailable, StoreError.timeout:
+            .storeFailed(code: .tryAgainLater, reason: "the database is unavailable; retry later")
+        default:
+            .storeFailed(code: .internalError, reason: "internal error")
+        }
+    }
+
+    /// A page read in two steps: the query, after which the session learns where the page ends
+    /// (`.pageBoundary`: it may ask for the next page now), then the decoding of its states
+    /// (`.page`). The session may have two page reads in flight; their pages are delivered in the
+    /// order they were asked for (each waits for the previous one), as the session requires, while
+    /// the database work of the second overlaps the decoding and sending of the first.
+    func readPage(_ id: UInt32, _ generation: UInt64, _ query: SubscriptionQuery, after: Value?, limit: Int, maxBytes: Int) {
+        // Created under the lock, so the next read (which the boundary below may trigger, on
+        // another thread) always finds this one as its predecessor.
+        pageChain.withLock { chain in
+            let previous = chain
+            chain = Task {
+                do {
+                    let read = try await self.store.readSyncPage(query.statement, arguments: query.arguments,
+                                                                 after: after, limit: limit, maxBytes: maxBytes)
+                    self.deliver(.pageBoundary(subscription: id, generation: generation, PageBoundary(
+                        nextAfter: read.nextAfter, isLast: read.isLast, rows: read.rowCount, stateBytes: read.stateBytes)))
+                    let rows = try read.documents().map { DocumentPage.Row(id: $0.id, state: $0.state) }
+                    await previous?.value
+                    self.deliver(.page(subscription: id, generation: generation,
+                                       DocumentPage(rows: rows, txn: read.txn, isLast: read.isLast, nextAfter: read.nextAfter)))
+                } catch {
+                    await previous?.value
+                    self.deliver(Self.failure(error))
+                }
             }
         }
     }

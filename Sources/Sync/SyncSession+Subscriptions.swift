@@ -15,7 +15,9 @@ extension SyncSession {
     /// Decides the next store read, if none is outstanding. Initial syncs run one at a time, in the
     /// order requested, and pause live delivery (the cursor stays; the log is read afterwards).
     mutating func pump(now: UInt64, into out: inout [SyncSessionAction]) {
-        guard outstanding == nil, suspended == nil, credit > 0 else { return }
+        guard suspended == nil, credit > 0 else { return }
+        if case .page? = outstanding { return readAhead(into: &out) }
+        guard outstanding == nil else { return }
         if !pendingWants.isEmpty {
             let n = min(pendingWants.count, configuration.limits.maxWantDocuments)
             let refs = Array(pendingWants.prefix(n))
@@ -56,9 +58,32 @@ extension SyncSession {
 
     mutating func requestPage(_ sub: Subscription, after: Value?, into out: inout [SyncSessionAction]) {
         outstanding = .page(sub.id)
+        pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: after, ahead: false))
         let budget = max(1, min(Int(clamping: credit), peerMaxMessage - 4096))
         out.append(.readPage(subscription: sub.id, generation: sub.generation, query: QueryBox(value: sub.query),
                              after: after, limit: configuration.pageRows, maxBytes: budget))
+    }
+
+    /// Bytes a `docs` entry adds to its state, as estimated for a page not yet encoded: the keys,
+    /// `upsert`, heads, the collection and a short id. Long ids make the estimate low; the page
+    /// read ahead may then find no credit left when it arrives: it is dropped and read again
+    /// (`pageArrived`), never sent without credit.
+    static let estimatedEntryOverhead = 48
+
+    /// Pipelining (PERFORMANCE.md, "Sync"): while the one page read in flight is decoded and sent,
+    /// the database reads the following page, as soon as it is known where that starts and if the
+    /// credit left after the page in flight still covers some of it. Never more than two reads.
+    mutating func readAhead(into out: inout [SyncSessionAction]) {
+        guard pageReads.count == 1, let first = pageReads.first, !first.stale, let boundary = first.boundary, !boundary.isLast, boundary.nextAfter != nil,
+              let sub = subscriptions[first.subscription], sub.generation == first.generation, case .paging = sub.phase else { return }
+        let perRow = Int64(Self.estimatedEntryOverhead + sub.query.collection.utf8.count)
+        let room = credit - Int64(boundary.stateBytes) - Int64(boundary.rows) * perRow
+        guard room > 0 else { return }
+        pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: boundary.nextAfter, ahead: true))
+        pagesReadAhead += 1
+        out.append(.readPage(subscription: sub.id, generation: sub.generation, query: QueryBox(value: sub.query),
+                             after: boundary.nextAfter, limit: configuration.pageRows,
+                             maxBytes: max(1, min(Int(clamping: room), peerMaxMessage - 4096))))
     }
 
     // MARK: - sub / unsub
@@ -101,14 +126,32 @@ extension SyncSession {
     mutating func unsubscribe(_ id: UInt32) {
         subscriptions[id] = nil
         order.removeAll { $0 == id }
-        // An outstanding page or resume check for it is ignored on arrival (generation check).
+        // An outstanding page or resume check for it is ignored on arrival (generation check); its
+        // entry in `pageReads` stays until then, so reads stay matched to their answers.
     }
 
     // MARK: - Initial sync
 
     mutating func pageArrived(_ id: UInt32, _ generation: UInt64, _ page: DocumentPage, into out: inout [SyncSessionAction]) {
-        if outstanding == .page(id) { outstanding = nil }
-        guard var sub = subscriptions[id], sub.generation == generation, case .paging = sub.phase else { return }
+        // Pages arrive in the order they were asked for: this answers the oldest read (anything
+        // else is not an answer to a read of this session and is ignored).
+        guard let read = pageReads.first, read.subscription == id, read.generation == generation else { return }
+        pageReads.removeFirst()
+        if pageReads.isEmpty, case .page? = outstanding { outstanding = nil }
+        guard var sub = subscriptions[id], sub.generation == generation, !read.stale,
+              sub.phase == .paging(after: read.after) else {
+            // Unsubscribed meanwhile, stale, or not where the subscription stands: dropped, and so
+            // is any read ahead behind it (it started after this page).
+            for i in pageReads.indices { pageReads[i].stale = true }
+            return
+        }
+        if read.ahead, credit <= 0 {
+            // Read ahead, and the peer has not made room since: not buffered; read again from the
+            // same place once credit returns. A read ahead behind it started after this page: stale.
+            for i in pageReads.indices { pageReads[i].stale = true }
+            pagesDroppedWithoutCredit += 1
+            return
+        }
         // The first page's snapshot: everything committed up to it is in every page (later pages are newer).
         if cursor == nil { cursor = page.txn }
         var entries: [ChangeEntry] = []
@@ -202,6 +245,20 @@ extension SyncSession {
             resumeSuspended(with: entries, now: now, into: &out)
         }
     }
+}
+
+/// A page read in flight: for which subscription (and generation), from where, and, once the
+/// store said so, where it ends.
+struct PageRead: Equatable {
+    var subscription: UInt32
+    var generation: UInt64
+    var after: Value?
+    /// Requested by `readAhead` while an earlier page was still on its way.
+    var ahead: Bool
+    var boundary: PageBoundary? = nil
+    /// Its answer will be dropped: it started after a page that was dropped. No read is made
+    /// while one is stale, so every answer still meets its own read.
+    var stale = false
 }
 
 /// Why a subscription query was refused (sent in `sub_error`).

@@ -8,8 +8,9 @@
 //                                 └─refuse──────────────────────────────────────► closed
 //
 // Delivery state per session is small and bounded: the change-log cursor, the set of 64-bit hashes
-// of the documents the peer holds, the subscriptions, at most one outstanding store read, and the
-// uploads awaiting commit (bounded by the upload credit). Nothing is queued for a peer without
+// of the documents the peer holds, the subscriptions, one outstanding store read (or two page reads
+// of an initial sync, the second read ahead within the credit), and the uploads awaiting commit
+// (bounded by the upload credit). Nothing is queued for a peer without
 // credit: the session just stops reading the log and resumes from its cursor when credit returns.
 
 import SyncProtocol
@@ -57,7 +58,8 @@ public struct SyncSession: Sendable {
         var phase: Phase
     }
 
-    /// The one store read a session may have outstanding (pages, log and fetches are serialized).
+    /// The one kind of store read a session may have outstanding (pages, log and fetches are
+    /// serialized); `page` may stand for two page reads of one subscription (`pageReads`).
     enum Outstanding: Equatable {
         case page(UInt32)
         case resume(UInt32)
@@ -100,6 +102,8 @@ public struct SyncSession: Sendable {
     /// Hashes (`DocumentHash`) of the documents the peer holds.
     public internal(set) var held: Set<UInt64> = []
     var outstanding: Outstanding?
+    /// Page reads in flight, oldest first: at most two, the second read ahead (`readAhead`).
+    var pageReads: [PageRead] = []
     var requestCounter: UInt64 = 0
     /// A log batch interrupted to fetch the full states of documents entering a subscription.
     var suspended: SuspendedBatch?
@@ -107,6 +111,10 @@ public struct SyncSession: Sendable {
     var pendingWants: [DocumentRef] = []
     /// Entries skipped because one alone exceeds the peer's maximum message size.
     public internal(set) var skippedOversized = 0
+    /// Initial-sync pages read ahead (while the page before was decoded and sent), and those of
+    /// them dropped because the peer had no credit left when they arrived (tests, metrics).
+    public internal(set) var pagesReadAhead = 0
+    public internal(set) var pagesDroppedWithoutCredit = 0
     /// Uploads in the order received, with their size and, once committed, their ack.
     var uploads: [PendingUpload] = []
 
@@ -148,6 +156,10 @@ public struct SyncSession: Sendable {
             authenticated(decision, now: now, into: &out)
         case .page(let id, let generation, let page):
             pageArrived(id, generation, page, into: &out)
+        case .pageBoundary(let id, let generation, let boundary):
+            if let i = pageReads.firstIndex(where: { $0.subscription == id && $0.generation == generation && $0.boundary == nil }) {
+                pageReads[i].boundary = boundary
+            }
         case .resumeChecked(let id, let generation, let reachable):
             resumeChecked(id, generation, reachable, into: &out)
         case .log(let batch):

@@ -82,6 +82,25 @@ public struct DocumentPage: Sendable, Equatable {
     }
 }
 
+/// Where a requested page ends, known as soon as the database answered and before its states are
+/// decoded: with it the session may ask for the following page while this one is decoded and sent.
+public struct PageBoundary: Sendable, Equatable {
+    /// Where the following page starts (as `DocumentPage.nextAfter`).
+    public var nextAfter: Value?
+    /// No rows remain after this page.
+    public var isLast: Bool
+    /// Rows the store read and their states' total size (the page's share of the credit).
+    public var rows: Int
+    public var stateBytes: Int
+
+    public init(nextAfter: Value?, isLast: Bool, rows: Int, stateBytes: Int) {
+        self.nextAfter = nextAfter
+        self.isLast = isLast
+        self.rows = rows
+        self.stateBytes = stateBytes
+    }
+}
+
 /// A document read for `fetchDocuments` (full state, for `want` and for documents entering a subscription).
 public struct FetchedDocument: Sendable, Equatable {
     public var document: DocumentRef
@@ -132,7 +151,11 @@ public enum SyncSessionInput: Sendable {
     /// One protocol message as received from the transport.
     case received([UInt8])
     case authenticated(AuthDecision)
+    /// The answer to `readPage`. A driver delivers the pages of one subscription in the order it
+    /// was asked for them (a page that arrives out of that order is dropped and read again).
     case page(subscription: UInt32, generation: UInt64, DocumentPage)
+    /// Optional, before the `.page` of the same read: where that page ends (lets the session read ahead).
+    case pageBoundary(subscription: UInt32, generation: UInt64, PageBoundary)
     /// Answer to `checkResume`: whether the change log still reaches back to the checkpoint.
     case resumeChecked(subscription: UInt32, generation: UInt64, reachable: Bool)
     case log(LogBatch)
@@ -154,7 +177,8 @@ public enum SyncSessionAction: Sendable, Equatable {
     /// Check the credentials and connection policy; answer with `.authenticated`.
     case authenticate(Hello)
     /// Read the next page of a subscription's initial sync: at most `limit` rows whose states add up
-    /// to at most `maxBytes` (but always at least one row); answer with `.page`.
+    /// to at most `maxBytes` (but always at least one row); answer with `.page`, and if possible
+    /// first with `.pageBoundary`. At most two page reads are outstanding (one read ahead).
     case readPage(subscription: UInt32, generation: UInt64, query: QueryBox, after: Value?, limit: Int, maxBytes: Int)
     /// Does the change log reach back to `checkpoint`? Answer with `.resumeChecked`.
     case checkResume(subscription: UInt32, generation: UInt64, checkpoint: Int64)

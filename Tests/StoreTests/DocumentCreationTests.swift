@@ -39,11 +39,15 @@ import Values
                 """)
             // (It can grow into spare shared memory: at 400 connections the limit measured ~1.6 × that.)
             let n = min(max(20_000, Int(capacity) * 2), 200_000)
-            let (first, firstArguments) = Self.bulkStatement("bulk", ids: 0..<n, field: "first")
-            let created = try await store.execute(first, arguments: firstArguments)
+            // Building, parsing and planning a statement of this size takes seconds of one thread
+            // (debug build): on a thread of its own, not one of the cooperative pool's two, which
+            // every other test in the process needs meanwhile (it starved a sync test's page reads
+            // for 10+ s in full-suite runs).
+            let (first, firstArguments) = await OwnThread.run { Self.bulkStatement("bulk", ids: 0..<n, field: "first") }
+            let created = try await OwnThread.runAsync { try await store.execute(first, arguments: firstArguments) }
             #expect(created.mutatedDocumentIDs.count == n)
-            let (second, secondArguments) = Self.bulkStatement("bulk", ids: 0..<n, field: "second")
-            let updated = try await store.execute(second, arguments: secondArguments)
+            let (second, secondArguments) = await OwnThread.run { Self.bulkStatement("bulk", ids: 0..<n, field: "second") }
+            let updated = try await OwnThread.runAsync { try await store.execute(second, arguments: secondArguments) }
             #expect(updated.mutatedDocumentIDs.count == n)
             #expect(updated.transactionID == created.transactionID + 1)
             #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE collection = 'bulk'") == Int64(n))

@@ -428,6 +428,9 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                 let input: SyncSessionInput
                 switch Int.random(in: 0...9, using: &rng) {
                 case 0...3: input = .received(SampleMessages.all.randomElement(using: &rng)!.encode())
+                case 4 where Bool.random(using: &rng):
+                    input = .pageBoundary(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
+                                          PageBoundary(nextAfter: "x", isLast: Bool.random(using: &rng), rows: 1, stateBytes: Int.random(in: 0...70_000, using: &rng)))
                 case 4: input = .page(subscription: UInt32.random(in: 0...3, using: &rng), generation: UInt64.random(in: 0...3, using: &rng),
                                       DocumentPage(rows: [.init(id: "x", state: [1])], txn: Int64.random(in: 0...20, using: &rng), isLast: Bool.random(using: &rng)))
                 case 5: input = .log(LogBatch(entries: [LogEntry(txn: 5, document: car1, kind: .upsert, delta: [1], value: red)], through: Int64.random(in: 0...9, using: &rng)))
@@ -442,6 +445,7 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                 closes += actions.filter { if case .close = $0 { true } else { false } }.count
                 #expect(h.session.credit >= -Int64(h.session.configuration.limits.maxMessageSize))
                 #expect(h.session.pendingWants.count <= SyncSession.maxPendingWants)
+                #expect(h.session.pageReads.count <= 2)
                 // A deadline that has passed is one `tick` acts on: afterwards it lies ahead (or
                 // the session closed). Otherwise the driver's timer loop would spin.
                 if h.session.state != .closed, h.session.nextDeadline <= h.now {

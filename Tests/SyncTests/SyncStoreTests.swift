@@ -57,6 +57,32 @@ import Values
         }
     }
 
+    /// Pages come in binary format (states as raw bytes, ids as jsonb): the same states and ids
+    /// as the text-format fetch path, object and non-ASCII ids included, and the boundary's
+    /// `stateBytes` is exactly the states' size.
+    @Test func readSyncPage_binaryColumns_matchTheTextFormatFetch() async throws {
+        try await withSyncServer { store, _ in
+            _ = try await store.execute("""
+                INSERT INTO cars DOCUMENTS ({'_id': 'zürich-ü', 'n': 1}), ({'_id': {'vin': 'W0L1', 'n': 3}, 'n': 2}),
+                  ({'_id': 'a', 'blob': '\(String(repeating: "x", count: 3000))'}), ({'_id': 'Ω-7', 'n': 4})
+                """)
+            guard case .select(let s) = try DQL.parse("SELECT * FROM cars") else { return }
+            let read = try await store.readSyncPage(s, arguments: [:], after: nil, limit: 10, maxBytes: 1 << 20)
+            let rows = try read.documents()
+            #expect(read.rowCount == 4 && read.isLast && rows.count == 4)
+            #expect(read.stateBytes == rows.reduce(0) { $0 + $1.state.count })
+            #expect(read.nextAfter == rows.last?.id)
+            let fetched = try await store.fetchDocuments(rows.map { ("cars", $0.id) })
+            var byID: [Value: [UInt8]] = [:]
+            for d in fetched { byID[d.id] = d.state }
+            #expect(byID.count == 4)
+            for row in rows { #expect(byID[row.id] == row.state, "\(row.id)") }
+            let ids = Set(rows.map(\.id))
+            #expect(ids == ["zürich-ü", .object(["vin": "W0L1", "n": 3]), "a", "Ω-7"])
+            for row in rows { _ = try Document.decode(row.state) }
+        }
+    }
+
     @Test func changeLogReachability() async throws {
         try await withSyncServer { store, _ in
             #expect(try await store.changeLogReaches(back: 0), "an empty log at transaction 0")

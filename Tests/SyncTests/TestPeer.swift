@@ -133,20 +133,34 @@ actor TestPeer {
             if closed != nil { break }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed))")
+        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(sessionDump()); \(await starvation())")
     }
 
     /// Waits until the peer has a checkpoint at or after `txn`.
     func waitForCheckpoint(_ txn: Int64) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while checkpoint < txn {
-            guard ContinuousClock.now < deadline, closed == nil else { throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn)") }
+            guard ContinuousClock.now < deadline, closed == nil else {
+                throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(sessionDump()); \(await starvation())")
+            }
             try await Task.sleep(for: .milliseconds(5))
         }
     }
 }
 
 enum TestPeerError: Error { case timeout(String) }
+
+extension TestPeer {
+    /// The server session's scheduling state, for a timeout's message (what it was waiting for).
+    func sessionDump() -> String {
+        guard let connection else { return "no connection" }
+        return connection.inspect { s in
+            "session: state \(s.state), credit \(s.credit), outstanding \(String(describing: s.outstanding)), "
+                + "pageReads \(s.pageReads), phases \(s.subscriptions.values.map { "\($0.id)/\($0.generation): \($0.phase)" }), "
+                + "cursor \(String(describing: s.cursor)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
+        } + "; pool: open \(connection.store.pool.openConnections), idle \(connection.store.pool.idleConnections), waiting \(connection.store.pool.waitingCount)"
+    }
+}
 
 /// A migrated database, a store and a running change feed (LISTEN + catch-up), for one test.
 func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
@@ -168,4 +182,37 @@ func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) as
             throw error
         }
     }
+}
+
+/// Whether the process was starved when a wait timed out (a full suite on two cores can keep
+/// both cooperative threads busy with other tests' long synchronous work for seconds).
+func starvation() async -> String {
+    "cooperative pool: \(await probePool()); shared event loops: \(await probeLoops())"
+}
+
+/// How long a new task waits for one of Swift's cooperative threads (two on a 2-core machine):
+/// other tests' long synchronous work on both of them starves every task in the process. (This
+/// probe needs the pool too, so it reports a wait once the wait is over.)
+func probePool() async -> String {
+    let start = ContinuousClock.now
+    let started = MutexBox<ContinuousClock.Instant?>(nil)
+    Task.detached { started.withLock { $0 = ContinuousClock.now } }
+    while started.withLock({ $0 }) == nil, ContinuousClock.now - start < .seconds(3) {
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return started.withLock { $0 }.map { "a new task ran after \($0 - start)" } ?? "no new task ran within \(ContinuousClock.now - start)"
+}
+
+/// How long each of the tests' shared event loops takes to run an empty job (3 s at most):
+/// a loop busy with other tests' work stalls every PostgreSQL session it owns.
+func probeLoops() async -> [String] {
+    var probes: [String] = []
+    for (i, loop) in TestLoops.group.loops.enumerated() {
+        let start = ContinuousClock.now
+        let done = MutexBox<Bool>(false)
+        loop.execute { done.withLock { $0 = true } }
+        while !done.withLock({ $0 }), ContinuousClock.now - start < .seconds(3) { try? await Task.sleep(for: .milliseconds(5)) }
+        probes.append("loop \(i): " + (done.withLock { $0 } ? "\(ContinuousClock.now - start)" : "no answer in 3 s"))
+    }
+    return probes
 }

@@ -2,15 +2,26 @@ import BigPeerTestSupport
 import Store
 import Testing
 import Values
+import Postgres
 @testable import Sync
 @testable import SyncProtocol
 
-/// Initial sync page by page, on a real PostgreSQL, while a writer inserts (before and after the
-/// page being read), updates and deletes documents of the collection.
-@Suite struct InitialSyncUnderWritesTests {
+/// Initial sync with pages read ahead, on a real PostgreSQL, while a writer inserts (before and
+/// after the page being read), updates and deletes documents of the collection.
+@Suite struct PipelinedInitialSyncTests {
     static func id(_ n: Int) -> String { "d" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n) }
 
-    @Test func pagesUnderAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
+    /// The test database's backends: state, wait event, the last statement and its age.
+    static func activity(_ store: DocumentStore) async -> [String] {
+        let sql: PostgresQuery = """
+            SELECT pid::text, state, wait_event, left(query, 80), (now() - query_start)::text
+            FROM pg_stat_activity WHERE datname = current_database()
+            """
+        guard let rows = try? await store.pool.query(sql) else { return ["(no answer)"] }
+        return rows.map { row in (0..<5).map { (try? row.decode($0, as: String?.self)) ?? nil }.map { $0 ?? "NULL" }.joined(separator: " | ") }
+    }
+
+    @Test func pagesReadAhead_underAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
         try await withSyncServer { store, feed in
             // 240 documents d0000, d0010, ..., d2390; the writer adds d…5 between them.
             for batch in 0..<4 {
@@ -19,8 +30,12 @@ import Values
             }
             let peer = TestPeer(site: 501)  // pages of 2 rows: ~120 page reads
             try await peer.connect(store: store, feed: feed)
+            // The writer's progress: a hang in a write must not pass for a stalled sync (or hang
+            // the test with no word of where it stands).
+            let progress = MutexBox<(steps: Int, done: Bool)>((0, false))
             let writer = Task { () async throws -> Int64 in
                 var last: Int64 = 0
+                defer { progress.withLock { $0.done = true } }
                 for step in 0..<60 {
                     let k = step * 37 % 240  // 37 is prime to 240: every k differs
                     let statement = switch step % 3 {
@@ -29,12 +44,31 @@ import Values
                     default: "DELETE FROM bench WHERE _id = '\(Self.id(k * 10))'"
                     }
                     last = max(last, try await store.execute(statement).transactionID)
+                    progress.withLock { $0.steps = step + 1 }
                     try await Task.sleep(for: .milliseconds(2))
                 }
                 return last
             }
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM bench")))
-            _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            do {
+                _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            } catch {
+                // A sync that stalls here under a loaded full suite has so far always been waiting,
+                // correctly, for a store read that had not returned: say where the time went.
+                // (The timeout itself reports the session, the pool and any starvation.)
+                Issue.record("PostgreSQL backends: \(await Self.activity(store))")
+                throw error
+            }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !progress.withLock({ $0.done }) {
+                guard ContinuousClock.now < deadline else {
+                    Issue.record("the writer hangs after \(progress.withLock { $0.steps }) of 60 writes")
+                    writer.cancel()
+                    await peer.disconnect()
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
             let last = try await writer.value
             try await peer.waitForCheckpoint(last)
 
@@ -56,6 +90,10 @@ import Values
                 let mine = await peer.value(DocumentRef(collection: "bench", id: .string(s)))
                 #expect(mine == expected[s], "\(s)")
             }
+            guard let conn = await peer.connection else { Issue.record("no connection"); return }
+            let (ahead, reads) = conn.inspect { ($0.pagesReadAhead, $0.pageReads.count) }
+            #expect(ahead > 10, "pages were read ahead")
+            #expect(reads == 0)
             await peer.disconnect()
         }
     }
