@@ -22,6 +22,8 @@ public final class DocumentStore: Sendable {
     let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\""))
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
+    /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).
+    let rememberedStrictMode = Mutex<RememberedSetting?>(nil)
     let batcher: WriteBatcher
     /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
     let statements = StatementCache(limits: DocumentStore.parseLimits)
@@ -209,11 +211,6 @@ public final class DocumentStore: Sendable {
 
     func strictMode(on conn: PostgresConnection? = nil) async throws -> Bool {
         try await settings(on: conn)[SystemSetting.strictMode.rawValue]?.boolValue ?? true
-    }
-
-    /// Strict mode as the write transaction `db` sees it (sent with its BEGIN: one round trip).
-    func strictMode(in db: PostgresPipelinedTransaction) async throws -> Bool {
-        try Self.decodeSettings(try await db.query(Self.settingsQuery))[SystemSetting.strictMode.rawValue]?.boolValue ?? true
     }
 
     static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {

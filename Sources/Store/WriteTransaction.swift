@@ -31,6 +31,8 @@ extension DocumentStore {
         }
         // Only now, after commit: a rolled-back registration must be tried again next time.
         knownCollections.withLock { $0.formUnion(registered) }
+        // This instance changed settings: the next transaction reads them rather than failing its check.
+        if jobs.contains(where: { if case .statement(.system, _) = $0.work { true } else { false } }) { forgetRememberedSettings() }
         return (results, txn)
     }
 }
