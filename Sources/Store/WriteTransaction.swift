@@ -132,28 +132,25 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log, notifies listeners and COMMITs — one statement plus COMMIT (more than 1000
-    /// changes: the further change-log chunks and a read-back of the number too), sent in one
-    /// round trip with every write still held. With no change, returns the current number.
+    /// change log, notifies listeners and COMMITs — the counter UPDATE, the change-log INSERT and
+    /// COMMIT (more than 1000 changes: further change-log chunks and a read-back of the number),
+    /// sent in one round trip with every write still held. With no change, returns the current number.
     /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
             return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
         }
         // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
-        // argument in docs/STORAGE.md); the first 1000 change-log rows and pg_notify ride in the
-        // same statement, later chunks read the new number back with a subselect.
-        let first = changeLogArrays(0)
-        var counter: PostgresQuery = """
-            WITH t AS (UPDATE bigpeer_txn SET n = n + 1 RETURNING n),
-            c AS (INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-                  SELECT t.n, (ord - 1)::int, c, i, k, d, o FROM t,
-                  unnest(\(first.collections)::text[], \(first.ids)::jsonb[], \(first.kinds)::text[], \(first.deltas)::bytea[], \(first.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord))
-            SELECT n, pg_notify('bigpeer_changes', n::text) FROM t
-            """
+        // argument in docs/STORAGE.md); the change-log rows read the new number back with a
+        // subselect (a transaction sees its own UPDATE), and pg_notify is delivered at COMMIT.
+        // Two plain statements rather than one data-modifying CTE: PostgreSQL replans such a CTE
+        // on every execution (it never settles on a generic plan across transactions), while
+        // these two are planned once per session.
+        var counter: PostgresQuery = "UPDATE bigpeer_txn SET n = n + 1 RETURNING n, pg_notify('bigpeer_changes', n::text)"
         counter.prepared = true
         if changes.count <= Self.changeLogChunk {
-            guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+            let results = try await db.commit(afterAll: [counter, changeLogInsert(0)])
+            guard let row = results.first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
             return try row.decode(0, as: Int64.self)
         }
         // The binds are built before the counter statement is sent (up to `prebuiltChangeLogBytes`,
@@ -163,7 +160,7 @@ struct WriteTransaction {
         // go out in one pipeline (split only by `flushThreshold`).
         var prebuilt: [PostgresQuery] = []
         var prebuiltBytes = 0
-        var next = Self.changeLogChunk
+        var next = 0
         while next < changes.count && prebuiltBytes < Self.prebuiltChangeLogBytes {
             let insert = changeLogInsert(next)
             prebuiltBytes += insert.binds.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
