@@ -24,6 +24,8 @@ public final class DocumentStore: Sendable {
     let knownCollections = Mutex<Set<String>>([])
     /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).
     let rememberedStrictMode = Mutex<RememberedSetting?>(nil)
+    /// Transactions this instance committed, for its change feed (see `OwnCommits`).
+    let ownCommits = Mutex(OwnCommits())
     let batcher: WriteBatcher
     /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
     let statements = StatementCache(limits: DocumentStore.parseLimits)

@@ -7,7 +7,7 @@ extension DocumentStore {
     /// Runs write statements in one transaction: per statement a result (or its own error), and
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
-        let (results, txn, registered) = try await withWriteTransaction { db in
+        let (results, txn, registered, changes) = try await withWriteTransaction { db in
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
@@ -27,8 +27,9 @@ extension DocumentStore {
                     results.append(.failure(StoreError.from(error)))
                 }
             }
-            return (results, try await tx.finish(), tx.registeredCollections)
+            return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
         }
+        recordOwnCommit(txn, changes: changes)
         // Only now, after commit: a rolled-back registration must be tried again next time.
         knownCollections.withLock { $0.formUnion(registered) }
         // This instance changed settings: the next transaction reads them rather than failing its check.
