@@ -256,13 +256,20 @@ struct WriteTransaction {
     }
 
     /// Locks, in one round trip per collection, every document that the batch's small INSERTs name
-    /// by `_id`, so each INSERT then finds its documents in `lockedDocuments` instead of spending its
-    /// own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
+    /// by `_id` (and its UPDATEs, DELETEs and EVICTs by `_id = <string>`), so each statement then
+    /// finds its documents in `lockedDocuments` instead of spending its own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
     /// on its own later), and the locks are the ones those statements would take anyway.
     mutating func prefetchInsertTargets(_ jobs: [WriteBatcher.Job]) async throws {
         var ids: [String: [Value]] = [:]
         var seen = Set<DocumentKey>()
         for job in jobs {
+            // UPDATE, DELETE and EVICT `WHERE _id = <string>` lock exactly that id (`pointID`).
+            if case .statement(let statement, let arguments) = job.work,
+               let (collection, id) = Self.pointTarget(statement, arguments: arguments),
+               seen.insert(DocumentKey(collection: collection, id: .string(id))).inserted {
+                ids[collection, default: []].append(.string(id))
+                continue
+            }
             guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
             let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
             guard let plan = try? InsertPlan(s, context: context) else { continue }
@@ -273,6 +280,19 @@ struct WriteTransaction {
         }
         for collection in ids.keys.sorted() {
             _ = try await lockDocuments(collection, ids[collection] ?? [])
+        }
+    }
+
+    /// The collection and id an UPDATE, DELETE or EVICT by `_id = <string>` locks (no ORDER BY,
+    /// LIMIT or OFFSET: then the id is its only candidate, as `candidates` decides).
+    static func pointTarget(_ statement: Statement, arguments: [String: Value]) -> (String, String)? {
+        switch statement {
+        case .update(let u) where u.orderBy.isEmpty && u.limit == nil && u.offset == nil:
+            return pointID(u.filter, arguments: arguments).map { (u.collection.name, $0) }
+        case .delete(let r), .evict(let r):
+            return pointID(r.filter, arguments: arguments).map { (r.collection.name, $0) }
+        default:
+            return nil
         }
     }
 
