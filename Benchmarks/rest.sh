@@ -4,7 +4,10 @@
 # Environment: BIGPEER_BIN=path (use this binary, skip the build), BULK_DOCS=n (default 100000),
 # CONCURRENCY="1 8 64", SERVER_PREFIX="perf record -g -o FILE" (profile the server),
 # READ_CACHE_MB=n (the server's --read-cache-mb; 0 measures every read through PostgreSQL),
-# READS=0 (skip the warm-up and the point-read rows: writes only).
+# READS=0 (skip the warm-up and the point-read rows: writes only),
+# BULK_ONLY=1 (stop after the bulk-insert row, which then also reports the CPU seconds the server
+# and PostgreSQL spent on the bulk call, from /proc/PID/stat, and its peak server RSS),
+# PROFILE_BULK=FILE (perf record the server and its PostgreSQL processes during the bulk call only).
 # Before the timed runs every document is read once, in order, through /execute — the reads are
 # then measured warm, as pgbench -S is (its table was just written, so it sits in shared buffers).
 # - point read by _id through POST /api/v4/store/execute (wrk, 1/8/64 connections) vs pgbench -S
@@ -40,16 +43,45 @@ args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
 statement = "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n))
 json.dump({"statement": statement, "args": args}, open(sys.argv[1], "w"))
 PY
+# CPU seconds (utime + stime) of the server, and of the postmaster's children (backends, WAL writer, checkpointer).
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+pg_cpu() { local t=0 p; for p in $(pgrep -P "$(head -1 "$cluster/postmaster.pid")"); do t=$((t + $(cpu_of "$p"))); done; echo $t; }
+srv0=$(cpu_of $pid); pg0=$(pg_cpu)
+wal() { psql_ -Atc "SELECT pg_current_wal_lsn()"; }
+wal0=$(wal)
+if [ -n "${PROFILE_BULK:-}" ]; then
+  # System-wide (the pool may open the bulk's session after perf starts); keep to this run's
+  # processes with: perf report --pid "$(cat $PROFILE_BULK.pids)".
+  perf record -q -a -e cpu-clock -F 499 -g -o "$PROFILE_BULK" 2>/dev/null &
+  perf_pid=$!; sleep 1
+fi
 start=$(date +%s.%N)
 curl -sf "127.0.0.1:$port/api/v4/store/execute" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' --data-binary @"$work/bulk.json" -o /dev/null || echo "bulk insert failed (see $work/server.log)"
 bulk=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
+srv1=$(cpu_of $pid); pg1=$(pg_cpu)
+wal1=$(wal)
+hwm1=$(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)
+if [ -n "${PROFILE_BULK:-}" ]; then
+  kill -INT $perf_pid; wait $perf_pid || true
+  echo "$pid,$(pgrep -P "$(head -1 "$cluster/postmaster.pid")" | paste -sd,)" > "$PROFILE_BULK.pids"
+fi
 # The same JSON through COPY into a plain jsonb table, for reference.
 python3 -c "
 import json; d=list(json.load(open('$work/bulk.json'))['args'].values())
 open('$work/copy.txt','w').write(''.join(json.dumps(x).replace('\\\\','\\\\\\\\')+'\n' for x in d))"
 psql_ -c "CREATE TABLE copy_ref (value jsonb)"
+wal2=$(wal)
 start=$(date +%s.%N); psql_ -c "\\copy copy_ref (value) FROM '$work/copy.txt'"; copy=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
+wal3=$(wal)
 echo "bulk insert $ndocs x ~1 KB: /execute ${bulk}s, COPY ${copy}s ($(uptime | sed 's/.*load/load/'))"
+if [ -n "${BULK_ONLY:-}" ]; then
+  tck=$(getconf CLK_TCK)
+  srv2=$(cpu_of $pid)
+  echo "  WAL written: /execute $(psql_ -Atc "SELECT pg_size_pretty(pg_wal_lsn_diff('$wal1', '$wal0'))"), COPY $(psql_ -Atc "SELECT pg_size_pretty(pg_wal_lsn_diff('$wal3', '$wal2'))"); documents $(psql_ -Atc "SELECT pg_size_pretty(pg_total_relation_size('documents'))"), change_log $(psql_ -Atc "SELECT pg_size_pretty(pg_total_relation_size('change_log'))"), copy_ref $(psql_ -Atc "SELECT pg_size_pretty(pg_total_relation_size('copy_ref'))")"
+  echo "  server after the response, until the COPY reference ended (its change feed reading the bulk): CPU $(python3 -c "print(round(($srv2 - $srv1) / $tck, 2))")s, peak RSS $(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)"
+  echo "  CPU during /execute: server $(python3 -c "print(round(($srv1 - $srv0) / $tck, 2))")s, PostgreSQL $(python3 -c "print(round(($pg1 - $pg0) / $tck, 2))")s; server peak RSS $hwm1"
+  exit 0
+fi
 
 pgbench -q -i -s 1 -h "$cluster" -p "$pgport" -U bigpeer bigpeer >/dev/null 2>&1
 cat > "$work/read.lua" <<LUA

@@ -26,15 +26,22 @@ public struct PushdownTable: Sendable, Hashable {
     /// Set when the store guarantees that a document whose `_id` is the string s has `id = s`: then
     /// `_id = 'literal'` also constrains the id column, so the primary key finds the row.
     public var idColumnHoldsStringIds: Bool
+    /// Set when every row the planner can return has `id = value -> '_id'` (jsonb), e.g. because
+    /// `unsafeExtraPredicate` keeps out the tombstones whose value is NULL: then the path `_id`
+    /// compiles to the id column, which the primary key indexes, and no index on
+    /// `value -> '_id'` is needed.
+    public var idColumnMirrorsValueID: Bool
 
     public init(name: String = "documents", collectionColumn: String = "collection", idColumn: String = "id",
-                valueColumn: String = "value", unsafeExtraPredicate: String? = nil, idColumnHoldsStringIds: Bool = false) {
+                valueColumn: String = "value", unsafeExtraPredicate: String? = nil, idColumnHoldsStringIds: Bool = false,
+                idColumnMirrorsValueID: Bool = false) {
         self.name = name
         self.collectionColumn = collectionColumn
         self.idColumn = idColumn
         self.valueColumn = valueColumn
         self.unsafeExtraPredicate = unsafeExtraPredicate
         self.idColumnHoldsStringIds = idColumnHoldsStringIds
+        self.idColumnMirrorsValueID = idColumnMirrorsValueID
     }
 }
 
@@ -98,7 +105,7 @@ public struct PushdownPlanner: Sendable {
     public func plan(_ select: SelectStatement, context: EvaluationContext) throws(DQLEvaluationError) -> PushdownPlan {
         let full = try SelectQuery(select, context: context)  // validates LIMIT/OFFSET, aggregates
         let value = SQLBuilder.quoteIdentifier(table.valueColumn)
-        var compiler = PredicateCompiler(valueColumn: value, evaluator: full.evaluator)
+        var compiler = PredicateCompiler(valueColumn: value, idColumn: mirroredIDColumn, evaluator: full.evaluator)
         var conditions = [SQLBuilder.quoteIdentifier(table.collectionColumn) + " = " + compiler.sql.bind(.text(select.from.name))]
         if let extra = table.unsafeExtraPredicate { conditions.append("(" + extra + ")") }
         var pushed: [Expression] = [], residual: [Expression] = []
@@ -218,11 +225,14 @@ public struct PushdownPlanner: Sendable {
         return "dql_" + clean(collection) + "_" + clean(name) + "_" + String(hash & 0xffff_ffff, radix: 16)
     }
 
+    /// The quoted id column when it stands for the path `_id` (`PushdownTable.idColumnMirrorsValueID`).
+    var mirroredIDColumn: String? { table.idColumnMirrorsValueID ? SQLBuilder.quoteIdentifier(table.idColumn) : nil }
+
     /// DDL for CREATE INDEX: a btree on (collection, each path's jsonb), the expressions the
     /// planner's equality and range predicates use.
     public func createIndexSQL(_ c: CreateIndexStatement) -> String {
         let value = SQLBuilder.quoteIdentifier(table.valueColumn)
-        let compiler = PredicateCompiler(valueColumn: value, evaluator: Evaluator(context: EvaluationContext()))
+        let compiler = PredicateCompiler(valueColumn: value, idColumn: mirroredIDColumn, evaluator: Evaluator(context: EvaluationContext()))
         let columns = [SQLBuilder.quoteIdentifier(table.collectionColumn)] + c.paths.map { "(" + compiler.jsonPath($0) + ")" }
         return "CREATE INDEX " + (c.ifNotExists ? "IF NOT EXISTS " : "") + SQLBuilder.quoteIdentifier(indexName(collection: c.collection, name: c.name))
             + " ON " + SQLBuilder.quoteIdentifier(table.name) + " (" + columns.joined(separator: ", ") + ")"

@@ -93,13 +93,20 @@ struct TwoSided {
 
 struct PredicateCompiler {
     let valueColumn: String
+    /// The quoted id column when it equals `value -> '_id'` on every row (`PushdownTable.idColumnMirrorsValueID`).
+    var idColumn: String? = nil
     let evaluator: Evaluator
     var sql = SQLBuilder()
 
-    /// `(value -> 'a' -> 0)`.
+    /// `(value -> 'a' -> 0)`; `_id…` starts at the id column when it mirrors `value -> '_id'`.
     func jsonPath(_ p: Path) -> String {
+        var steps = p.steps[...]
         var s = "(" + valueColumn
-        for step in p.steps {
+        if let idColumn, case .field("_id")? = steps.first {
+            s = "(" + idColumn
+            steps = steps.dropFirst()
+        }
+        for step in steps {
             switch step {
             case .field(let f): s += " -> " + SQLBuilder.quoteLiteral(f)
             case .index(let i): s += " -> " + String(i)

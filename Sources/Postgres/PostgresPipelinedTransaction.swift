@@ -50,6 +50,14 @@ public final class PostgresPipelinedTransaction {
         _ = try await send([])
     }
 
+    /// `COPY … FROM STDIN` inside the block: sends what is held (one round trip, skipped when
+    /// nothing is), then streams `data` (libpq cannot pipeline a COPY). Its errors surface here.
+    public func copyIn(_ query: PostgresQuery, data: [UInt8]) async throws {
+        guard !isCommitted else { throw PostgresError.protocolViolation("the transaction has already committed") }
+        try await flush()
+        _ = try await connection.copyIn(query, data: data)
+    }
+
     /// Sends what is held, then `last` (if any), then COMMIT, in one round trip; returns `last`'s
     /// result once COMMIT has succeeded.
     @discardableResult

@@ -19,7 +19,9 @@ import Values
 /// from any task concurrently.
 public final class DocumentStore: Sendable {
     public let pool: PostgresPool
-    let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\""))
+    /// `_id` compiles to `documents.id`: every live row's value holds its `_id` (INSERT sets it,
+    /// nothing changes it), and tombstones (value NULL) are filtered out.
+    let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\"", idColumnMirrorsValueID: true))
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
     /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).

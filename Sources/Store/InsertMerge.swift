@@ -15,6 +15,9 @@ struct InsertMerge: Sendable {
     let existing: [Value: Document]
     /// Every supplied document by `_id` (the same `_id` twice in one statement is one document).
     let fieldsByID: [Value: [[String: Value]]]
+    /// Encode the documents this statement creates as COPY tuples (`DocumentCopy`): it creates
+    /// enough of them for `write` to use COPY.
+    var copyCreations: Bool { fieldsByID.count >= DocumentCopy.minimumRows }
 
     /// Documents per streamed chunk: 1000 of ~1 KB is ~2 MB of upsert binds, one round trip.
     static let chunk = 1000
@@ -48,10 +51,15 @@ struct InsertMerge: Sendable {
                     changed = true
                 }
             }
-            let delta = doc.delta(since: before)
-            if delta.isEmpty { continue }
-            writes.append(WriteTransaction.PendingWrite(key: DocumentKey(collection: plan.collection, id: id), document: doc, delta: delta,
-                                                        encoded: WriteTransaction.EncodedWrite(doc, delta)))
+            // Not found under lock: `write` creates it and logs no delta for it, so none is
+            // computed (a new event always advances the version vector: unchanged means empty).
+            let creating = existing[id] == nil && doc.exists
+            let delta = creating ? nil : doc.delta(since: before)
+            if delta?.isEmpty ?? (doc.versionVector == before) { continue }
+            let key = DocumentKey(collection: plan.collection, id: id)
+            let encoded = !creating ? WriteTransaction.EncodedWrite(doc, delta)
+                : copyCreations ? WriteTransaction.EncodedWrite(creating: doc, key: key) : WriteTransaction.EncodedWrite(doc, nil)
+            writes.append(WriteTransaction.PendingWrite(key: key, document: doc, delta: delta, encoded: encoded))
             if changed { mutated.append(id) }
         }
         return (writes, mutated)
@@ -59,22 +67,25 @@ struct InsertMerge: Sendable {
 }
 
 extension WriteTransaction {
-    /// A bulk INSERT in chunks: while PostgreSQL stores chunk k (one round trip), chunk k + 1 is
-    /// merged and encoded on another thread, so the two cores work at once instead of taking
-    /// turns. A statement that fails after its first chunk was sent has written part of itself:
-    /// `runInTransaction` then rolls the transaction back (see `StatementFailedAfterWriting`).
+    /// A bulk INSERT in chunks: while PostgreSQL stores chunk k (a COPY of its creations, or
+    /// held upserts flushed in one round trip), chunk k + 1 is merged and encoded on another
+    /// thread, so the two cores work at once instead of taking turns. A statement that fails after
+    /// its first chunk was sent has written part of itself: `runInTransaction` then rolls the
+    /// transaction back (see `StatementFailedAfterWriting`).
     mutating func streamInsert(_ merge: InsertMerge, _ order: [Value], mutated: inout [Value]) async throws {
         var next = try merge.apply(order[0..<min(InsertMerge.chunk, order.count)])
         var start = InsertMerge.chunk
-        while true {
-            try await write(next.writes, kind: "upsert")
-            mutated += next.mutated
-            if start >= order.count { return }
+        while start < order.count {
             let slice = order[start..<min(start + InsertMerge.chunk, order.count)]
             start += InsertMerge.chunk
             async let following = merge.apply(slice)
-            try await db.flush()  // PostgreSQL stores this chunk while `following` is computed
+            // Started first: a COPY in `write` waits for PostgreSQL, and `following` runs meanwhile.
+            try await write(next.writes, kind: "upsert")
+            mutated += next.mutated
+            try await db.flush()
             next = try await following
         }
+        try await write(next.writes, kind: "upsert")
+        mutated += next.mutated
     }
 }

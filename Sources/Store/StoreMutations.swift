@@ -14,20 +14,29 @@ extension WriteTransaction {
         var order: [Value] = []
         var supplied: [Value] = []  // ids to look up; a freshly generated 128-bit random id cannot exist yet
         var fieldsByID: [Value: [[String: Value]]] = [:]
-        for var doc in plan.documents {
-            let id: Value
+        order.reserveCapacity(plan.documents.count)
+        supplied.reserveCapacity(plan.documents.count)
+        fieldsByID.reserveCapacity(plan.documents.count)
+        for doc in plan.documents {
             if let given = doc["_id"] {
-                id = given
-                if fieldsByID[id] == nil { supplied.append(id) }
+                // One hash lookup per document, and the document is not copied (it has its `_id`).
+                if let i = fieldsByID.index(forKey: given) {
+                    fieldsByID.values[i].append(doc)
+                } else {
+                    fieldsByID[given] = [doc]
+                    supplied.append(given)
+                    order.append(given)
+                }
             } else {
-                id = store.generateID()
+                let id = store.generateID()
                 // Cannot exist yet: created with a plain INSERT (cheaper than an upsert's
                 // speculative insertion; a 2^-128 collision would fail and rerun with new ids).
                 absentRows.insert(DocumentKey(collection: plan.collection, id: id))
+                var withID = doc
+                withID["_id"] = id
+                fieldsByID[id] = [withID]
+                order.append(id)
             }
-            doc["_id"] = id
-            if fieldsByID[id] == nil { order.append(id) }
-            fieldsByID[id, default: []].append(doc)
         }
         let existing = try await lockDocuments(plan.collection, supplied)
         let merge = InsertMerge(store: store, plan: plan, types: types, existing: existing, fieldsByID: fieldsByID)

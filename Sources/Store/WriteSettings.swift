@@ -9,7 +9,7 @@ import Values
 /// of new object fields). Reading `bigpeer_settings` costs a round trip before the writes can be
 /// sent; a generated-id INSERT otherwise needs none, since its upsert, the change log and COMMIT go
 /// out in one pipeline. So the store remembers the stored value from the last read, and a
-/// transaction that uses the remembered value sends `bigpeer_expect_setting` (migrations/0006) as
+/// transaction that uses the remembered value sends `bigpeer_expect_setting` (migrations/0008) as
 /// its first statement instead: the check runs where the read would have run (right after BEGIN,
 /// in the transaction's first pipeline), and if another transaction — on any instance — changed the
 /// setting, it fails with SQLSTATE `BP001` before anything is written or committed.
@@ -52,7 +52,7 @@ extension DocumentStore {
 }
 
 extension PostgresError {
-    /// `bigpeer_expect_setting` found a setting changed (SQLSTATE BP001, migrations/0006): the
+    /// `bigpeer_expect_setting` found a setting changed (SQLSTATE BP001, migrations/0008): the
     /// transaction wrote nothing; rerun it with the setting read afresh.
     var isSettingChanged: Bool {
         guard case .server(let e) = self else { return false }

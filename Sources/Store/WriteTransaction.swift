@@ -89,21 +89,30 @@ struct WriteTransaction {
     struct PendingWrite: Sendable {
         var key: DocumentKey
         var document: Document
-        var delta: Delta
+        /// nil for a creation that did not compute it (`InsertMerge`): it is `document`'s whole state.
+        var delta: Delta?
         /// The columns and change-log delta, when already encoded (off the writing task: `InsertMerge`).
         var encoded: EncodedWrite? = nil
     }
 
-    /// What `write` sends for one document.
+    /// What `write` sends for one document, encoded off the writing task (`InsertMerge`): for a
+    /// document the statement creates, its COPY tuple (`DocumentCopy`; a creation logs no delta);
+    /// otherwise its columns and change-log delta. Whatever is missing, `write` encodes itself.
     struct EncodedWrite: Sendable {
-        var value: PostgresJSON?
-        var state: PostgresBytea
-        var delta: [UInt8]
+        var copyTuple: [UInt8]? = nil
+        var value: PostgresJSON? = nil
+        var state: PostgresBytea? = nil
+        var delta: [UInt8]? = nil
 
-        init(_ document: Document, _ delta: Delta) {
+        /// The columns, and the delta unless `delta` is nil (a creation logs none).
+        init(_ document: Document, _ delta: Delta?) {
             value = document.materialize().map { PostgresJSON(JSON.string($0)) }
             state = PostgresBytea(document.encode())
-            self.delta = delta.encode()
+            self.delta = delta?.encode()
+        }
+
+        init(creating document: Document, key: DocumentKey) {
+            copyTuple = DocumentCopy.tuple(collection: key.collection, id: key.id, document: document)
         }
     }
 
@@ -134,13 +143,14 @@ struct WriteTransaction {
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
     /// change log, notifies listeners and COMMITs — the counter UPDATE, the change-log INSERT and
-    /// COMMIT (more than 1000 changes: further change-log chunks and a read-back of the number),
-    /// sent in one round trip with every write still held. With no change, returns the current number.
+    /// COMMIT, sent in one round trip with every write still held (more than 1000 changes:
+    /// `finishByCopy`). With no change, returns the current number.
     /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
             return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
         }
+        if changes.count > Self.changeLogChunk { return try await finishByCopy() }
         // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
         // argument in docs/STORAGE.md); the change-log rows read the new number back with a
         // subselect (a transaction sees its own UPDATE), and pg_notify is delivered at COMMIT.
@@ -149,51 +159,19 @@ struct WriteTransaction {
         // these two are planned once per session.
         var counter: PostgresQuery = "UPDATE bigpeer_txn SET n = n + 1 RETURNING n, pg_notify('bigpeer_changes', n::text)"
         counter.prepared = true
-        if changes.count <= Self.changeLogChunk {
-            let results = try await db.commit(afterAll: [counter, changeLogInsert(0)])
-            guard let row = results.first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
-            return try row.decode(0, as: Int64.self)
-        }
-        // The binds are built before the counter statement is sent (up to `prebuiltChangeLogBytes`,
-        // so a huge INSERT does not hold its change log twice in memory), so the counter row —
-        // which serializes the commits of every instance — stays locked while PostgreSQL inserts,
-        // not while we encode. The counter, the later chunks, a read-back of the number and COMMIT
-        // go out in one pipeline (split only by `flushThreshold`).
-        var prebuilt: [PostgresQuery] = []
-        var prebuiltBytes = 0
-        var next = 0
-        while next < changes.count && prebuiltBytes < Self.prebuiltChangeLogBytes {
-            let insert = changeLogInsert(next)
-            prebuiltBytes += insert.binds.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
-            prebuilt.append(insert)
-            next += Self.changeLogChunk
-        }
-        try await db.enqueue(counter)
-        for insert in prebuilt { try await db.enqueue(insert) }
-        prebuilt = []
-        for chunk in stride(from: next, to: changes.count, by: Self.changeLogChunk) {
-            try await db.enqueue(changeLogInsert(chunk))
-        }
-        var readBack: PostgresQuery = "SELECT n FROM bigpeer_txn"
-        readBack.prepared = true
-        guard let row = try await db.commit(after: readBack)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        let a = changeLogArrays(0)
+        var log: PostgresQuery = """
+            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+            SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
+            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+            """
+        log.prepared = true
+        guard let row = try await db.commit(afterAll: [counter, log]).first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
     }
 
     static let changeLogChunk = 1000
     static let prebuiltChangeLogBytes = 8 << 20
-
-    /// Change-log rows `start ..< start + changeLogChunk`, numbered with the transaction's number.
-    func changeLogInsert(_ start: Int) -> PostgresQuery {
-        let a = changeLogArrays(start)
-        var insert: PostgresQuery = """
-            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-            SELECT (SELECT n FROM bigpeer_txn), (\(Int64(start)) + ord - 1)::int, c, i, k, d, o
-            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-            """
-        insert.prepared = true
-        return insert
-    }
 
     /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
     struct ChangeLogArrays {
@@ -219,9 +197,13 @@ struct WriteTransaction {
     mutating func lockDocuments(_ collection: String, _ ids: [Value]) async throws -> [Value: Document] {
         var out: [Value: Document] = [:]
         var missing: [Value] = []
-        for id in ids {
-            let key = DocumentKey(collection: collection, id: id)
-            if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+        if lockedDocuments.isEmpty && knownAbsent.isEmpty {
+            missing = ids  // nothing cached (always so for a statement's first lookup)
+        } else {
+            for id in ids {
+                let key = DocumentKey(collection: collection, id: id)
+                if let doc = lockedDocuments[key] { out[id] = doc } else if !knownAbsent.contains(key) { missing.append(id) }
+            }
         }
         for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
             let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
@@ -239,6 +221,7 @@ struct WriteTransaction {
                 }
             }
         }
+        absentRows.reserveCapacity(absentRows.count + missing.count)
         for id in missing {
             let key = DocumentKey(collection: collection, id: id)
             if out[id] == nil { absentRows.insert(key) } else { absentRows.remove(key) }
@@ -323,8 +306,28 @@ struct WriteTransaction {
         guard let collection = writes.first?.key.collection else { return }
         try await registerCollection(collection)
         var created: [PendingWrite] = [], updated: [PendingWrite] = []
+        var creates: [Bool] = []
+        creates.reserveCapacity(writes.count)
         for w in writes {
-            if absentRows.remove(w.key) != nil { created.append(w) } else { updated.append(w) }
+            let creating = absentRows.remove(w.key) != nil
+            creates.append(creating)
+            if creating { created.append(w) } else { updated.append(w) }
+        }
+        // Many creations (or a bulk INSERT's, already encoded for it) go by COPY; tombstones and
+        // a few creations by a plain INSERT. Either fails with 23505 if someone else created one.
+        if created.count >= DocumentCopy.minimumRows || created.contains(where: { $0.encoded?.copyTuple != nil }) {
+            var tuples: [[UInt8]] = []
+            var inserted: [PendingWrite] = []
+            tuples.reserveCapacity(created.count)
+            for w in created {
+                if let t = w.encoded?.copyTuple ?? DocumentCopy.tuple(collection: collection, id: w.key.id, document: w.document) {
+                    tuples.append(t)
+                } else {
+                    inserted.append(w)
+                }
+            }
+            created = inserted
+            try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: DocumentCopy.payload(tuples))
         }
         for chunk in stride(from: 0, to: created.count, by: 500) {
             let a = Self.rowArrays(created[chunk..<min(chunk + 500, created.count)])
@@ -350,9 +353,23 @@ struct WriteTransaction {
             upsert.prepared = true
             try await db.enqueue(upsert)
         }
-        for w in writes {
-            changes.append(ChangeRecord(key: w.key, kind: kind, delta: w.encoded?.delta ?? w.delta.encode(), origin: currentOrigin))
-            remember(w.key, w.document)
+        changes.reserveCapacity(changes.count + writes.count)
+        // Many documents would only churn the lock cache (it is emptied every `lockCacheLimit`
+        // entries anyway): drop it instead, which is always correct for a cache.
+        let rememberWrites = writes.count < Self.lockCacheLimit / 16
+        if !rememberWrites {
+            lockedDocuments = [:]
+            knownAbsent = []
+        }
+        for (w, creating) in zip(writes, creates) {
+            // A live document created by a server-side write logs no delta: its delta is its whole
+            // state, which `documents.state` holds from now on (docs/STORAGE.md, migrations/0006).
+            // Sync uploads keep theirs: the live fan-out compares it with the state to spot a
+            // peer's own upload.
+            let delta = creating && kind == "upsert" && currentOrigin == nil && w.document.exists
+                ? nil : (w.encoded?.delta ?? (w.delta ?? w.document.delta(since: VersionVector())).encode())
+            changes.append(ChangeRecord(key: w.key, kind: kind, delta: delta, origin: currentOrigin))
+            if rememberWrites { remember(w.key, w.document) }
         }
     }
 
@@ -368,9 +385,9 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            if let e = w.encoded {
+            if let e = w.encoded, let state = e.state {
                 values.append(e.value)
-                states.append(e.state)
+                states.append(state)
             } else {
                 values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
                 states.append(PostgresBytea(w.document.encode()))

@@ -119,6 +119,12 @@ extension SyncSession {
             if let delta = e.delta {
                 built.append(ChangeEntry(document: e.document, kind: kind, payload: .delta(delta)))
                 if !matches { held.remove(hash) }
+            } else if e.kind == .upsert, let state = e.state {
+                // A creation logs no delta (docs/STORAGE.md): its delta is its whole state, which
+                // the document's current state contains. The peer held an older copy (one the
+                // server had evicted): it gets the state, as it would have got the delta.
+                built.append(ChangeEntry(document: e.document, kind: .upsert, payload: .state(state)))
+                if !matches { held.remove(hash) }
             } else if matches {
                 enter(e, hash, &built, &entering)
             } else {

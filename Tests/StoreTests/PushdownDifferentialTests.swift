@@ -17,7 +17,7 @@ import Values
     ]
     static let literals = ["0", "1", "-1", "2.5", "1e20", "9007199254740993", "9007199254740992.0",
                            "'x'", "'X'", "'é'", "''", "TRUE", "FALSE", "NULL", "[1]", "{'k': 1}", ":p", ":nothing.x"]
-    static let paths = ["a", "b", "c", "n.x", "tags[0]", "tags[1]"]
+    static let paths = ["a", "b", "c", "n.x", "tags[0]", "tags[1]", "_id"]
 
     func atom(_ rng: inout SeededRandom) -> String {
         let p = Self.paths[rng.below(Self.paths.count)], l = Self.literals[rng.below(Self.literals.count)]
@@ -84,6 +84,25 @@ import Values
             }
             #expect(checked > 500)
             #expect(withResidual > 50)  // the mix really exercises residual filtering
+        }
+    }
+
+    /// The store compiles `_id` to the id column (`idColumnMirrorsValueID`): point reads and `_id`
+    /// ranges use the primary key, and the expression index on `value -> '_id'` is gone.
+    @Test func idPathsUseThePrimaryKey() async throws {
+        try await withStore { store, _ in
+            guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE _id = :id ORDER BY _id") else { return }
+            let plan = try store.planner.plan(s, context: EvaluationContext(arguments: ["id": "d1"]))
+            #expect(plan.sql.contains(#"("id") = $"#))
+            #expect(!plan.sql.contains("'_id'"))
+            let indexes = try await store.pool.query("SELECT count(*) FROM pg_indexes WHERE indexname = 'documents_value_id'")
+            #expect(try indexes[0].decode(0, as: Int64.self) == 0)
+            _ = try await store.execute("INSERT INTO c DOCUMENTS ({_id: 'd1', a: 1}), ({_id: 'd2', a: 2}), ({_id: {k: 1}, a: 3})")
+            #expect(try await store.items("SELECT * FROM c WHERE _id = 'd2'") == [["_id": "d2", "a": 2]])
+            #expect(try await store.items("SELECT a FROM c WHERE _id.k = 1") == [["a": 3]])
+            #expect(try await store.items("SELECT a FROM c WHERE _id >= 'd1' ORDER BY _id DESC") == [["a": 2], ["a": 1]])
+            _ = try await store.execute("DELETE FROM c WHERE _id = 'd1'")
+            #expect(try await store.items("SELECT a FROM c WHERE _id = 'd1'") == [])
         }
     }
 }

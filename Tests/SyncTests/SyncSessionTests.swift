@@ -243,6 +243,20 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(sent(a).first == .changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .delta([0xDE]))]))
     }
 
+    /// A creation logs no delta (docs/STORAGE.md): a peer that still holds an older copy (the
+    /// server had evicted it, then it was created anew) gets the state the entry carries, whether
+    /// the new document still matches or leaves the subscription; without a state only a
+    /// matching document is fetched.
+    @Test func heldDocumentCreatedAnew_withoutALoggedDelta_getsItsState() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .upsert, delta: nil, value: red, state: [0x5C])], through: 11)))
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0x5C]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held.contains(DocumentHash.of(car1)))
+        let b = h.feed(.log(LogBatch(entries: [LogEntry(txn: 12, document: car1, kind: .upsert, delta: nil, value: blue, state: [0x5D])], through: 12)))
+        #expect(sent(b) == [.changes(txn: 12, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0x5D]))]), .checkpoint(txn: 12)])
+        #expect(h.session.held.isEmpty)
+    }
+
     @Test func documentEnteringASubscription_getsItsFullState() {
         var h = Self.syncedOnRed()
         let car2Red: Value = ["_id": "car-2", "color": "red"]
