@@ -4,6 +4,7 @@
 # Environment: BIGPEER_BIN=path (use this binary, skip the build), BULK_DOCS=n (default 100000),
 # CONCURRENCY="1 8 64", SERVER_PREFIX="perf record -g -o FILE" (profile the server),
 # READ_CACHE_MB=n (the server's --read-cache-mb; 0 measures every read through PostgreSQL),
+# READS=0 (skip the warm-up and the point-read rows: writes only),
 # BULK_ONLY=1 (stop after the bulk-insert row, which then also reports the CPU seconds the server
 # and PostgreSQL spent on the bulk call, from /proc/PID/stat, and its peak server RSS),
 # PROFILE_BULK=FILE (perf record the server and its PostgreSQL processes during the bulk call only).
@@ -12,6 +13,7 @@
 # - point read by _id through POST /api/v4/store/execute (wrk, 1/8/64 connections) vs pgbench -S
 #   (same concurrency, prepared);
 # - single-document INSERT through /execute vs pgbench -N (same concurrency);
+# - single-document UPDATE by a random seeded _id (`SET n = n + 1`) vs pgbench -N (same concurrency);
 # Starts `bigpeer serve` (release) on its own data dir, seeds 100k documents, creates an API key.
 # wrk, the server and PostgreSQL share the machine's cores: say so when quoting the numbers.
 set -euo pipefail
@@ -100,7 +102,17 @@ request = function()
   return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
 end
 LUA
-python3 - "$port" "$key" "$ndocs" <<'PY'
+cat > "$work/update.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+math.randomseed(7)
+request = function()
+  return wrk.format(nil, nil, nil, '{"statement":"UPDATE bench SET n = n + 1 WHERE _id = :id","args":{"id":"d' .. math.random(0, $((ndocs - 1))) .. '"}}')
+end
+LUA
+reads=${READS:-1}
+[ "$reads" = 0 ] || python3 - "$port" "$key" "$ndocs" <<'PY'
 import http.client, json, sys, threading, time
 port, key, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 def read(ids):
@@ -118,10 +130,14 @@ print(f"warm-up: read all {n} documents once in {time.time() - start:.1f}s")
 PY
 for c in ${CONCURRENCY:-1 8 64}; do
   for r in $(seq "$rounds"); do
-    rr=$(wrk -t1 -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
-    pr=$(pgbench -n -S -M prepared -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
+    if [ "$reads" != 0 ]; then
+      rr=$(wrk -t1 -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
+      pr=$(pgbench -n -S -M prepared -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
+      reads_="point read /execute req/s p50 p99 = $rr| pgbench -S $pr | "
+    else reads_=""; fi
     rw=$(wrk -t1 -c$c -d${secs}s -s "$work/write.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2}')
     pw=$(pgbench -n -N -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
-    echo "c=$c round $r: point read /execute req/s p50 p99 = $rr| pgbench -S $pr | insert /execute $rw | pgbench -N $pw"
+    ru=$(wrk -t1 -c$c -d${secs}s -s "$work/update.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non-2xx:", $NF}' | tr '\n' ' ')
+    echo "c=$c round $r: ${reads_}insert /execute $rw | pgbench -N $pw | update /execute $ru| $(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done

@@ -75,10 +75,11 @@ public final class BigPeerService: Sendable {
         let store: DocumentStore
         let feed: ChangeFeed
         let listener: PostgresListener
+        let listenerLoop = group.next()
         do {
             store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
-            listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: group.next())
+            listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)
             feed = ChangeFeed(store: store)
             try await feed.start()
         } catch {
@@ -87,7 +88,10 @@ public final class BigPeerService: Sendable {
             group.shutdown()
             throw error
         }
-        let follower = Task { await feed.follow(listener) }
+        // The feed runs on the listener's loop: a notification then wakes no other thread, and
+        // the change-log read uses a pooled session of that loop (no hop per round trip). On the
+        // shared cooperative pool every commit cost several thread switches (docs/PERFORMANCE.md).
+        let follower = Task(executorPreference: listenerLoop) { await feed.follow(listener) }
 
         let auth: Authenticator
         if configuration.insecureDevelopment {

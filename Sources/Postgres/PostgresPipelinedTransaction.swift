@@ -74,6 +74,17 @@ public final class PostgresPipelinedTransaction {
         return last == nil ? nil : results[0]
     }
 
+    /// Sends what is held, then `last` in order, then COMMIT, in one round trip; returns the
+    /// results of `last` once COMMIT has succeeded.
+    public func commit(afterAll last: [PostgresQuery]) async throws -> [PostgresResult] {
+        let results = try await send(last + ["COMMIT"])
+        guard results.last?.commandTag == "COMMIT" else {
+            throw PostgresError.protocolViolation("COMMIT answered \(results.last?.commandTag ?? "nothing"): the transaction was rolled back")
+        }
+        isCommitted = true
+        return Array(results.dropLast())
+    }
+
     /// Sends held statements followed by `tail`; returns the results of `tail` only.
     private func send(_ tail: [PostgresQuery]) async throws -> [PostgresResult] {
         guard !isCommitted else { throw PostgresError.protocolViolation("the transaction has already committed") }

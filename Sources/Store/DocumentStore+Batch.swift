@@ -45,7 +45,7 @@ extension DocumentStore {
         let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
-            let (results, txn, registered) = try await withWriteTransaction { db in
+            let (results, txn, registered, changes) = try await withWriteTransaction { db in
                 var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
                 var results: [ExecuteResult] = []
                 for (i, job) in jobs.enumerated() {
@@ -57,8 +57,9 @@ extension DocumentStore {
                         throw StoreBatchError(index: i, error: StoreError.from(error))  // rolls back everything
                     }
                 }
-                return (results, try await tx.finish(), tx.registeredCollections)
+                return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
             }
+            recordOwnCommit(txn, changes: changes)
             knownCollections.withLock { $0.formUnion(registered) }
             return zip(statements, results).map { item, r in
                 var r = r

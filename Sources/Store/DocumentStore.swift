@@ -24,6 +24,10 @@ public final class DocumentStore: Sendable {
     let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\"", idColumnMirrorsValueID: true))
     let replica: Mutex<Replica>
     let knownCollections = Mutex<Set<String>>([])
+    /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).
+    let rememberedStrictMode = Mutex<RememberedSetting?>(nil)
+    /// Transactions this instance committed, for its change feed (see `OwnCommits`).
+    let ownCommits = Mutex(OwnCommits())
     let batcher: WriteBatcher
     /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
     let statements = StatementCache(limits: DocumentStore.parseLimits)
@@ -211,11 +215,6 @@ public final class DocumentStore: Sendable {
 
     func strictMode(on conn: PostgresConnection? = nil) async throws -> Bool {
         try await settings(on: conn)[SystemSetting.strictMode.rawValue]?.boolValue ?? true
-    }
-
-    /// Strict mode as the write transaction `db` sees it (sent with its BEGIN: one round trip).
-    func strictMode(in db: PostgresPipelinedTransaction) async throws -> Bool {
-        try Self.decodeSettings(try await db.query(Self.settingsQuery))[SystemSetting.strictMode.rawValue]?.boolValue ?? true
     }
 
     static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {

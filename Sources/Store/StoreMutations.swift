@@ -139,7 +139,8 @@ extension WriteTransaction {
             } else {
                 try await db.enqueue("DELETE FROM bigpeer_settings")
             }
-            strictMode = try await store.strictMode(in: db)
+            // This transaction's own, uncommitted change: read it, never the remembered value.
+            strictMode = DocumentStore.strictMode(try DocumentStore.decodeSettings(try await db.query(DocumentStore.settingsQuery))[SystemSetting.strictMode.rawValue])
         case .show:
             throw StoreError.invalid("SHOW is not a write")
         }
@@ -151,12 +152,38 @@ extension WriteTransaction {
     /// `_id`s of the documents a filter selects, in the statement's order (pushdown + memory).
     func candidates(_ collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
+        if orderBy.isEmpty, limit == nil, offset == nil, let id = Self.pointID(filter, arguments: context.arguments) {
+            // `WHERE _id = <string>`: the one candidate is that id. No query: the caller locks it
+            // (absent or deleted: nothing to do) and re-checks the filter on what it locked.
+            return [.string(id)]
+        }
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
                                                 offset: offset, context: context)
         let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
         var docs: [Value] = []
         for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
         return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
+    }
+
+    /// The id of a filter that is exactly `_id = <string>` (a literal or parameter, either side).
+    /// A string `_id` equals exactly one stored id (jsonb compares strings by content), so the
+    /// candidate query can be skipped; other types (numbers compare by value, objects by content)
+    /// go through the query.
+    static func pointID(_ filter: Expression?, arguments: [String: Value]) -> String? {
+        guard case .binary(.equal, let l, let r)? = filter else { return nil }
+        func isID(_ e: Expression) -> Bool {
+            if case .path(let p) = e { return p.root == "_id" && p.components.isEmpty }
+            return false
+        }
+        func string(_ e: Expression) -> String? {
+            switch e {
+            case .literal(.string(let v)): return v
+            case .parameter(let name): if case .string(let v)? = arguments[name] { return v }
+            default: break
+            }
+            return nil
+        }
+        return isID(l) ? string(r) : isID(r) ? string(l) : nil
     }
 
     /// The filter alone, to re-check a document once it is locked (it may have changed meanwhile).

@@ -7,7 +7,7 @@ extension DocumentStore {
     /// Runs write statements in one transaction: per statement a result (or its own error), and
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
-        let (results, txn, registered) = try await withWriteTransaction { db in
+        let (results, txn, registered, changes) = try await withWriteTransaction { db in
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
@@ -27,10 +27,13 @@ extension DocumentStore {
                     results.append(.failure(StoreError.from(error)))
                 }
             }
-            return (results, try await tx.finish(), tx.registeredCollections)
+            return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
         }
+        recordOwnCommit(txn, changes: changes)
         // Only now, after commit: a rolled-back registration must be tried again next time.
         knownCollections.withLock { $0.formUnion(registered) }
+        // This instance changed settings: the next transaction reads them rather than failing its check.
+        if jobs.contains(where: { if case .statement(.system, _) = $0.work { true } else { false } }) { forgetRememberedSettings() }
         return (results, txn)
     }
 }
@@ -139,9 +142,9 @@ struct WriteTransaction {
     // MARK: - Finish
 
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
-    /// change log, notifies listeners and COMMITs — one statement plus COMMIT, sent in one round
-    /// trip with every write still held (more than 1000 changes: `finishByCopy`). With no change,
-    /// returns the current number.
+    /// change log, notifies listeners and COMMITs — the counter UPDATE, the change-log INSERT and
+    /// COMMIT, sent in one round trip with every write still held (more than 1000 changes:
+    /// `finishByCopy`). With no change, returns the current number.
     /// Returns only after COMMIT succeeded.
     mutating func finish() async throws -> Int64 {
         if changes.isEmpty {
@@ -149,17 +152,21 @@ struct WriteTransaction {
         }
         if changes.count > Self.changeLogChunk { return try await finishByCopy() }
         // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
-        // argument in docs/STORAGE.md); the change-log rows and pg_notify ride in the same statement.
-        let first = changeLogArrays(0)
-        var counter: PostgresQuery = """
-            WITH t AS (UPDATE bigpeer_txn SET n = n + 1 RETURNING n),
-            c AS (INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-                  SELECT t.n, (ord - 1)::int, c, i, k, d, o FROM t,
-                  unnest(\(first.collections)::text[], \(first.ids)::jsonb[], \(first.kinds)::text[], \(first.deltas)::bytea[], \(first.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord))
-            SELECT n, pg_notify('bigpeer_changes', n::text) FROM t
-            """
+        // argument in docs/STORAGE.md); the change-log rows read the new number back with a
+        // subselect (a transaction sees its own UPDATE), and pg_notify is delivered at COMMIT.
+        // Two plain statements rather than one data-modifying CTE: PostgreSQL replans such a CTE
+        // on every execution (it never settles on a generic plan across transactions), while
+        // these two are planned once per session.
+        var counter: PostgresQuery = "UPDATE bigpeer_txn SET n = n + 1 RETURNING n, pg_notify('bigpeer_changes', n::text)"
         counter.prepared = true
-        guard let row = try await db.commit(after: counter)?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
+        let a = changeLogArrays(0)
+        var log: PostgresQuery = """
+            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+            SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
+            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+            """
+        log.prepared = true
+        guard let row = try await db.commit(afterAll: [counter, log]).first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
     }
 
@@ -232,13 +239,20 @@ struct WriteTransaction {
     }
 
     /// Locks, in one round trip per collection, every document that the batch's small INSERTs name
-    /// by `_id`, so each INSERT then finds its documents in `lockedDocuments` instead of spending its
-    /// own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
+    /// by `_id` (and its UPDATEs, DELETEs and EVICTs by `_id = <string>`), so each statement then
+    /// finds its documents in `lockedDocuments` instead of spending its own round trip. Only an optimization: a statement whose plan fails here is skipped (it fails
     /// on its own later), and the locks are the ones those statements would take anyway.
     mutating func prefetchInsertTargets(_ jobs: [WriteBatcher.Job]) async throws {
         var ids: [String: [Value]] = [:]
         var seen = Set<DocumentKey>()
         for job in jobs {
+            // UPDATE, DELETE and EVICT `WHERE _id = <string>` lock exactly that id (`pointID`).
+            if case .statement(let statement, let arguments) = job.work,
+               let (collection, id) = Self.pointTarget(statement, arguments: arguments),
+               seen.insert(DocumentKey(collection: collection, id: .string(id))).inserted {
+                ids[collection, default: []].append(.string(id))
+                continue
+            }
             guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
             let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
             guard let plan = try? InsertPlan(s, context: context) else { continue }
@@ -249,6 +263,19 @@ struct WriteTransaction {
         }
         for collection in ids.keys.sorted() {
             _ = try await lockDocuments(collection, ids[collection] ?? [])
+        }
+    }
+
+    /// The collection and id an UPDATE, DELETE or EVICT by `_id = <string>` locks (no ORDER BY,
+    /// LIMIT or OFFSET: then the id is its only candidate, as `candidates` decides).
+    static func pointTarget(_ statement: Statement, arguments: [String: Value]) -> (String, String)? {
+        switch statement {
+        case .update(let u) where u.orderBy.isEmpty && u.limit == nil && u.offset == nil:
+            return pointID(u.filter, arguments: arguments).map { (u.collection.name, $0) }
+        case .delete(let r), .evict(let r):
+            return pointID(r.filter, arguments: arguments).map { (r.collection.name, $0) }
+        default:
+            return nil
         }
     }
 

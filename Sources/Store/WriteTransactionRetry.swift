@@ -29,11 +29,19 @@ extension DocumentStore {
     /// next attempt sees and locks: retries are bounded by the racing creators, not by chance. The
     /// bound (`creationAttempts`) only stops pathological loops (a document created and evicted
     /// over and over); it surfaces as `StoreError.conflict` (409), with nothing written.
+    ///
+    /// A transaction that assumed a remembered setting which another transaction has since changed
+    /// (`isSettingChanged`, before anything was written) is rerun the same way, reading it afresh.
     func withWriteTransaction<R>(_ body: (PostgresPipelinedTransaction) async throws -> R) async throws -> R {
         var attempt = 1
         while true {
             do {
                 return try await pool.withPipelinedTransaction(body)
+            } catch let error as PostgresError where error.isSettingChanged && attempt < Self.creationAttempts {
+                // The remembered strict mode is stale (WriteSettings.swift): nothing was written;
+                // the rerun reads the setting instead of assuming it.
+                forgetRememberedSettings()
+                attempt += 1
             } catch let error as PostgresError where error.isConcurrentDocumentCreation {
                 if attempt >= Self.creationAttempts {
                     throw StoreError.conflict(

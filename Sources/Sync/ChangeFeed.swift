@@ -20,6 +20,10 @@ public final class ChangeFeed: Sendable {
         var head: Int64 = 0
         var listeners: [UInt64: @Sendable (Int64) -> Void] = [:]
         var nextListener: UInt64 = 0
+        /// The newest transaction number a notification announced.
+        var notified: Int64 = 0
+        /// A change-log read must happen before any skip (set by `refresh()`, cleared as a read starts).
+        var readRequired = false
         var refreshing = false
         var refreshAgain = false
         var retryScheduled = false
@@ -36,6 +40,8 @@ public final class ChangeFeed: Sendable {
     /// if no notification or reconnect arrives (a NOTIFY may have been sent on a connection that
     /// still worked while this instance's reads failed).
     public static let retryDelay: Duration = .seconds(1)
+    /// Transactions per change-log read.
+    static let readTransactions: Int64 = 1000
 
     public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20) {
         self.store = store
@@ -65,13 +71,17 @@ public final class ChangeFeed: Sendable {
             case .reconnected:
                 await refresh()
                 store.readCache.enable(through: head)
-            case .notification:
-                await refresh()
+            case .notification(let note):
+                if let n = Int64(note.payload) { noteNotified(n) }
+                await refresh(readRequired: false)
             }
         }
     }
 
     public var head: Int64 { state.withLock { $0.head } }
+
+    /// A notification announced transaction `n` (its payload, docs/STORAGE.md).
+    func noteNotified(_ n: Int64) { state.withLock { $0.notified = max($0.notified, n) } }
 
     /// Registers a callback for every new head; returns a token for `removeListener`.
     public func addListener(_ onHead: @escaping @Sendable (Int64) -> Void) -> UInt64 {
@@ -85,8 +95,14 @@ public final class ChangeFeed: Sendable {
     public func removeListener(_ token: UInt64) { state.withLock { _ = $0.listeners.removeValue(forKey: token) } }
 
     /// Reads everything new since `head` into the ring (one refresh at a time; concurrent calls coalesce).
-    public func refresh() async {
+    public func refresh() async { await refresh(readRequired: true) }
+
+    /// `readRequired: false` (a notification): transactions this instance committed itself may be
+    /// skipped instead of read (`skipOwnCommits`). A reconnect, a retry or an explicit refresh
+    /// must read: commits may have gone unnotified.
+    func refresh(readRequired: Bool) async {
         let start = state.withLock { s -> Bool in
+            if readRequired { s.readRequired = true }
             if s.refreshing { s.refreshAgain = true; return false }
             s.refreshing = true
             return true
@@ -94,9 +110,13 @@ public final class ChangeFeed: Sendable {
         guard start else { return }
         while true {
             do {
-                while true {
-                    let from = state.withLock { $0.head }
-                    let (rows, through) = try await store.readChangeLog(after: from, maxTransactions: 1000)
+                while !skipOwnCommits() {
+                    // This read sees every commit made before it starts: a required read is done.
+                    let from = state.withLock { s in
+                        s.readRequired = false
+                        return s.head
+                    }
+                    let (rows, through) = try await store.readChangeLog(after: from, maxTransactions: Self.readTransactions)
                     if through <= from { break }
                     let listeners = state.withLock { s -> [@Sendable (Int64) -> Void] in
                         for r in rows { append(Self.entry(r), to: &s) }
@@ -104,6 +124,10 @@ public final class ChangeFeed: Sendable {
                         return Array(s.listeners.values)
                     }
                     for l in listeners { l(through) }
+                    // Caught up with the newest commit this read saw. Later commits notify, and a
+                    // notification during this refresh makes it run once more (`refreshAgain`),
+                    // so no second, empty read is needed to find out.
+                    if through < from + Self.readTransactions { break }
                 }
             } catch {
                 scheduleRetry()
@@ -114,6 +138,25 @@ public final class ChangeFeed: Sendable {
                 return false
             }
             if !again { return }
+        }
+    }
+
+    /// With no session listening, advances over notified transactions that this instance
+    /// committed itself without reading them back (`DocumentStore.applyOwnCommits`: their changes
+    /// reach the read cache from what the store recorded at commit). The ring then restarts empty
+    /// at the new head — nobody is reading it, and a session that connects later and needs older
+    /// rows reads them from the database, as for any position before the ring. Checked and applied
+    /// under the state lock, so a session registering at the same moment either sees the ring
+    /// intact (and the feed reads) or the new head with the empty ring.
+    private func skipOwnCommits() -> Bool {
+        state.withLock { s in
+            guard !s.readRequired, s.listeners.isEmpty, s.notified > s.head,
+                  store.applyOwnCommits(after: s.head, through: s.notified) else { return false }
+            s.ring = []
+            s.ringBytes = 0
+            s.head = s.notified
+            s.ringFrom = s.notified
+            return true
         }
     }
 

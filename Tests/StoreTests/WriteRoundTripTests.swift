@@ -63,4 +63,39 @@ import Values
             #expect(try await store.items("SELECT n FROM k") == [["n": 40]])
         }
     }
+
+    /// Concurrent UPDATEs, DELETEs and EVICTs by `_id` group-committed together (the batch locks
+    /// their ids up front): each statement sees exactly the documents it would alone.
+    @Test func concurrentPointWrites_matchWhatTheyWouldAlone() async throws {
+        try await withStore { store, _ in
+            for i in 0..<10 { _ = try await store.execute("INSERT INTO q DOCUMENTS ({_id: 'q\(i)', n: 0})") }
+            let results = try await withThrowingTaskGroup(of: (Int, [Value]).self) { group in
+                for i in 0..<40 {
+                    group.addTask {
+                        let id = "q\(i % 12)"  // q10 and q11 do not exist
+                        let text = switch i {
+                        case 36: "DELETE FROM q WHERE _id = :id"
+                        case 37: "EVICT FROM q WHERE _id = :id"
+                        default: "UPDATE q SET n = n + 1 WHERE _id = :id"
+                        }
+                        return (i, try await store.execute(text, arguments: ["id": .string(id)]).mutatedDocumentIDs)
+                    }
+                }
+                var all: [Int: [Value]] = [:]
+                for try await (i, ids) in group { all[i] = ids }
+                return all
+            }
+            // (q0 and q1 are left out: whether their updates run before or after the DELETE and EVICT
+            // depends on the order the tasks submit them.)
+            for i in 0..<36 where i % 12 >= 2 { #expect(results[i] == (i % 12 < 10 ? [.string("q\(i % 12)")] : []), "statement \(i)") }
+            #expect(results[36] == ["q0"] && results[37] == ["q1"])
+            let rows = try await store.items("SELECT _id, n FROM q ORDER BY _id")
+            // q0 deleted and q1 evicted at some point among their updates; the others got every update.
+            #expect(rows.count == 8)
+            for row in rows {
+                guard case .string(let id)? = row["_id"], let k = Int(id.dropFirst()) else { Issue.record("\(row)"); continue }
+                #expect(row["n"] == .int(k < 4 ? 4 : 3))  // q2, q3: i = 2, 14, 26, 38 and 3, 15, 27, 39
+            }
+        }
+    }
 }

@@ -1,0 +1,104 @@
+import BigPeerTestSupport
+import Postgres
+import Testing
+import Values
+@testable import Store
+@testable import Sync
+
+/// The change feed skips reading back transactions its own instance committed while no session
+/// listens (`ChangeFeed.skipOwnCommits`, `OwnCommits`): it must still never skip another
+/// instance's change, keep the read cache exact, and read whenever a session needs the rows.
+@Suite struct ChangeFeedOwnCommitsTests {
+    func withTwoStores(_ body: (DocumentStore, DocumentStore) async throws -> Void) async throws {
+        try await TestPostgres.withDatabase { db in
+            try await db.migrate()
+            let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
+            let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
+            try await body(a, b)
+        }
+    }
+
+    /// What a notification does (without a LISTEN session, so the test decides when it arrives).
+    func notify(_ feed: ChangeFeed, _ txn: Int64) async {
+        feed.noteNotified(txn)
+        await feed.refresh(readRequired: false)
+    }
+
+    static let read = "SELECT * FROM cars WHERE _id = :id"
+
+    @Test func ownCommits_areSkipped_foreignOnesRead_andTheCacheStaysExact() async throws {
+        try await withTwoStores { a, b in
+            let feed = ChangeFeed(store: a)
+            try await feed.start()
+            // Own commit: skipped (the ring restarts empty at it), the cache advanced over it.
+            let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
+            await notify(feed, t1)
+            #expect(feed.head == t1)
+            #expect(feed.cachedRead(after: t1 - 1) == nil, "not read into the ring")
+            #expect(a.readCache.statistics.appliedThrough == t1)
+            _ = try await a.execute(Self.read, arguments: ["id": "x"])  // cached now
+            // Another instance's commit is read, never skipped; it reaches the ring and the cache.
+            let t2 = try await b.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'").transactionID
+            await notify(feed, t2)
+            #expect(feed.head == t2)
+            #expect(feed.cachedRead(after: t1)?.entries.map(\.txn) == [t2])
+            #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "blue"]])
+            // Own, then foreign, announced together: the range is not all own, so it is read.
+            let t3 = try await a.execute("UPDATE cars SET color = 'green' WHERE _id = 'x'").transactionID
+            let t4 = try await b.execute("UPDATE cars SET color = 'black' WHERE _id = 'x'").transactionID
+            await notify(feed, t4)
+            #expect(feed.head == t4)
+            #expect(feed.cachedRead(after: t2)?.entries.map(\.txn) == [t3, t4])
+            #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "black"]])
+            #expect(a.readCache.statistics.appliedThrough == t4)
+        }
+    }
+
+    @Test func aListeningSession_getsOwnCommitsReadIntoTheRing() async throws {
+        try await withTwoStores { a, _ in
+            let feed = ChangeFeed(store: a)
+            try await feed.start()
+            let heads = MutexBox<[Int64]>([])
+            let token = feed.addListener { head in heads.withLock { $0.append(head) } }
+            let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
+            await notify(feed, t1)
+            #expect(feed.cachedRead(after: t1 - 1)?.entries.map(\.document.id) == ["x"])
+            #expect(heads.withLock { $0 } == [t1])
+            feed.removeListener(token)
+            let t2 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'y', color: 'red'})").transactionID
+            await notify(feed, t2)
+            #expect(feed.head == t2 && feed.cachedRead(after: t1) == nil, "skipped once nobody listens")
+            // A session that connects later and starts before the ring reads the database.
+            #expect(try await feed.read(after: 0).entries.map(\.txn) == [t1, t2])
+        }
+    }
+
+    /// An explicit refresh (a reconnect, a retry) must read: a commit of another instance whose
+    /// notification was lost lies beyond the announced range.
+    @Test func aRequiredRead_isNeverReplacedByASkip() async throws {
+        try await withTwoStores { a, b in
+            let feed = ChangeFeed(store: a)
+            try await feed.start()
+            let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x'})").transactionID
+            let t2 = try await b.execute("INSERT INTO cars DOCUMENTS ({_id: 'y'})").transactionID  // never announced
+            feed.noteNotified(t1)
+            await feed.refresh()  // what `.reconnected` triggers
+            #expect(feed.head == t2)
+            #expect(a.readCache.statistics.appliedThrough == t2)
+        }
+    }
+
+    @Test func ownCommits_recordOnlyWhatTheyCanCover() throws {
+        var own = OwnCommits()
+        let k = DocumentReadCache.Key(collection: "c", id: "x")
+        own.record(5, keys: [k])
+        own.record(6, keys: [])
+        #expect(own.take(after: 4, through: 7) == nil, "7 is not ours")
+        #expect(own.take(after: 3, through: 6) == nil, "4 is not ours")
+        #expect(own.take(after: 4, through: 6)?.map { $0.txn } == [5])
+        #expect(own.take(after: 4, through: 6) == nil, "taken once")
+        for t in 0..<Int64(OwnCommits.maxTransactions + 10) { own.record(100 + t, keys: [k]) }
+        #expect(own.take(after: 99, through: 100) == nil, "the oldest were dropped at the bound")
+        #expect(own.take(after: 100 + Int64(OwnCommits.maxTransactions + 8), through: 100 + Int64(OwnCommits.maxTransactions + 9))?.count == 1)
+    }
+}
