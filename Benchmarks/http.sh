@@ -35,6 +35,7 @@ start_server() {  # name -> sets PID
     case "$1" in
     bigpeer) "$BIGPEER" "$PORT" 2 reuseport >/dev/null 2>&1 & PID=$! ;;
     bigpeer-acceptor) "$BIGPEER" "$PORT" 2 acceptor >/dev/null 2>&1 & PID=$! ;;
+    bigpeer-noyield) "$BIGPEER" "$PORT" 2 reuseport noyield >/dev/null 2>&1 & PID=$! ;;
     nginx-1|nginx-2)
         sed "s/WORKERS/${1#nginx-}/; s/PORT/$PORT/; s#PIDFILE#$WORK/nginx.pid#" Benchmarks/nginx/nginx.conf.template > "$WORK/nginx.conf"
         nginx -c "$WORK/nginx.conf" -p "$WORK" & PID=$! ;;
@@ -73,7 +74,7 @@ run_wrk() {  # label args... -> prints "label rps p50 p99 cpu_us_per_req"
     printf "| %-18s | %-22s | %10s | %8s | %8s | %8s | %s\n" "$SERVER" "$label" "$rps" "$p50" "$p99" "$cpu_us" "${errs:-}"
 }
 
-SERVERS="bigpeer bigpeer-acceptor nginx-1 nginx-2"
+SERVERS="bigpeer bigpeer-noyield bigpeer-acceptor nginx-1 nginx-2"
 [ -x "$HB" ] && SERVERS="$SERVERS hummingbird"
 SERVERS="${SERVERS_OVERRIDE:-$SERVERS}"
 

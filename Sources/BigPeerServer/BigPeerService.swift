@@ -52,7 +52,7 @@ public final class BigPeerService: Sendable {
     }
 
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
-        let group = try EventLoopGroup(threads: configuration.threads)
+        let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
         let database: Database
         do {
             database = try await Database.open(configuration.database, migrationsDirectory: configuration.migrationsDirectory,

@@ -9,6 +9,9 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     /// Event-loop threads shared by HTTP, WebSocket and PostgreSQL sessions (default: one per core).
     public var threads = EventLoopGroup.defaultThreadCount
+    /// Loop threads offer the CPU after each batch of events (`EventLoop.yieldsAfterEachBatch`):
+    /// lower tail latency when the cores are shared (with PostgreSQL, say); off for A/B tests.
+    public var loopsYieldAfterEachBatch = true
     public var database: DatabaseSource = .local(dataDirectory: "./.bigpeer")
     public var migrationsDirectory: String?
     public var tls: HTTPServerConfiguration.TLS?

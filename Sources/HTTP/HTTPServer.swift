@@ -51,7 +51,7 @@ public final class HTTPServer: Sendable {
             self.group = group
             ownsGroup = false
         } else {
-            self.group = try EventLoopGroup(threads: configuration.threads)
+            self.group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
             ownsGroup = true
         }
     }

@@ -8,6 +8,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var port = 8080
     /// Loop threads (one per core by default).
     public var threads = EventLoopGroup.defaultThreadCount
+    /// Loop threads offer the CPU after each batch of events (`EventLoop.yieldsAfterEachBatch`).
+    public var loopsYieldAfterEachBatch = true
     public var acceptStrategy = AcceptStrategy.reusePort
     public var backlog: Int32 = 1024
     /// Open connections across all loops; further accepts are closed at once.

@@ -14,6 +14,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
     @Option(help: "Event-loop threads (default: one per core).") var threads: Int?
+    @Flag(name: .customLong("no-loop-yield"), help: "Event loops do not offer the CPU after each batch of events (for comparisons; see docs/HTTP.md).") var noLoopYield = false
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
@@ -50,6 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.host = host
         config.port = port
         if let threads { config.threads = max(1, threads) }
+        config.loopsYieldAfterEachBatch = !noLoopYield
         config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory)
         config.migrationsDirectory = database.migrationsDirectory
         config.databaseConnections = databaseConnections

@@ -1,4 +1,4 @@
-// Usage: HTTPBench [port] [threads] [reuseport|acceptor] [tls-cert tls-key]
+// Usage: HTTPBench [port] [threads] [reuseport|acceptor] [tls-cert tls-key] [noyield]
 // Serves GET /healthz (sync, "ok") and POST /echo (JSON echo) until killed.
 import Glibc
 import HTTP
@@ -10,6 +10,7 @@ config.host = "127.0.0.1"
 config.port = args.count > 1 ? Int(args[1]) ?? 8080 : 8080
 config.threads = args.count > 2 ? Int(args[2]) ?? 2 : 2
 config.acceptStrategy = args.count > 3 && args[3] == "acceptor" ? .singleAcceptor : .reusePort
+config.loopsYieldAfterEachBatch = !args.contains("noyield")
 config.maxConnections = 20_000
 if args.count > 5 { config.tls = .init(certificatePath: args[4], privateKeyPath: args[5]) }
 
