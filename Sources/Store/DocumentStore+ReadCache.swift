@@ -10,7 +10,16 @@ extension DocumentStore {
     /// by value and objects by content, which a string key cannot mirror).
     static func pointReadKey(_ s: SelectStatement, arguments: [String: Value]) -> DocumentReadCache.Key? {
         guard s.projections == [.all], !s.distinct, s.groupBy.isEmpty, s.having == nil, s.orderBy.isEmpty,
-              s.limit == nil, s.offset == nil, case .binary(.equal, let l, let r)? = s.filter else { return nil }
+              s.limit == nil, s.offset == nil, let id = pointID(s.filter, arguments: arguments) else { return nil }
+        return DocumentReadCache.Key(collection: s.from.name, id: id)
+    }
+
+    /// The id of a filter that is exactly `_id = <string>` (a literal or parameter, either side).
+    /// A string `_id` equals exactly one stored id (jsonb compares strings by content), so point
+    /// reads may use the cache and point writes may skip the candidate query; other types
+    /// (numbers compare by value, objects by content) go through PostgreSQL.
+    static func pointID(_ filter: Expression?, arguments: [String: Value]) -> String? {
+        guard case .binary(.equal, let l, let r)? = filter else { return nil }
         func isID(_ e: Expression) -> Bool {
             if case .path(let p) = e { return p.root == "_id" && p.components.isEmpty }
             return false
@@ -23,8 +32,7 @@ extension DocumentStore {
             }
             return nil
         }
-        guard let id = isID(l) ? string(r) : isID(r) ? string(l) : nil else { return nil }
-        return DocumentReadCache.Key(collection: s.from.name, id: id)
+        return isID(l) ? string(r) : isID(r) ? string(l) : nil
     }
 
     /// The answer to a point read from `readCache`, or nil to read PostgreSQL.

@@ -152,7 +152,7 @@ extension WriteTransaction {
     /// `_id`s of the documents a filter selects, in the statement's order (pushdown + memory).
     func candidates(_ collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
-        if orderBy.isEmpty, limit == nil, offset == nil, let id = Self.pointID(filter, arguments: context.arguments) {
+        if orderBy.isEmpty, limit == nil, offset == nil, let id = DocumentStore.pointID(filter, arguments: context.arguments) {
             // `WHERE _id = <string>`: the one candidate is that id. No query: the caller locks it
             // (absent or deleted: nothing to do) and re-checks the filter on what it locked.
             return [.string(id)]
@@ -163,27 +163,6 @@ extension WriteTransaction {
         var docs: [Value] = []
         for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
         return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
-    }
-
-    /// The id of a filter that is exactly `_id = <string>` (a literal or parameter, either side).
-    /// A string `_id` equals exactly one stored id (jsonb compares strings by content), so the
-    /// candidate query can be skipped; other types (numbers compare by value, objects by content)
-    /// go through the query.
-    static func pointID(_ filter: Expression?, arguments: [String: Value]) -> String? {
-        guard case .binary(.equal, let l, let r)? = filter else { return nil }
-        func isID(_ e: Expression) -> Bool {
-            if case .path(let p) = e { return p.root == "_id" && p.components.isEmpty }
-            return false
-        }
-        func string(_ e: Expression) -> String? {
-            switch e {
-            case .literal(.string(let v)): return v
-            case .parameter(let name): if case .string(let v)? = arguments[name] { return v }
-            default: break
-            }
-            return nil
-        }
-        return isID(l) ? string(r) : isID(r) ? string(l) : nil
     }
 
     /// The filter alone, to re-check a document once it is locked (it may have changed meanwhile).

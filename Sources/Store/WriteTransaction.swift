@@ -271,9 +271,9 @@ struct WriteTransaction {
     static func pointTarget(_ statement: Statement, arguments: [String: Value]) -> (String, String)? {
         switch statement {
         case .update(let u) where u.orderBy.isEmpty && u.limit == nil && u.offset == nil:
-            return pointID(u.filter, arguments: arguments).map { (u.collection.name, $0) }
+            return DocumentStore.pointID(u.filter, arguments: arguments).map { (u.collection.name, $0) }
         case .delete(let r), .evict(let r):
-            return pointID(r.filter, arguments: arguments).map { (r.collection.name, $0) }
+            return DocumentStore.pointID(r.filter, arguments: arguments).map { (r.collection.name, $0) }
         default:
             return nil
         }
