@@ -54,6 +54,9 @@ class Check:
         self.update = self.load(args.update)
         self.live = self.load(args.live) or []
         self.live_deleted = self.load(args.live_deleted) or []
+        # Documents the server created while we watched: their change-log row carries no delta, so
+        # on resume they come as full states even though we hold them (PROTOCOL.md §4.6).
+        self.server_created = set()
         self.rng = random.SystemRandom()
         self.site = self.rng.getrandbits(64) or 1
         self.clock = 0
@@ -160,7 +163,8 @@ class Check:
             need(m["t"] == "changes", f"resume: unexpected `{m['t']}`: {m!r:.200}")
             for i, e in enumerate(m["docs"]):
                 self.replica.apply(e, f"resume changes txn {m['txn']} docs[{i}]")
-                need("delta" in e, f"resume: {e['id']!r} came as a full state although it is in `have`")
+                need("delta" in e or id_key(e["id"]) in self.server_created,
+                     f"resume: {e['id']!r} came as a full state although it is in `have` and the server did not create it")
                 seen.add(id_key(e["id"]))
             await self.s.consumed(m["_size"])
         await self.s.grant()
@@ -294,8 +298,10 @@ class Check:
             m = await self.next(f"live changes (waiting for {waiting})")
             need(m["t"] == "changes", f"live: unexpected `{m['t']}`: {m!r:.200}")
             for i, e in enumerate(m["docs"]):
-                value = self.replica.apply(e, f"changes txn {m['txn']} docs[{i}]")
                 k = id_key(e["id"])
+                if "state" in e and k not in self.replica.docs:
+                    self.server_created.add(k)
+                value = self.replica.apply(e, f"changes txn {m['txn']} docs[{i}]")
                 if k in pending and strict_equal(value, pending[k]):
                     log(f"live: {e['id']!r} arrived ({e['kind']}) as a {'delta' if 'delta' in e else 'full state'} "
                         f"in changes txn {m['txn']} ({m['_size']} bytes)")
