@@ -2,7 +2,7 @@
 # REST store throughput vs pgbench on the same cluster, same run, interleaved.
 #   Benchmarks/rest.sh [seconds=10] [rounds=3]
 # Environment: BIGPEER_BIN=path (use this binary, skip the build), BULK_DOCS=n (default 100000),
-# CONCURRENCY="1 8 64", SERVER_PREFIX="perf record -g -o FILE" (profile the server),
+# CONCURRENCY="1 8 64", WRK_THREADS=n (wrk threads, default 2; never more than the clients), SERVER_PREFIX="perf record -g -o FILE" (profile the server),
 # READ_CACHE_MB=n (the server's --read-cache-mb; 0 measures every read through PostgreSQL),
 # READS=0 (skip the warm-up and the point-read rows: writes only),
 # BULK_ONLY=1 (stop after the bulk-insert row, which then also reports the CPU seconds the server
@@ -129,15 +129,18 @@ for t in threads: t.join()
 print(f"warm-up: read all {n} documents once in {time.time() - start:.1f}s")
 PY
 for c in ${CONCURRENCY:-1 8 64}; do
+  # wrk threads: pgbench gets min(c, 8) client threads; wrk gets min(c, WRK_THREADS) (default 2: the
+  # Lua that builds each request body kept a single wrk thread near a full core at 8 clients).
+  wt=$(( c < ${WRK_THREADS:-2} ? c : ${WRK_THREADS:-2} ))
   for r in $(seq "$rounds"); do
     if [ "$reads" != 0 ]; then
-      rr=$(wrk -t1 -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
+      rr=$(wrk -t$wt -c$c -d${secs}s --latency -s "$work/read.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' | tr '\n' ' ')
       pr=$(pgbench -n -S -M prepared -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
       reads_="point read /execute req/s p50 p99 = $rr| pgbench -S $pr | "
     else reads_=""; fi
-    rw=$(wrk -t1 -c$c -d${secs}s -s "$work/write.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2}')
+    rw=$(wrk -t$wt -c$c -d${secs}s -s "$work/write.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2}')
     pw=$(pgbench -n -N -T "$secs" -c $c -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer 2>/dev/null | sed -nE 's/^tps = ([0-9]+).*/\1/p')
-    ru=$(wrk -t1 -c$c -d${secs}s -s "$work/update.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non-2xx:", $NF}' | tr '\n' ' ')
+    ru=$(wrk -t$wt -c$c -d${secs}s -s "$work/update.lua" "http://127.0.0.1:$port/api/v4/store/execute" | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non-2xx:", $NF}' | tr '\n' ' ')
     echo "c=$c round $r: ${reads_}insert /execute $rw | pgbench -N $pw | update /execute $ru| $(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done
