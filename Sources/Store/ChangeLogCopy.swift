@@ -5,7 +5,7 @@ import Values
 // binary)` while the transaction holds the counter row (docs/STORAGE.md "Transaction numbers and
 // the change log"): the rows are encoded before the lock is taken, with a placeholder where the
 // transaction number goes, and the number is written into them once the counter's UPDATE has
-// returned it. Binary COPY framing as in `DocumentCopy`; each tuple here:
+// returned it. Framing: `PostgresBinaryCopy`; each tuple here:
 //
 //   field count int16 = 7
 //   txn        int8   length 8  | big-endian value   <- patched at `txnOffsets`
@@ -23,7 +23,7 @@ struct ChangeLogCopy {
     static let pieceBytes = 4 << 20
 
     /// The payload, framed (header and trailer included).
-    private(set) var payload: [UInt8] = DocumentCopy.header
+    private(set) var payload: [UInt8] = PostgresBinaryCopy.header
     /// Where each tuple's txn value starts.
     private(set) var txnOffsets: [Int] = []
     /// The first change after this piece.
@@ -36,48 +36,23 @@ struct ChangeLogCopy {
             append(changes[end], seq: Int32(truncatingIfNeeded: end))
             end += 1
         }
-        payload.append(contentsOf: DocumentCopy.trailer)
+        payload.append(contentsOf: PostgresBinaryCopy.trailer)
     }
 
     private mutating func append(_ c: WriteTransaction.ChangeRecord, seq: Int32) {
-        DocumentCopy.appendInt16(7, to: &payload)
-        DocumentCopy.appendInt32(8, to: &payload)
-        txnOffsets.append(payload.count)
-        Self.appendInt64(0, to: &payload)
-        DocumentCopy.appendInt32(4, to: &payload)
-        DocumentCopy.appendInt32(seq, to: &payload)
-        DocumentCopy.appendInt32(Int32(truncatingIfNeeded: c.key.collection.utf8.count), to: &payload)
-        payload.append(contentsOf: c.key.collection.utf8)
+        PostgresBinaryCopy.appendTuple(fields: 7, to: &payload)
+        txnOffsets.append(PostgresBinaryCopy.appendInt64Field(0, to: &payload))
+        PostgresBinaryCopy.appendInt32Field(seq, to: &payload)
+        PostgresBinaryCopy.appendField(c.key.collection.utf8, to: &payload)
         DocumentCopy.appendJSONB(c.key.id, to: &payload)
-        DocumentCopy.appendInt32(Int32(truncatingIfNeeded: c.kind.utf8.count), to: &payload)
-        payload.append(contentsOf: c.kind.utf8)
-        if let delta = c.delta {
-            DocumentCopy.appendInt32(Int32(truncatingIfNeeded: delta.count), to: &payload)
-            payload.append(contentsOf: delta)
-        } else {
-            DocumentCopy.appendInt32(-1, to: &payload)
-        }
-        if let origin = c.origin {
-            DocumentCopy.appendInt32(8, to: &payload)
-            Self.appendInt64(origin, to: &payload)
-        } else {
-            DocumentCopy.appendInt32(-1, to: &payload)
-        }
+        PostgresBinaryCopy.appendField(c.kind.utf8, to: &payload)
+        if let delta = c.delta { PostgresBinaryCopy.appendField(delta, to: &payload) } else { PostgresBinaryCopy.appendNull(to: &payload) }
+        if let origin = c.origin { PostgresBinaryCopy.appendInt64Field(origin, to: &payload) } else { PostgresBinaryCopy.appendNull(to: &payload) }
     }
 
     /// Writes the transaction number into every tuple.
     mutating func setTransaction(_ txn: Int64) {
-        let u = UInt64(bitPattern: txn)
-        payload.withUnsafeMutableBufferPointer { p in
-            for offset in txnOffsets {
-                for i in 0..<8 { p[offset + i] = UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64(i))) }
-            }
-        }
-    }
-
-    static func appendInt64(_ v: Int64, to out: inout [UInt8]) {
-        let u = UInt64(bitPattern: v)
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: u >> UInt64(shift))) }
+        for offset in txnOffsets { PostgresBinaryCopy.patchInt64(txn, at: offset, in: &payload) }
     }
 }
 

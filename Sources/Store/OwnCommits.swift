@@ -20,8 +20,12 @@ struct OwnCommits: Sendable {
     static let maxChanges = 1000
 
     mutating func record(_ txn: Int64, keys: [DocumentReadCache.Key]) {
-        if byTransaction.count >= Self.maxTransactions, let oldest = byTransaction.keys.min() {
-            byTransaction[oldest] = nil
+        // At the bound, drop the older half in one pass (not the oldest entry with a scan on every
+        // commit, which is what happens while sessions listen and the feed takes nothing).
+        // Dropping is always safe: what is not recorded is read from the change log.
+        if byTransaction.count >= Self.maxTransactions {
+            let keepFrom = txn - Int64(Self.maxTransactions / 2)
+            byTransaction = byTransaction.filter { $0.key >= keepFrom }
         }
         byTransaction[txn] = keys
     }
