@@ -78,7 +78,10 @@ extension WriteTransaction {
         while start < order.count {
             let slice = order[start..<min(start + InsertMerge.chunk, order.count)]
             start += InsertMerge.chunk
-            async let following = merge.apply(slice)
+            // On the global pool, not inherited: the transaction runs on an event loop
+            // (`WriteBatcher` prefers the caller's loop), and a child task would otherwise merge on
+            // that same thread, taking turns with the COPY instead of running beside it.
+            async let following = withTaskExecutorPreference(globalConcurrentExecutor) { try merge.apply(slice) }
             // Started first: a COPY in `write` waits for PostgreSQL, and `following` runs meanwhile.
             try await write(next.writes, kind: "upsert")
             mutated += next.mutated

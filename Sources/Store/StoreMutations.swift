@@ -38,7 +38,21 @@ extension WriteTransaction {
                 order.append(id)
             }
         }
-        let existing = try await lockDocuments(plan.collection, supplied)
+        let existing: [Value: Document]
+        if createsWithoutLookup && plan.policy == .fail && !plan.initial && supplied.count >= DocumentCopy.minimumRows {
+            // Such an INSERT fails as a whole if any of its documents exists, so in the common
+            // case — none does — looking them up (a locking read of every `_id`) is wasted work.
+            // Create them all instead: a row with one of these ids (live, a tombstone, or created
+            // concurrently) fails the COPY with 23505 on documents_pkey, which aborts the
+            // transaction before COMMIT, and `withWriteTransaction` reruns it with lookups
+            // (`createsWithoutLookup` off): the rerun then reports the conflict, or merges into
+            // the tombstone, exactly as a first attempt with lookups would have.
+            absentRows.reserveCapacity(absentRows.count + supplied.count)
+            for id in supplied { absentRows.insert(DocumentKey(collection: plan.collection, id: id)) }
+            existing = [:]
+        } else {
+            existing = try await lockDocuments(plan.collection, supplied)
+        }
         let merge = InsertMerge(store: store, plan: plan, types: types, existing: existing, fieldsByID: fieldsByID)
         if plan.policy == .fail && !plan.initial, let id = supplied.first(where: { existing[$0]?.exists == true }) {
             // Found before anything is written (a streamed INSERT would otherwise fail midway).

@@ -7,8 +7,12 @@ extension DocumentStore {
     /// Runs write statements in one transaction: per statement a result (or its own error), and
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
+        var attempts = 0
         let (results, txn, registered, changes) = try await withWriteTransaction { db in
+            attempts += 1
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
+            // A rerun (after a unique violation among others) looks every document up first.
+            tx.createsWithoutLookup = attempts == 1
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
             for job in jobs {
@@ -84,6 +88,9 @@ struct WriteTransaction {
     /// concurrent creator of the same `_id` makes this transaction fail (23505 on documents_pkey)
     /// instead of being overwritten; `withWriteTransaction` then reruns it (docs/STORAGE.md).
     var absentRows: Set<DocumentKey> = []
+    /// A bulk INSERT without ON ID CONFLICT may create its documents without looking them up first
+    /// (`StoreMutations.insert`). Off when the transaction is rerun.
+    var createsWithoutLookup = true
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite: Sendable {

@@ -156,6 +156,43 @@ import Values
         }
     }
 
+    /// A plain bulk INSERT (no ON ID CONFLICT) creates without looking its ids up first; when one
+    /// of them exists after all, the COPY's unique violation reruns the transaction with lookups,
+    /// which reports the conflict and writes nothing.
+    @Test func plainInsertOverALiveDocument_failsWholeAfterRerun() async throws {
+        try await withStore { store, _ in
+            _ = try await store.execute("INSERT INTO plain DOCUMENTS ({'_id': 'doc-150', 'before': true})")
+            let (bulk, bulkArguments) = Self.statement("plain", (0..<200).map { Self.doc($0, "bulk") })
+            do {
+                _ = try await store.execute(bulk, arguments: bulkArguments)
+                Issue.record("the INSERT over an existing document succeeded")
+            } catch let StoreError.conflict(message) {
+                #expect(message.contains("doc-150"), "\(message)")
+            }
+            let rows = try await Self.rows(store, "plain")
+            #expect(rows.count == 1 && rows["doc-150"]?.0["before"] == true && rows["doc-150"]?.0["bulk"] == nil)
+            #expect(try await Self.int(store, "SELECT count(*) FROM change_log WHERE collection = 'plain'") == 1)
+        }
+    }
+
+    /// A deleted document does not exist for INSERT: a plain bulk INSERT naming it trips over its
+    /// tombstone row on the first attempt and, rerun with lookups, merges into the tombstone
+    /// (a delta in the change log, not a creation) while creating the others.
+    @Test func plainInsertOverATombstone_mergesIntoIt() async throws {
+        try await withStore { store, _ in
+            _ = try await store.execute("INSERT INTO tomb DOCUMENTS ({'_id': 'doc-120', 'old': true})")
+            _ = try await store.execute("DELETE FROM tomb WHERE _id = 'doc-120'")
+            let (bulk, bulkArguments) = Self.statement("tomb", (0..<200).map { Self.doc($0, "bulk") })
+            let t = try await store.execute(bulk, arguments: bulkArguments)
+            #expect(t.mutatedDocumentIDs.count == 200)
+            let rows = try await Self.rows(store, "tomb")
+            #expect(rows.count == 200 && rows.values.allSatisfy { !$0.2 && $0.0["bulk"] == true && $0.0["old"] == nil })
+            #expect(rows["doc-120"]?.1.materialize() == Self.doc(120, "bulk"))
+            #expect(try await Self.int(store, "SELECT count(*) FROM change_log WHERE txn = \(t.transactionID) AND delta IS NULL") == 199)
+            #expect(try await Self.int(store, "SELECT count(*) FROM change_log WHERE txn = \(t.transactionID) AND delta IS NOT NULL AND id = '\"doc-120\"'") == 1)
+        }
+    }
+
     /// `DocumentCopy`'s framing, byte for byte (PostgreSQL docs, COPY "Binary Format").
     @Test func copyTupleFraming() throws {
         var doc = try Document(id: "x")
