@@ -75,7 +75,7 @@ public enum DocumentMutations {
     /// `documentWarningBytes` a warning (returned). Tombstones have no size.
     public static func checkSize(of document: Document) throws(DocumentMutationError) -> String? {
         guard let value = document.materialize() else { return nil }
-        let size = JSON.serialize(value).count
+        let size = JSON.serializedCount(value)
         let id = JSON.string(document.id)
         if size > documentLimitBytes { throw .tooLarge("document \(id) would be \(size) bytes; the limit is \(documentLimitBytes)") }
         if size > documentWarningBytes { return "document \(id) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly" }

@@ -70,7 +70,7 @@ public struct InsertPlan: Sendable {
                 default: throw .invalidStatement("INSERT document \(n + 1): _id must be a string or an object, not \(id.typeName)")
                 }
             }
-            let size = JSON.serialize(.object(o)).count
+            let size = JSON.serializedCount(.object(o))
             if size > documentLimitBytes { throw .limitExceeded("INSERT document \(n + 1) is \(size) bytes; the limit is \(documentLimitBytes)") }
             if size > documentWarningBytes { warnings.append("document \(n + 1) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly") }
             docs.append(o)

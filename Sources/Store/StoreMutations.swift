@@ -88,7 +88,7 @@ extension WriteTransaction {
             let delta = doc.delta(since: before)
             guard !delta.isEmpty else { continue }
             if let value = doc.materialize() {
-                let size = JSON.serialize(value).count
+                let size = JSON.serializedCount(value)
                 if size > documentLimitBytes {
                     throw StoreError.tooLarge("document \(JSON.string(id)) would be \(size) bytes; the limit is \(documentLimitBytes)")
                 }

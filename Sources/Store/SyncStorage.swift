@@ -225,7 +225,7 @@ extension WriteTransaction {
                     var doc = try docs[item.id] ?? Document(id: item.id)
                     if before[item.id] == nil { before[item.id] = doc.versionVector }
                     _ = try doc.merge(delta)
-                    if let value = doc.materialize(), JSON.serialize(value).count > documentLimitBytes {
+                    if let value = doc.materialize(), JSON.serializedCount(value) > documentLimitBytes {
                         throw StoreError.tooLarge("the document would be larger than \(documentLimitBytes) bytes")
                     }
                     store.replica.withLock { $0.observe(delta) }

@@ -117,11 +117,12 @@ public enum JSONWriter {
     /// Copies runs of plain bytes in one go and escapes `"`, `\` and controls (RFC 8259 §7).
     static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         var runStart = 0
-        for i in 0..<bytes.count {
+        var i = firstEscape(in: bytes, from: 0)
+        while i < bytes.count {
             let b = bytes[i]
-            if b >= 0x20, b != 0x22, b != 0x5C { continue }
             if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
             runStart = i + 1
+            defer { i = firstEscape(in: bytes, from: i + 1) }
             out.append(0x5C)
             switch b {
             case 0x22: out.append(0x22)

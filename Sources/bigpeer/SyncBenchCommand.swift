@@ -175,7 +175,7 @@ struct SyncBench: AsyncParsableCommand {
             defer { fclose(f) }
             var line = [CChar](repeating: 0, count: 256)
             while fgets(&line, 256, f) != nil {
-                let s = String(cString: line)
+                let s = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 if s.hasPrefix("VmRSS:") {
                     return (Int(s.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init) ?? "") ?? 0) * 1024
                 }

@@ -45,6 +45,58 @@ import TestRandomness
         }
     }
 
+    /// `serializedCount` is exactly the length `serialize` writes, for random values.
+    @Test func serializedCount_matchesSerialize() {
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<2000 {
+            let v = randomValue(&rng, depth: 0)
+            #expect(JSON.serializedCount(v) == JSON.serialize(v).count, "\(v)")
+        }
+        #expect(JSON.serializedCount(.int(Int64.min)) == 20 && JSON.serializedCount(.int(0)) == 1 && JSON.serializedCount(.int(-9)) == 2)
+    }
+
+    /// The word-at-a-time escape scan against a byte-by-byte reference: every byte that needs
+    /// escaping, at every offset of strings long enough to span several words, alone and in pairs.
+    @Test func escaping_everySpecialByteAtEveryOffset() {
+        func reference(_ bytes: [UInt8]) -> [UInt8] {
+            var out: [UInt8] = []
+            for b in bytes {
+                switch b {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x0A: out += Array("\\n".utf8)
+                case 0x0D: out += Array("\\r".utf8)
+                case 0x09: out += Array("\\t".utf8)
+                case 0x08: out += Array("\\b".utf8)
+                case 0x0C: out += Array("\\f".utf8)
+                case ..<0x20: out += Array("\\u00".utf8) + Array(String(b, radix: 16).leftPadded(2).utf8)
+                default: out.append(b)
+                }
+            }
+            return out
+        }
+        // Bytes around the special ones too (0x1F/0x20, 0x21/0x23, 0x5B/0x5D, 0x7F, 0x80, 0xFF):
+        // the word tests must neither miss a special byte nor flag a plain one.
+        let specials: [UInt8] = Array(0..<0x20) + [0x22, 0x5C]
+        let neighbours: [UInt8] = [0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xC3, 0xFF, 0x41]
+        for length in [1, 7, 8, 9, 15, 16, 17, 31, 40] {
+            for at in 0..<length {
+                for special in specials + neighbours {
+                    var bytes = (0..<length).map { UInt8(0x61 + $0 % 26) }
+                    bytes[at] = special
+                    if at + 3 < length { bytes[at + 3] = neighbours[at % neighbours.count] }
+                    let escaped = bytes.withUnsafeBufferPointer { p -> [UInt8] in
+                        var out: [UInt8] = []
+                        JSONWriter.writeEscaped(p, into: &out)
+                        #expect(JSONWriter.escapedCount(p) == out.count)
+                        return out
+                    }
+                    #expect(escaped == reference(bytes), "length \(length), byte \(special) at \(at)")
+                }
+            }
+        }
+    }
+
     func randomValue(_ rng: inout SplitMix64, depth: Int) -> Value {
         switch rng.next() % (depth > 3 ? 5 : 7) {
         case 0: return .null
@@ -71,3 +123,7 @@ import TestRandomness
 }
 
 typealias SplitMix64 = SeededRandom
+
+private extension String {
+    func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
+}
