@@ -5,8 +5,17 @@ extension JSONParser {
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
-        // Fast path: no escapes. Scan, validating UTF-8 as we go.
+        // Fast path: no escapes. Scan, validating UTF-8 as we go; runs of plain ASCII (nothing
+        // to unescape, nothing to validate) are stepped over a 64-bit word at a time.
         while index < bytes.count {
+            if let base = bytes.baseAddress {
+                while index + 8 <= bytes.count {
+                    let w = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                    if w & 0x8080_8080_8080_8080 != 0 || JSONWriter.wordNeedsEscape(w) { break }
+                    index += 8
+                }
+                if index == bytes.count { break }  // unterminated: reported below
+            }
             let b = bytes[index]
             if b == UInt8(ascii: "\"") {
                 let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)

@@ -66,6 +66,38 @@ import Testing
         }
     }
 
+    /// The string scanner steps over plain ASCII a word at a time: whatever sits at any offset of
+    /// a long string (quote, escape, control, multi-byte or invalid UTF-8, the end of the input)
+    /// is still found exactly where it is.
+    @Test func parse_stringsWithEverySpecialAtEveryOffset() throws {
+        for length in [0, 1, 7, 8, 9, 16, 23, 24, 33] {
+            let plain = (0..<length).map { UInt8(0x61 + $0 % 26) }
+            #expect(try JSON.parse([0x22] + plain + [0x22]) == .string(String(decoding: plain, as: UTF8.self)))
+            // Unterminated, ending exactly on and off word boundaries.
+            do { _ = try JSON.parse([0x22] + plain); Issue.record("accepted unterminated \(length)") } catch {
+                #expect(error.kind == .unexpectedEndOfInput)
+            }
+            for at in 0..<length {
+                func with(_ insert: [UInt8]) -> [UInt8] { [0x22] + plain[..<at] + insert + plain[at...] + [0x22] }
+                let expected = { (middle: String) in String(decoding: plain[..<at], as: UTF8.self) + middle + String(decoding: plain[at...], as: UTF8.self) }
+                #expect(try JSON.parse(with(Array("\\n".utf8))) == .string(expected("\n")))
+                #expect(try JSON.parse(with(Array("é€😀".utf8))) == .string(expected("é€😀")))
+                for bad: UInt8 in [0x00, 0x09, 0x1F] {
+                    do { _ = try JSON.parse(with([bad])); Issue.record("accepted control \(bad) at \(at)") } catch {
+                        #expect(error.kind == .controlCharacterInString && error.offset == 1 + at)
+                    }
+                }
+                do { _ = try JSON.parse(with([0xC0, 0xAF])); Issue.record("accepted overlong at \(at)") } catch {
+                    #expect(error.kind == .invalidUTF8)
+                }
+                // A quote ends the string there: the rest is trailing content.
+                do { _ = try JSON.parse(with([0x22])); Issue.record("accepted early quote at \(at)") } catch {
+                    #expect(error.kind != .unexpectedEndOfInput)
+                }
+            }
+        }
+    }
+
     @Test func parse_reportsLineAndColumn() {
         do { _ = try JSON.parse("{\n  \"a\": 1,\n  \"b\": x\n}"); Issue.record("accepted") } catch {
             #expect(error.line == 3)
