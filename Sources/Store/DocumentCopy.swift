@@ -28,16 +28,23 @@ enum DocumentCopy {
 
     /// One tuple for a live document; nil for a tombstone (no value: it takes the INSERT path).
     static func tuple(collection: String, id: Value, document: Document) -> [UInt8]? {
-        guard let value = document.materialize() else { return nil }
-        let state = document.encode()
         var out: [UInt8] = []
-        out.reserveCapacity(state.count * 2 + collection.utf8.count + 64)
+        out.reserveCapacity(2048)
+        return append(collection: collection, id: id, document: document, to: &out) ? out : nil
+    }
+
+    /// Appends a live document's tuple to a payload being built; false (nothing appended) for a
+    /// tombstone. (No `reserveCapacity` here: growing an array by repeated exact reservations
+    /// copies it every time; it grows geometrically on its own.)
+    static func append(collection: String, id: Value, document: Document, to out: inout [UInt8]) -> Bool {
+        guard let value = document.materialize() else { return false }
+        let state = document.encode()
         PostgresBinaryCopy.appendTuple(fields: 4, to: &out)
         PostgresBinaryCopy.appendField(collection.utf8, to: &out)
         appendJSONB(id, to: &out)
         appendJSONB(value, to: &out)
         PostgresBinaryCopy.appendField(state, to: &out)
-        return out
+        return true
     }
 
     /// The whole payload for some tuples.

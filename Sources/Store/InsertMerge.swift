@@ -22,11 +22,27 @@ struct InsertMerge: Sendable {
     /// Documents per streamed chunk: 1000 of ~1 KB is ~2 MB of upsert binds, one round trip.
     static let chunk = 1000
 
-    /// The writes (changed documents, encoded) and mutated ids of these `_id`s, in order.
-    func apply(_ ids: ArraySlice<Value>) throws -> (writes: [WriteTransaction.PendingWrite], mutated: [Value]) {
+    /// What merging some `_id`s produced, encoded and ready for `WriteTransaction.write(_:)`.
+    struct Chunk: Sendable {
+        /// Documents that existed (merged into), or creations of a statement too small for COPY.
         var writes: [WriteTransaction.PendingWrite] = []
+        /// With `copyCreations`: the created documents as one whole binary COPY payload (header,
+        /// tuples, trailer), built here rather than on the transaction's thread, and their keys.
+        var copyPayload: [UInt8]? = nil
+        var created: [DocumentKey] = []
         var mutated: [Value] = []
-        writes.reserveCapacity(ids.count)
+    }
+
+    /// Merges and encodes these `_id`s, in order.
+    func apply(_ ids: ArraySlice<Value>) throws -> Chunk {
+        var chunk = Chunk()
+        var payload: [UInt8] = []
+        if copyCreations {
+            // ~1 KB documents: value and state each about that, in one buffer for the chunk.
+            payload.reserveCapacity(ids.count * 2048 + PostgresBinaryCopy.header.count + PostgresBinaryCopy.trailer.count)
+            payload += PostgresBinaryCopy.header
+        }
+        chunk.writes.reserveCapacity(copyCreations ? 0 : ids.count)
         for id in ids {
             var doc = try existing[id] ?? Document(id: id)
             let before = doc.versionVector
@@ -57,12 +73,19 @@ struct InsertMerge: Sendable {
             let delta = creating ? nil : doc.delta(since: before)
             if delta?.isEmpty ?? (doc.versionVector == before) { continue }
             let key = DocumentKey(collection: plan.collection, id: id)
-            let encoded = !creating ? WriteTransaction.EncodedWrite(doc, delta)
-                : copyCreations ? WriteTransaction.EncodedWrite(creating: doc, key: key) : WriteTransaction.EncodedWrite(doc, nil)
-            writes.append(WriteTransaction.PendingWrite(key: key, document: doc, delta: delta, encoded: encoded))
-            if changed { mutated.append(id) }
+            if creating && copyCreations && DocumentCopy.append(collection: plan.collection, id: id, document: doc, to: &payload) {
+                chunk.created.append(key)
+            } else {
+                let encoded = WriteTransaction.EncodedWrite(doc, creating ? nil : delta)
+                chunk.writes.append(WriteTransaction.PendingWrite(key: key, document: doc, delta: delta, encoded: encoded))
+            }
+            if changed { chunk.mutated.append(id) }
         }
-        return (writes, mutated)
+        if !chunk.created.isEmpty {
+            payload += PostgresBinaryCopy.trailer
+            chunk.copyPayload = payload
+        }
+        return chunk
     }
 }
 
@@ -83,12 +106,30 @@ extension WriteTransaction {
             // that same thread, taking turns with the COPY instead of running beside it.
             async let following = withTaskExecutorPreference(globalConcurrentExecutor) { try merge.apply(slice) }
             // Started first: a COPY in `write` waits for PostgreSQL, and `following` runs meanwhile.
-            try await write(next.writes, kind: "upsert")
+            try await write(next)
             mutated += next.mutated
             try await db.flush()
             next = try await following
         }
-        try await write(next.writes, kind: "upsert")
+        try await write(next)
         mutated += next.mutated
+    }
+
+    /// Writes a merged chunk: its creations by one COPY (their tuples already encoded), the rest
+    /// through `write(_:kind:)`.
+    mutating func write(_ chunk: InsertMerge.Chunk) async throws {
+        if let payload = chunk.copyPayload, let collection = chunk.created.first?.collection {
+            try await registerCollection(collection)
+            // These rows exist from now on: no later statement of this transaction may take them
+            // for absent (they are created without a lookup only when none was made).
+            if !absentRows.isEmpty { for key in chunk.created { absentRows.remove(key) } }
+            // The lock cache may hold them as absent; dropping a cache is always correct.
+            if !knownAbsent.isEmpty || !lockedDocuments.isEmpty { lockedDocuments = [:]; knownAbsent = [] }
+            try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: payload)
+            // A creation logs no delta: its state stands for it (docs/STORAGE.md, migrations/0006).
+            changes.reserveCapacity(changes.count + chunk.created.count + chunk.writes.count)
+            for key in chunk.created { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
+        }
+        try await write(chunk.writes, kind: "upsert")
     }
 }

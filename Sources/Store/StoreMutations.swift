@@ -17,6 +17,7 @@ extension WriteTransaction {
         order.reserveCapacity(plan.documents.count)
         supplied.reserveCapacity(plan.documents.count)
         fieldsByID.reserveCapacity(plan.documents.count)
+        var generated: [Value] = []
         for doc in plan.documents {
             if let given = doc["_id"] {
                 // One hash lookup per document, and the document is not copied (it has its `_id`).
@@ -29,14 +30,18 @@ extension WriteTransaction {
                 }
             } else {
                 let id = store.generateID()
-                // Cannot exist yet: created with a plain INSERT (cheaper than an upsert's
-                // speculative insertion; a 2^-128 collision would fail and rerun with new ids).
-                absentRows.insert(DocumentKey(collection: plan.collection, id: id))
+                generated.append(id)
                 var withID = doc
                 withID["_id"] = id
                 fieldsByID[id] = [withID]
                 order.append(id)
             }
+        }
+        // A generated id cannot exist yet: it is created with a plain INSERT (cheaper than an
+        // upsert's speculative insertion; a 2^-128 collision would fail and rerun with new ids),
+        // or by COPY when the statement is large enough, which needs no record of it.
+        if fieldsByID.count < DocumentCopy.minimumRows {
+            for id in generated { absentRows.insert(DocumentKey(collection: plan.collection, id: id)) }
         }
         let existing: [Value: Document]
         if createsWithoutLookup && plan.policy == .fail && !plan.initial && supplied.count >= DocumentCopy.minimumRows {
@@ -47,8 +52,8 @@ extension WriteTransaction {
             // transaction before COMMIT, and `withWriteTransaction` reruns it with lookups
             // (`createsWithoutLookup` off): the rerun then reports the conflict, or merges into
             // the tombstone, exactly as a first attempt with lookups would have.
-            absentRows.reserveCapacity(absentRows.count + supplied.count)
-            for id in supplied { absentRows.insert(DocumentKey(collection: plan.collection, id: id)) }
+            // (Not recorded in `absentRows`: every creation of such a statement goes by COPY,
+            // `write(_ chunk:)`, which needs no record of what was found absent.)
             existing = [:]
         } else {
             existing = try await lockDocuments(plan.collection, supplied)
@@ -61,7 +66,7 @@ extension WriteTransaction {
         var mutated: [Value] = []
         if order.count <= InsertMerge.chunk {
             let part = try merge.apply(order[...])
-            try await write(part.writes, kind: "upsert")
+            try await write(part)
             mutated = part.mutated
         } else {
             try await streamInsert(merge, order, mutated: &mutated)

@@ -102,11 +102,10 @@ struct WriteTransaction {
         var encoded: EncodedWrite? = nil
     }
 
-    /// What `write` sends for one document, encoded off the writing task (`InsertMerge`): for a
-    /// document the statement creates, its COPY tuple (`DocumentCopy`; a creation logs no delta);
-    /// otherwise its columns and change-log delta. Whatever is missing, `write` encodes itself.
+    /// What `write` sends for one document, encoded off the writing task (`InsertMerge`): its
+    /// columns and change-log delta (nil for a creation, which logs none). Whatever is missing,
+    /// `write` encodes itself.
     struct EncodedWrite: Sendable {
-        var copyTuple: [UInt8]? = nil
         var value: PostgresJSON? = nil
         var state: PostgresBytea? = nil
         var delta: [UInt8]? = nil
@@ -116,10 +115,6 @@ struct WriteTransaction {
             value = document.materialize().map { PostgresJSON(JSON.string($0)) }
             state = PostgresBytea(document.encode())
             self.delta = delta?.encode()
-        }
-
-        init(creating document: Document, key: DocumentKey) {
-            copyTuple = DocumentCopy.tuple(collection: key.collection, id: key.id, document: document)
         }
     }
 
@@ -320,14 +315,15 @@ struct WriteTransaction {
             creates.append(creating)
             if creating { created.append(w) } else { updated.append(w) }
         }
-        // Many creations (or a bulk INSERT's, already encoded for it) go by COPY; tombstones and
-        // a few creations by a plain INSERT. Either fails with 23505 if someone else created one.
-        if created.count >= DocumentCopy.minimumRows || created.contains(where: { $0.encoded?.copyTuple != nil }) {
+        // Many creations go by COPY (a bulk INSERT's are already encoded for it: `InsertMerge`);
+        // tombstones and a few creations by a plain INSERT. Either fails with 23505 if someone
+        // else created one.
+        if created.count >= DocumentCopy.minimumRows {
             var tuples: [[UInt8]] = []
             var inserted: [PendingWrite] = []
             tuples.reserveCapacity(created.count)
             for w in created {
-                if let t = w.encoded?.copyTuple ?? DocumentCopy.tuple(collection: collection, id: w.key.id, document: w.document) {
+                if let t = DocumentCopy.tuple(collection: collection, id: w.key.id, document: w.document) {
                     tuples.append(t)
                 } else {
                     inserted.append(w)
