@@ -119,6 +119,14 @@ public struct HTTPParser: Sendable {
         case .head: return try parseHead()
         case .fixedBody(let remaining):
             if remaining == 0 { state = .head; return .end(trailers: HTTPHeaders()) }
+            // The whole declared length at once (it is at most `maxBodyBytes`, checked with the
+            // head): growing the buffer as content arrives copied a 100 MB body about twice over
+            // and faulted in every intermediate buffer. Reserved pages are only committed as
+            // content arrives, so a client that declares much and sends little costs address
+            // space, not memory.
+            if aggregatesBody && body.isEmpty && body.capacity < remaining && remaining <= limits.maxBodyBytes {
+                body.reserveCapacity(remaining)
+            }
             guard let bytes = try takeContent(upTo: remaining) else { return .needMoreData }
             let left = remaining - bytes
             state = .fixedBody(remaining: left)  // at 0, the next call reports `.end`
