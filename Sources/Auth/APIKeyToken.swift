@@ -56,6 +56,15 @@ public struct APIKeyToken: Sendable, Hashable {
         return mine.withUnsafeBytes { a in stored.withUnsafeBytes { b in CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0 } }
     }
 
+    /// True when `other` is exactly this key's text; the time taken does not depend on where
+    /// the texts differ (only on their lengths, which are public: every key has the same length).
+    func equalsInConstantTime(_ other: [UInt8]) -> Bool {
+        var mine = text
+        return mine.withUTF8 { a in
+            a.count == other.count && other.withUnsafeBytes { b in CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0 }
+        }
+    }
+
     static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         bytes.withUnsafeBufferPointer { input in

@@ -36,6 +36,11 @@ public final class Authenticator: Sendable {
         var key: APIKey
         var sha256: [UInt8]
         var loadedAt: ContinuousClock.Instant
+        /// The key text last seen to match `sha256`: presenting the same text again costs a
+        /// constant-time comparison instead of a SHA-256 (a few per cent of a cached point
+        /// read). Held only as long as the entry (`cacheTTL`), and only once the text was
+        /// verified; the request that carries it holds it anyway.
+        var verifiedText: [UInt8]? = nil
     }
 
     private let keys: APIKeyStore?
@@ -99,7 +104,14 @@ public final class Authenticator: Sendable {
                 Task { try? await keys.touch(id: key.id) }  // best effort: never fails a request
             }
         }
-        guard let entry, token.matches(sha256: entry.sha256) else { return .failure(.invalidKey) }
+        guard let entry else { return .failure(.invalidKey) }
+        if !(entry.verifiedText.map(token.equalsInConstantTime) ?? false) {
+            guard token.matches(sha256: entry.sha256) else { return .failure(.invalidKey) }
+            let verified = Array(token.text.utf8)
+            cache.withLock { c in
+                if c[token.id]?.loadedAt == entry.loadedAt { c[token.id]?.verifiedText = verified }
+            }
+        }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
         return .success(Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write))
     }
@@ -125,13 +137,24 @@ public final class Authenticator: Sendable {
 
     /// The token of `Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), followed
     /// by one or more spaces (RFC 6750 §2.1). Nil for any other scheme or an empty token.
+    /// Works on the UTF-8 bytes: no lowercased copy, no reversed view (seen in profiles).
     static func bearerToken(_ header: String) -> Substring? {
-        let s = Substring(header)
-        guard s.utf8.count > 7, s.prefix(6).lowercased() == "bearer", s.utf8.dropFirst(6).first == UInt8(ascii: " ") else { return nil }
-        let token = s.dropFirst(6).drop { $0 == " " }
-        let trimmed = token.reversed().drop { $0 == " " || $0 == "\t" }
-        let end = trimmed.count
-        guard end > 0 else { return nil }
-        return token.prefix(end)
+        let u = header.utf8
+        var i = u.startIndex
+        for expected in "bearer".utf8 {
+            // `| 0x20` folds ASCII case; only `B` and `b` fold to `b`, and so on for each letter.
+            guard i != u.endIndex, u[i] | 0x20 == expected else { return nil }
+            i = u.index(after: i)
+        }
+        guard i != u.endIndex, u[i] == UInt8(ascii: " ") else { return nil }
+        while i != u.endIndex && u[i] == UInt8(ascii: " ") { i = u.index(after: i) }
+        var end = u.endIndex
+        while end > i {
+            let before = u.index(before: end)
+            guard u[before] == UInt8(ascii: " ") || u[before] == UInt8(ascii: "\t") else { break }
+            end = before
+        }
+        guard end > i else { return nil }
+        return Substring(u[i..<end])
     }
 }

@@ -42,6 +42,12 @@ import Testing
         #expect(Authenticator.bearerToken("Bearer ") == nil)
         #expect(Authenticator.bearerToken("Bearerabc") == nil)
         #expect(Authenticator.bearerToken("") == nil)
+        #expect(Authenticator.bearerToken("BeArEr abc\t \t") == "abc")
+        #expect(Authenticator.bearerToken("Bearer  \t") == nil)
+        #expect(Authenticator.bearerToken("Bearer\tabc") == nil)
+        #expect(Authenticator.bearerToken("Bfarer abc") == nil)
+        #expect(Authenticator.bearerToken("Bearér abc") == nil)
+        #expect(Authenticator.bearerToken("Bearer a b") == "a b")
     }
 }
 
