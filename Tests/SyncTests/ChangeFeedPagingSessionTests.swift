@@ -40,7 +40,7 @@ import Values
     @Test(arguments: [20_000, 500])
     func aLargeTransaction_reachesALiveSession_completely_withCheckpointsOnlyAtItsEnd(ringEntries: Int) async throws {
         try await withSubscribedPeer(ringEntries: ringEntries) { store, _, peer in
-            let n = 5000
+            let n = 3000
             // Every other document matches the subscription.
             var placeholders: [String] = [], arguments: [String: Value] = [:]
             for i in 0..<n {
