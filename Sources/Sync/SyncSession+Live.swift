@@ -57,27 +57,39 @@ extension SyncSession {
     }
 
     /// Handles runs of one transaction's rows in order until the batch ends, credit runs out, or
-    /// full states are needed. A run is the whole (rest of a) transaction, or, at the batch's end,
-    /// the part of a large one the batch holds.
+    /// full states are needed. A run is the whole (rest of a) transaction, or a part of it: where
+    /// the batch ends inside it, or where the run's entries fill about one message — credit is
+    /// checked before every run, so a large transaction does not overshoot it by more than that.
     mutating func process(_ entries: ArraySlice<LogEntry>, end: ChangeLogPosition, sentChanges: Bool, now: UInt64,
                           into out: inout [SyncSessionAction]) {
         var rest = entries
         var sent = sentChanges
+        let messageBytes = peerMaxMessage - 64
         while let first = rest.first {
             if credit <= 0 {
                 // Not buffered: the rest is dropped and re-read from the position when credit returns.
                 return finishBatch(sent: sent, now: now, into: &out)
             }
             let txn = first.txn
-            let runEndIndex = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
-            let run = rest[rest.startIndex..<runEndIndex]
-            rest = rest[runEndIndex...]
-            // Complete when a later transaction follows in the batch, or the batch ends past it.
-            let runEnd: ChangeLogPosition = !rest.isEmpty || end.completeThrough >= txn
-                ? .end(of: txn) : (run.last?.position ?? end)
+            let txnEndIndex = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
             var built: [ChangeEntry] = []
             var entering: [DocumentRef] = []
-            for e in run { decide(e, &built, &entering) }
+            var bytes = 0
+            var i = rest.startIndex
+            while i < txnEndIndex {
+                let count = built.count
+                decide(rest[i], &built, &entering)
+                i += 1
+                // The payload and the collection dominate an entry (ChangeEntry.encodedSize).
+                for e in built[count...] { bytes += e.payload.bytes.count + e.document.collection.utf8.count + 24 }
+                if bytes >= messageBytes { break }
+            }
+            let run = rest[rest.startIndex..<i]
+            rest = rest[i...]
+            // Complete when the run reached the transaction's last row: a later transaction follows
+            // in the batch, or the batch ends past it.
+            let reachedEnd = i == txnEndIndex && (txnEndIndex < entries.endIndex || end.completeThrough >= txn)
+            let runEnd: ChangeLogPosition = reachedEnd ? .end(of: txn) : (run.last?.position ?? end)
             if !entering.isEmpty {
                 suspended = SuspendedBatch(txn: txn, runEnd: runEnd, built: built, remaining: rest, end: end, sentChanges: sent)
                 requestCounter += 1
