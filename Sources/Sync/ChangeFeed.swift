@@ -263,8 +263,9 @@ public final class ChangeFeed: Sendable {
     /// reach back that far (then `read` goes to the database). Sessions call this right after a
     /// new head, so a commit reaches every up-to-date session without a task or a query per
     /// session. At most `maxRows` rows (`sessionRows` by default), of transactions up to `head`.
-    public func cachedRead(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxRows: Int? = nil) -> LogBatch? {
+    public func cachedRead(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxRows: Int? = nil, maxBytes: Int? = nil) -> LogBatch? {
         let maxRows = max(1, maxRows ?? sessionRows)
+        let maxBytes = max(1, maxBytes ?? readBytes)
         return state.withLock { s -> LogBatch? in
             // Nothing newer here yet (a session may know a newer head from its own reads before
             // this feed caught up): the database read makes progress; an empty answer would spin.
@@ -274,11 +275,17 @@ public final class ChangeFeed: Sendable {
             let start = Self.firstIndex(in: s.ring, after: after)
             let upper = min(s.head, after.completeThrough &+ max(1, maxTransactions))
             let end = Self.firstIndex(in: s.ring, after: .end(of: upper))
-            guard end - start > maxRows else {
+            // Rows up to the bounds (the first always), counted by their payloads as the store's
+            // read counts them.
+            var cut = start, bytes = 0
+            while cut < end, cut - start < maxRows, bytes < maxBytes || cut == start {
+                bytes += 64 + (s.ring[cut].delta?.count ?? 0) + (s.ring[cut].state?.count ?? 0)
+                cut += 1
+            }
+            guard cut < end else {
                 return LogBatch(entries: Array(s.ring[start..<end]), end: max(after, .end(of: upper)))
             }
             // Cut inside: the last transaction is complete iff the next row starts another.
-            let cut = start + maxRows
             let last = s.ring[cut - 1]
             let endsTransaction = s.ring[cut].txn != last.txn
             return LogBatch(entries: Array(s.ring[start..<cut]), end: endsTransaction ? .end(of: last.txn) : last.position)
@@ -287,9 +294,12 @@ public final class ChangeFeed: Sendable {
 
     /// The change log after `after`: from the ring when it reaches back that far, else from the
     /// database, in the same bounded batches.
-    public func read(after: ChangeLogPosition, maxTransactions: Int64 = 100) async throws(StoreError) -> LogBatch {
-        if let cached = cachedRead(after: after, maxTransactions: maxTransactions) { return cached }
-        let page = try await store.readChangeLog(after: after, maxTransactions: maxTransactions, maxRows: sessionRows, maxBytes: readBytes)
+    /// `maxBytes` (default: the feed's `readBytes`): a session passes about the credit its peer
+    /// has left, so a peer that grants little is not read a megabyte for every 64 KiB it takes.
+    public func read(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxBytes: Int? = nil) async throws(StoreError) -> LogBatch {
+        if let cached = cachedRead(after: after, maxTransactions: maxTransactions, maxBytes: maxBytes) { return cached }
+        let page = try await store.readChangeLog(after: after, maxTransactions: maxTransactions, maxRows: sessionRows,
+                                                 maxBytes: max(1, maxBytes ?? readBytes))
         return LogBatch(entries: page.rows.map(Self.entry), end: page.end)
     }
 }

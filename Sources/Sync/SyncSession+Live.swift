@@ -58,13 +58,13 @@ extension SyncSession {
 
     /// Handles runs of one transaction's rows in order until the batch ends, credit runs out, or
     /// full states are needed. A run is the whole (rest of a) transaction, or a part of it: where
-    /// the batch ends inside it, or where the run's entries fill about one message — credit is
-    /// checked before every run, so a large transaction does not overshoot it by more than that.
+    /// the batch ends inside it, or where the run's entries use up the credit left — credit is
+    /// checked before every run, so a large transaction overshoots it by about one message at
+    /// most, not by the rest of the transaction (PROTOCOL.md §6).
     mutating func process(_ entries: ArraySlice<LogEntry>, end: ChangeLogPosition, sentChanges: Bool, now: UInt64,
                           into out: inout [SyncSessionAction]) {
         var rest = entries
         var sent = sentChanges
-        let messageBytes = peerMaxMessage - 64
         while let first = rest.first {
             if credit <= 0 {
                 // Not buffered: the rest is dropped and re-read from the position when credit returns.
@@ -82,7 +82,7 @@ extension SyncSession {
                 i += 1
                 // The payload and the collection dominate an entry (ChangeEntry.encodedSize).
                 for e in built[count...] { bytes += e.payload.bytes.count + e.document.collection.utf8.count + 24 }
-                if bytes >= messageBytes { break }
+                if Int64(bytes) >= credit { break }
             }
             let run = rest[rest.startIndex..<i]
             rest = rest[i...]

@@ -109,6 +109,10 @@ import Values
             #expect(heads.map(\.head) == heads.map(\.head).sorted() && Set(heads.map(\.head)).count == heads.count)
             #expect(heads.allSatisfy { $0.position.completeThrough >= $0.head })
             #expect((feed.cachedRead(after: .end(of: t0)) != nil) == (ringEntries > 5000))
+            if ringEntries > 5000 {
+                let one = feed.cachedRead(after: .end(of: t0), maxBytes: 1)
+                #expect(one?.entries.count == 1 && one?.end == one?.entries.first?.position, "a byte budget cuts the ring read too")
+            }
             // A session's reads: bounded batches, every row once and in order, `through` only at the end.
             var position = ChangeLogPosition.end(of: t0)
             var entries: [LogEntry] = []
