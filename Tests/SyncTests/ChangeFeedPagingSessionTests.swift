@@ -40,7 +40,7 @@ import Values
     @Test(arguments: [20_000, 500])
     func aLargeTransaction_reachesALiveSession_completely_withCheckpointsOnlyAtItsEnd(ringEntries: Int) async throws {
         try await withSubscribedPeer(ringEntries: ringEntries) { store, _, peer in
-            let n = 3000
+            let n = 2000
             // Every other document matches the subscription.
             var placeholders: [String] = [], arguments: [String: Value] = [:]
             for i in 0..<n {
@@ -49,7 +49,13 @@ import Values
             }
             let t1 = try await store.execute("INSERT INTO bulk DOCUMENTS \(placeholders.joined(separator: ", "))", arguments: arguments).transactionID
             let t2 = try await store.execute("UPDATE bulk SET n = -1 WHERE _id = 'b0'").transactionID
-            try await peer.waitForCheckpoint(t2)
+            // Up to 60 s: a loaded full suite on two cores has taken more than TestPeer's 10 s here
+            // (the feed's ~16 pages and the session's ~40 reads, in a debug build).
+            let deadline = ContinuousClock.now + .seconds(60)
+            while await peer.checkpoint < t2, await peer.closed == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await peer.waitForCheckpoint(t2)  // reports the session's state if it did not arrive
             for i in stride(from: 0, to: n, by: 2) {
                 #expect(await peer.value(DocumentRef(collection: "bulk", id: .string("b\(i)")))?["n"] == .int(i == 0 ? -1 : Int64(i)))
             }
