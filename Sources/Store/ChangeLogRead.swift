@@ -91,22 +91,29 @@ extension DocumentStore {
             // its transaction goes on. The window runs over at most `maxRows + 1` joined rows.
             let fetch = Int64(max(1, maxRows)) + 1
             let bytes = Int64(max(1, maxBytes))
+            // The LIMIT applies to change_log alone (the join reads only the page's documents,
+            // whatever plan the range gets: with stale statistics right after a bulk commit a
+            // custom plan may sort the rest of the range); `n` comes from scalar subqueries, not
+            // a LATERAL join whose unanalyzed one-row table the planner counts as 2200 rows (that
+            // estimate crossed jit_above_cost: ~150 ms of JIT per page where JIT is on).
             var query: PostgresQuery = """
-                SELECT t.n, q.txn, q.seq, q.collection, q.id, q.kind, q.delta, q.origin, q.value, q.state, q.next_txn
-                FROM bigpeer_txn t LEFT JOIN LATERAL (
+                SELECT (SELECT n FROM bigpeer_txn), q.txn, q.seq, q.collection, q.id, q.kind, q.delta, q.origin, q.value, q.state, q.next_txn
+                FROM (SELECT 1) one LEFT JOIN (
                   SELECT * FROM (
                     SELECT p.*, lead(p.txn) OVER w AS next_txn, row_number() OVER w AS rn,
                            sum(p.bytes) OVER w - p.bytes AS before
                     FROM (
-                      SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, c.origin, d.value, d.state,
+                      SELECT c.*, d.value, d.state,
                              coalesce(octet_length(c.delta), 0) + coalesce(octet_length(d.state), 0)
                                + coalesce(pg_column_size(d.value), 0) AS bytes
-                      FROM change_log c LEFT JOIN documents d ON d.collection = c.collection AND d.id = c.id
-                      WHERE (c.txn, c.seq) > (\(after.txn), \(after.seq)) AND c.txn <= least(t.n, \(upper))
-                      ORDER BY c.txn, c.seq LIMIT \(fetch)
+                      FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
+                            WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= least((SELECT n FROM bigpeer_txn), \(upper))
+                            ORDER BY txn, seq LIMIT \(fetch)) c
+                      LEFT JOIN documents d ON d.collection = c.collection AND d.id = c.id
                     ) p WINDOW w AS (ORDER BY p.txn, p.seq)
-                  ) s WHERE s.rn < \(fetch) AND s.before < \(bytes) ORDER BY s.txn, s.seq
+                  ) s WHERE s.rn < \(fetch) AND s.before < \(bytes)
                 ) q ON true
+                ORDER BY q.txn, q.seq
                 """
             // Every instance runs this after every commit (its change feed): prepared once per
             // session, PostgreSQL skips parse, analysis and planning of the join each time.
@@ -144,14 +151,16 @@ extension DocumentStore {
         do {
             let fetch = Int64(max(1, maxRows)) + 1
             var query: PostgresQuery = """
-                SELECT t.n, q.txn, q.seq, q.collection, q.id, q.kind, q.next_txn FROM bigpeer_txn t LEFT JOIN LATERAL (
+                SELECT (SELECT n FROM bigpeer_txn), q.txn, q.seq, q.collection, q.id, q.kind, q.next_txn FROM (SELECT 1) one LEFT JOIN (
                   SELECT * FROM (
                     SELECT c.txn, c.seq, c.collection, c.id, c.kind,
                            lead(c.txn) OVER (ORDER BY c.txn, c.seq) AS next_txn, row_number() OVER (ORDER BY c.txn, c.seq) AS rn
                     FROM (SELECT txn, seq, collection, id, kind FROM change_log
-                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= t.n ORDER BY txn, seq LIMIT \(fetch)) c
-                  ) s WHERE s.rn < \(fetch) ORDER BY s.txn, s.seq
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
+                          ORDER BY txn, seq LIMIT \(fetch)) c
+                  ) s WHERE s.rn < \(fetch)
                 ) q ON true
+                ORDER BY q.txn, q.seq
                 """
             query.prepared = true
             query.binaryResults = true
