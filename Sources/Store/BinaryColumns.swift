@@ -7,6 +7,7 @@
 //   bytea   ┌──────────────────────┐
 //           │ the bytes themselves  │          (text format: "\x" + two hex digits per byte)
 //           └──────────────────────┘
+//   int4    4 bytes, two's complement, BE;  text: the UTF-8 bytes themselves
 //   jsonb   ┌──────┬────────────────────────┐
 //           │ 0x01 │ the JSON text (UTF-8)  │   (version 1, the only one PostgreSQL writes)
 //           └──────┴────────────────────────┘
@@ -29,6 +30,28 @@ enum BinaryColumns {
         }
         guard let n else { throw StoreError.corrupt("column \(column) is NULL or not a binary int8") }
         return n
+    }
+
+    /// A non-NULL int4 column.
+    static func int32(_ row: PostgresRow, column: Int) throws(StoreError) -> Int32 {
+        let n: Int32? = row.withRawValue(column) { raw in
+            guard let raw, raw.count == 4, row.result.isBinary(column) else { return nil }
+            var v: UInt32 = 0
+            for b in raw { v = v << 8 | UInt32(b) }
+            return Int32(bitPattern: v)
+        }
+        guard let n else { throw StoreError.corrupt("column \(column) is NULL or not a binary int4") }
+        return n
+    }
+
+    /// A non-NULL text column (binary format: the UTF-8 bytes themselves).
+    static func text(_ row: PostgresRow, column: Int) throws(StoreError) -> String {
+        let s: String? = row.withRawValue(column) { raw in
+            guard let raw, row.result.isBinary(column) else { return nil }
+            return String(decoding: raw, as: UTF8.self)
+        }
+        guard let s else { throw StoreError.corrupt("column \(column) is NULL or not a binary text") }
+        return s
     }
 
     /// A non-NULL bytea column: its bytes.

@@ -1,7 +1,7 @@
 // What the sync protocol (Sources/Sync, docs/PROTOCOL.md) needs from the store: merging uploaded
 // CRDT deltas through the group-commit write path, paging a subscription's documents by id,
-// reading the change log with each document's current value, fetching full states, and checking
-// whether the change log still reaches back to a checkpoint.
+// fetching full states, and checking whether the change log still reaches back to a checkpoint
+// (reading the change log itself: ChangeLogRead.swift).
 
 import CRDT
 import DQL
@@ -26,19 +26,6 @@ public struct StoredDocument: Sendable {
     public var id: Value
     public var state: [UInt8]
     public var value: Value?
-}
-
-/// One change-log row joined with the document's current value.
-public struct ChangeLogRow: Sendable {
-    public var txn: Int64
-    public var collection: String
-    public var id: Value
-    public var kind: String
-    public var delta: [UInt8]?
-    public var origin: Int64?
-    public var value: Value?
-    /// The document's full CRDT state when the row was read (nil: the document is gone).
-    public var state: [UInt8]?
 }
 
 extension DocumentStore {
@@ -138,42 +125,6 @@ extension DocumentStore {
             guard checkpoint >= 0, checkpoint <= newest else { return false }
             if row.isNull(1) { return checkpoint == newest }
             return checkpoint >= (try row.decode(1, as: Int64.self)) - 1
-        } catch {
-            throw StoreError.from(error)
-        }
-    }
-
-    /// Change-log rows of the transactions after `after`, at most `maxTransactions` of them, whole,
-    /// in (txn, seq) order, each with its document's current value; `through` is the last
-    /// transaction number covered (the newest committed one when fewer were available).
-    public func readChangeLog(after: Int64, maxTransactions: Int64 = 100) async throws(StoreError) -> (rows: [ChangeLogRow], through: Int64) {
-        do {
-            let upper = after &+ max(1, maxTransactions)
-            var query: PostgresQuery = """
-                SELECT t.n, q.txn, q.collection, q.id, q.kind, q.delta, q.origin, q.value, q.state FROM bigpeer_txn t LEFT JOIN LATERAL (
-                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, c.origin, d.value, d.state
-                  FROM change_log c LEFT JOIN documents d ON d.collection = c.collection AND d.id = c.id
-                  WHERE c.txn > \(after) AND c.txn <= least(t.n, \(upper)) ORDER BY c.txn, c.seq
-                ) q ON true
-                """
-            // Every instance runs this after every commit (its change feed): prepared once per
-            // session, PostgreSQL skips parse, analysis and planning of the join each time.
-            query.prepared = true
-            let result = try await pool.query(query)
-            let newest = try result[0].decode(0, as: Int64.self)
-            var rows: [ChangeLogRow] = []
-            for row in result where !row.isNull(1) {
-                rows.append(ChangeLogRow(
-                    txn: try row.decode(1, as: Int64.self), collection: try row.decode(2, as: String.self),
-                    id: try Self.decodeJSON(row, column: 3), kind: try row.decode(4, as: String.self),
-                    delta: row.isNull(5) ? nil : try ByteaHex.decode(row, column: 5),
-                    origin: row.isNull(6) ? nil : try row.decode(6, as: Int64.self),
-                    value: row.isNull(7) ? nil : try Self.decodeJSON(row, column: 7),
-                    state: row.isNull(8) ? nil : try ByteaHex.decode(row, column: 8)))
-            }
-            let through = max(after, min(newest, upper))
-            noteChangeLog(rows, after: after, through: through)
-            return (rows, through)
         } catch {
             throw StoreError.from(error)
         }

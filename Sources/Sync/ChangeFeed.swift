@@ -4,6 +4,20 @@
 // bounded ring, and tells sessions the newest transaction number. Sessions then read from the
 // ring; a session that fell behind the ring reads the database directly. NOTIFY is not durable:
 // after `.reconnected` (database restart) the feed simply catches up from the change log.
+//
+// Every read is bounded in rows and bytes (`DocumentStore.readChangeLog`), so a transaction of
+// 100,000 changes is read in pieces, never as one result:
+//
+//   position ──────────────► where the next read starts; may lie inside a transaction
+//   head     ──────────────► the newest transaction read to its last row: the only number
+//                            listeners (sessions) and the read cache are told
+//   ring     ──────────────► every row of the transactions after `ringFrom`, up to `position`
+//                            (rows of a transaction past `head` wait there until it completes,
+//                            and are never served before; a transaction that does not fit is
+//                            dropped whole and `ringFrom` moves past it)
+//
+// With no session listening, nobody needs the rows' values: the feed only skims which documents
+// changed (`skimChangeLog`) for the read cache, or skips its own commits altogether (`OwnCommits`).
 
 import SyncProtocol
 import Postgres
@@ -13,11 +27,14 @@ import Values
 
 public final class ChangeFeed: Sendable {
     struct State {
-        /// Rows of the transactions in (ringFrom, head], in order.
+        /// Every row after the end of transaction `ringFrom` up to `position`, in order.
         var ring: [LogEntry] = []
         var ringBytes = 0
         var ringFrom: Int64 = 0
+        /// The newest transaction every row of which has been read.
         var head: Int64 = 0
+        /// Where the next read starts: at the end of `head`, or inside transaction `head + 1`.
+        var position = ChangeLogPosition.end(of: 0)
         var listeners: [UInt64: @Sendable (Int64) -> Void] = [:]
         var nextListener: UInt64 = 0
         /// The newest transaction number a notification announced.
@@ -42,11 +59,24 @@ public final class ChangeFeed: Sendable {
     public static let retryDelay: Duration = .seconds(1)
     /// Transactions per change-log read.
     static let readTransactions: Int64 = 1000
+    /// Bounds of one change-log read: rows and bytes (with values, for the ring and sessions) and
+    /// rows (skimming keys only, while no session listens).
+    let readRows: Int
+    let readBytes: Int
+    let skimRows: Int
+    /// Rows per batch a session gets (from the ring or the database).
+    let sessionRows: Int
 
-    public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20) {
+    public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20,
+                readRows: Int = DocumentStore.changeLogPageRows, readBytes: Int = DocumentStore.changeLogPageBytes,
+                skimRows: Int = 10 * DocumentStore.changeLogPageRows, sessionRows: Int = DocumentStore.changeLogPageRows) {
         self.store = store
         self.maxRingEntries = maxRingEntries
         self.maxRingBytes = maxRingBytes
+        self.readRows = max(1, readRows)
+        self.readBytes = max(1, readBytes)
+        self.skimRows = max(1, skimRows)
+        self.sessionRows = max(1, sessionRows)
     }
 
     /// Starts following the change log from the current newest transaction, and lets the store
@@ -56,6 +86,7 @@ public final class ChangeFeed: Sendable {
         state.withLock { s in
             s.head = max(s.head, n)
             s.ringFrom = max(s.ringFrom, n)
+            s.position = max(s.position, .end(of: n))
         }
         store.readCache.enable(through: n)
     }
@@ -112,22 +143,37 @@ public final class ChangeFeed: Sendable {
             do {
                 while !skipOwnCommits() {
                     // This read sees every commit made before it starts: a required read is done.
-                    let from = state.withLock { s in
+                    let (from, full) = state.withLock { s in
                         s.readRequired = false
-                        return s.head
+                        return (s.position, !s.listeners.isEmpty)
                     }
-                    let (rows, through) = try await store.readChangeLog(after: from, maxTransactions: Self.readTransactions)
-                    if through <= from { break }
-                    let listeners = state.withLock { s -> [@Sendable (Int64) -> Void] in
-                        for r in rows { append(Self.entry(r), to: &s) }
-                        s.head = through
-                        return Array(s.listeners.values)
+                    let page = full
+                        ? try await store.readChangeLog(after: from, maxTransactions: Self.readTransactions, maxRows: readRows, maxBytes: readBytes)
+                        : try await store.skimChangeLog(after: from, maxRows: skimRows)
+                    if page.end <= from { break }
+                    let (listeners, newHead) = state.withLock { s -> ([@Sendable (Int64) -> Void], Int64?) in
+                        if full {
+                            for r in page.rows { append(Self.entry(r), to: &s) }
+                        } else {
+                            // Skimmed rows have no values: the ring restarts empty after them. A
+                            // session that registered meanwhile reads older rows from the database,
+                            // as for any position before the ring.
+                            s.ring = []
+                            s.ringBytes = 0
+                            s.ringFrom = max(s.ringFrom, page.end.txn)
+                        }
+                        s.position = page.end
+                        // Only a transaction read to its last row counts (`head`, listeners).
+                        let h = page.end.completeThrough
+                        guard h > s.head else { return ([], nil) }
+                        s.head = h
+                        return (Array(s.listeners.values), h)
                     }
-                    for l in listeners { l(through) }
+                    if let newHead { for l in listeners { l(newHead) } }
                     // Caught up with the newest commit this read saw. Later commits notify, and a
                     // notification during this refresh makes it run once more (`refreshAgain`),
                     // so no second, empty read is needed to find out.
-                    if through < from + Self.readTransactions { break }
+                    if !page.more { break }
                 }
             } catch {
                 scheduleRetry()
@@ -156,6 +202,7 @@ public final class ChangeFeed: Sendable {
             s.ringBytes = 0
             s.head = s.notified
             s.ringFrom = s.notified
+            s.position = .end(of: s.notified)
             return true
         }
     }
@@ -177,9 +224,12 @@ public final class ChangeFeed: Sendable {
     }
 
     private func append(_ e: LogEntry, to s: inout State) {
+        // A transaction whose first rows the ring dropped (below) is not in it at all.
+        guard e.txn > s.ringFrom else { return }
         s.ring.append(e)
         s.ringBytes += Self.size(e)
-        // Drop whole transactions from the front until within bounds.
+        // Drop whole transactions from the front until within bounds — possibly the one being
+        // read, when it alone exceeds them: its remaining rows are then not kept either.
         while s.ring.count > maxRingEntries || s.ringBytes > maxRingBytes, let first = s.ring.first {
             let txn = first.txn
             let n = s.ring.firstIndex { $0.txn != txn } ?? s.ring.endIndex
@@ -189,12 +239,12 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// The index of the first entry with `txn > after` (the ring is sorted by txn).
-    static func firstIndex(in ring: [LogEntry], after: Int64) -> Int {
+    /// The index of the first entry after `position` (the ring is in (txn, seq) order).
+    static func firstIndex(in ring: [LogEntry], after position: ChangeLogPosition) -> Int {
         var lo = 0, hi = ring.count
         while lo < hi {
             let mid = (lo + hi) / 2
-            if ring[mid].txn > after { hi = mid } else { lo = mid + 1 }
+            if ring[mid].position > position { hi = mid } else { lo = mid + 1 }
         }
         return lo
     }
@@ -204,32 +254,52 @@ public final class ChangeFeed: Sendable {
     }
 
     static func entry(_ r: ChangeLogRow) -> LogEntry {
-        LogEntry(txn: r.txn, document: DocumentRef(collection: r.collection, id: r.id),
+        LogEntry(txn: r.txn, seq: r.seq, document: DocumentRef(collection: r.collection, id: r.id),
                  kind: LogEntry.Kind(rawValue: r.kind) ?? .evict, delta: r.delta, value: r.value,
                  origin: r.origin.map { UInt64(bitPattern: $0) }, state: r.state)
     }
 
     /// The change log after `after` from the ring, without waiting; nil when the ring does not
     /// reach back that far (then `read` goes to the database). Sessions call this right after a
-    /// new head, so a commit reaches every up-to-date session without a task or a query per session.
-    public func cachedRead(after: Int64, maxTransactions: Int64 = 100) -> LogBatch? {
-        state.withLock { s -> LogBatch? in
+    /// new head, so a commit reaches every up-to-date session without a task or a query per
+    /// session. At most `maxRows` rows (`sessionRows` by default), of transactions up to `head`.
+    public func cachedRead(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxRows: Int? = nil, maxBytes: Int? = nil) -> LogBatch? {
+        let maxRows = max(1, maxRows ?? sessionRows)
+        let maxBytes = max(1, maxBytes ?? readBytes)
+        return state.withLock { s -> LogBatch? in
             // Nothing newer here yet (a session may know a newer head from its own reads before
             // this feed caught up): the database read makes progress; an empty answer would spin.
-            guard after >= s.ringFrom, s.head > after else { return nil }
-            // The ring is in txn order: binary searches keep a read O(log ring + batch), which
-            // matters because every session reads after every commit.
+            guard after.completeThrough >= s.ringFrom, s.head > after.completeThrough else { return nil }
+            // The ring is in (txn, seq) order: binary searches keep a read O(log ring + batch),
+            // which matters because every session reads after every commit.
             let start = Self.firstIndex(in: s.ring, after: after)
-            let upper = min(s.head, after &+ maxTransactions)
-            let end = Self.firstIndex(in: s.ring, after: upper)
-            return LogBatch(entries: Array(s.ring[start..<end]), through: max(after, upper))
+            let upper = min(s.head, after.completeThrough &+ max(1, maxTransactions))
+            let end = Self.firstIndex(in: s.ring, after: .end(of: upper))
+            // Rows up to the bounds (the first always), counted by their payloads as the store's
+            // read counts them.
+            var cut = start, bytes = 0
+            while cut < end, cut - start < maxRows, bytes < maxBytes || cut == start {
+                bytes += 64 + (s.ring[cut].delta?.count ?? 0) + (s.ring[cut].state?.count ?? 0)
+                cut += 1
+            }
+            guard cut < end else {
+                return LogBatch(entries: Array(s.ring[start..<end]), end: max(after, .end(of: upper)))
+            }
+            // Cut inside: the last transaction is complete iff the next row starts another.
+            let last = s.ring[cut - 1]
+            let endsTransaction = s.ring[cut].txn != last.txn
+            return LogBatch(entries: Array(s.ring[start..<cut]), end: endsTransaction ? .end(of: last.txn) : last.position)
         }
     }
 
-    /// The change log after `after`: from the ring when it reaches back that far, else from the database.
-    public func read(after: Int64, maxTransactions: Int64 = 100) async throws(StoreError) -> LogBatch {
-        if let cached = cachedRead(after: after, maxTransactions: maxTransactions) { return cached }
-        let (rows, through) = try await store.readChangeLog(after: after, maxTransactions: maxTransactions)
-        return LogBatch(entries: rows.map(Self.entry), through: through)
+    /// The change log after `after`: from the ring when it reaches back that far, else from the
+    /// database, in the same bounded batches.
+    /// `maxBytes` (default: the feed's `readBytes`): a session passes about the credit its peer
+    /// has left, so a peer that grants little is not read a megabyte for every 64 KiB it takes.
+    public func read(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxBytes: Int? = nil) async throws(StoreError) -> LogBatch {
+        if let cached = cachedRead(after: after, maxTransactions: maxTransactions, maxBytes: maxBytes) { return cached }
+        let page = try await store.readChangeLog(after: after, maxTransactions: maxTransactions, maxRows: sessionRows,
+                                                 maxBytes: max(1, maxBytes ?? readBytes))
+        return LogBatch(entries: page.rows.map(Self.entry), end: page.end)
     }
 }

@@ -110,9 +110,14 @@ public final class SyncConnection: Sendable {
         case .checkResume(let id, let generation, let checkpoint):
             run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.store.changeLogReaches(back: checkpoint)) }
         case .readLog(let after):
+            // About what the peer's credit lets the session send, at most the feed's page: a large
+            // transaction is read in pieces the peer can take. At least 256 KiB: rows read past
+            // the credit are dropped and read again, but a read per few rows costs more.
+            let credit = session.withLock { $0.credit }
+            let budget = Int(clamping: min(max(credit, 256 << 10), Int64(feed.readBytes)))
             // Up-to-date sessions are served from the ring at once; only laggards need a task.
-            if let batch = feed.cachedRead(after: after) { return deliver(.log(batch)) }
-            run { .log(try await self.feed.read(after: after)) }
+            if let batch = feed.cachedRead(after: after, maxBytes: budget) { return deliver(.log(batch)) }
+            run { .log(try await self.feed.read(after: after, maxBytes: budget)) }
         case .fetchDocuments(let request, let refs):
             run {
                 let docs = try await self.store.fetchDocuments(refs.map { ($0.collection, $0.id) })

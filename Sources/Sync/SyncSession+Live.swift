@@ -9,6 +9,7 @@
 // the document enters a subscription the peer did not hold it for).
 
 import CRDT
+import Store
 import SyncProtocol
 import Values
 
@@ -16,59 +17,110 @@ import Values
 /// subscription; resumed when `.fetched` arrives.
 struct SuspendedBatch: Sendable {
     var txn: Int64
+    /// Where the interrupted run of the transaction's rows ends (the transaction's end, or a row
+    /// inside it when the batch holds only part of it).
+    var runEnd: ChangeLogPosition
     var built: [ChangeEntry]
     var remaining: ArraySlice<LogEntry>
-    var through: Int64
+    var end: ChangeLogPosition
     var sentChanges: Bool
 }
 
 extension SyncSession {
-    mutating func logArrived(_ batch: LogBatch, now: UInt64, into out: inout [SyncSessionAction]) {
-        logHead = max(logHead, batch.through)
-        guard suspended == nil, let cursor, batch.through > cursor, !isSyncing else { return }
-        let start = batch.entries.firstIndex { $0.txn > cursor } ?? batch.entries.endIndex
-        process(batch.entries[start...], through: batch.through, sentChanges: false, now: now, into: &out)
+    /// Where the session stands in the change log: after `cursor`, and inside the next
+    /// transaction after `partialSeq` when set.
+    var logPosition: ChangeLogPosition? {
+        guard let cursor else { return nil }
+        guard let partialSeq else { return .end(of: cursor) }
+        return ChangeLogPosition(txn: cursor + 1, seq: partialSeq)
     }
 
-    /// Handles transactions in order until the batch ends, credit runs out, or full states are needed.
-    mutating func process(_ entries: ArraySlice<LogEntry>, through: Int64, sentChanges: Bool, now: UInt64,
+    /// Moves the position forward to `p` (never back).
+    mutating func advance(to p: ChangeLogPosition) {
+        guard let current = logPosition, p > current else { return }
+        if p.isTransactionEnd {
+            cursor = p.txn
+            partialSeq = nil
+        } else {
+            cursor = p.txn - 1
+            partialSeq = p.seq
+        }
+    }
+
+    mutating func logArrived(_ batch: LogBatch, now: UInt64, into out: inout [SyncSessionAction]) {
+        // Rows of `batch.end.txn` were read: that transaction is committed even when the batch
+        // holds only part of it (the feed's head may not have reached it yet).
+        logHead = max(logHead, batch.end.txn)
+        guard suspended == nil, let position = logPosition, batch.end > position, !isSyncing else { return }
+        let start = batch.entries.firstIndex { $0.position > position } ?? batch.entries.endIndex
+        process(batch.entries[start...], end: batch.end, sentChanges: false, now: now, into: &out)
+    }
+
+    /// Handles runs of one transaction's rows in order until the batch ends, credit runs out, or
+    /// full states are needed. A run is the whole (rest of a) transaction, or a part of it: where
+    /// the batch ends inside it, or where the run's entries use up the credit left — credit is
+    /// checked before every run, so a large transaction overshoots it by about one message at
+    /// most, not by the rest of the transaction (PROTOCOL.md §6).
+    mutating func process(_ entries: ArraySlice<LogEntry>, end: ChangeLogPosition, sentChanges: Bool, now: UInt64,
                           into out: inout [SyncSessionAction]) {
         var rest = entries
         var sent = sentChanges
-        while let txn = rest.first?.txn {
+        while let first = rest.first {
             if credit <= 0 {
-                // Not buffered: the rest is dropped and re-read from the cursor when credit returns.
+                // Not buffered: the rest is dropped and re-read from the position when credit returns.
                 return finishBatch(sent: sent, now: now, into: &out)
             }
-            let end = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
+            let txn = first.txn
+            let txnEndIndex = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
             var built: [ChangeEntry] = []
             var entering: [DocumentRef] = []
-            for e in rest[rest.startIndex..<end] { decide(e, &built, &entering) }
-            rest = rest[end...]
+            var bytes = 0
+            var i = rest.startIndex
+            while i < txnEndIndex {
+                let count = built.count
+                decide(rest[i], &built, &entering)
+                i += 1
+                // The payload and the collection dominate an entry (ChangeEntry.encodedSize).
+                for e in built[count...] { bytes += e.payload.bytes.count + e.document.collection.utf8.count + 24 }
+                if Int64(bytes) >= credit { break }
+            }
+            let run = rest[rest.startIndex..<i]
+            rest = rest[i...]
+            // Complete when the run reached the transaction's last row: a later transaction follows
+            // in the batch, or the batch ends past it.
+            let reachedEnd = i == txnEndIndex && (txnEndIndex < entries.endIndex || end.completeThrough >= txn)
+            let runEnd: ChangeLogPosition = reachedEnd ? .end(of: txn) : (run.last?.position ?? end)
             if !entering.isEmpty {
-                suspended = SuspendedBatch(txn: txn, built: built, remaining: rest, through: through, sentChanges: sent)
+                suspended = SuspendedBatch(txn: txn, runEnd: runEnd, built: built, remaining: rest, end: end, sentChanges: sent)
                 requestCounter += 1
                 outstanding = .fetch(request: requestCounter, purpose: .entering)
                 out.append(.fetchDocuments(request: requestCounter, entering))
                 return
             }
-            sent = finishTransaction(txn, built, into: &out) || sent
+            sent = finishRun(txn, upTo: runEnd, built, now: now, into: &out) || sent
         }
-        if let cursor, through > cursor { self.cursor = through }
+        advance(to: end)
         finishBatch(sent: sent, now: now, into: &out)
     }
 
     mutating func resumeSuspended(with entering: [ChangeEntry], now: UInt64, into out: inout [SyncSessionAction]) {
         guard let s = suspended else { return }
         suspended = nil
-        let sent = finishTransaction(s.txn, s.built + entering, into: &out) || s.sentChanges
-        process(s.remaining, through: s.through, sentChanges: sent, now: now, into: &out)
+        let sent = finishRun(s.txn, upTo: s.runEnd, s.built + entering, now: now, into: &out) || s.sentChanges
+        process(s.remaining, end: s.end, sentChanges: sent, now: now, into: &out)
     }
 
-    /// Sends one transaction's entries; the cursor moves past it. Returns whether anything was sent.
-    mutating func finishTransaction(_ txn: Int64, _ entries: [ChangeEntry], into out: inout [SyncSessionAction]) -> Bool {
+    /// Sends one run of transaction `txn`'s entries; the position moves to `runEnd`. Returns
+    /// whether anything was sent. Before the first `changes` of a transaction that is not complete
+    /// yet, the checkpoint of everything before it goes out: `txn`s in `changes` and `checkpoint`
+    /// never decrease (PROTOCOL.md §4.6), and no checkpoint may follow until the transaction ends.
+    mutating func finishRun(_ txn: Int64, upTo runEnd: ChangeLogPosition, _ entries: [ChangeEntry], now: UInt64,
+                            into out: inout [SyncSessionAction]) -> Bool {
+        if !runEnd.isTransactionEnd, !entries.isEmpty, let cursor, cursor > lastCheckpointSent {
+            sendCheckpoint(cursor, now: now, into: &out)
+        }
         sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
-        cursor = max(cursor ?? txn, txn)
+        advance(to: runEnd)
         return !entries.isEmpty
     }
 

@@ -3,6 +3,7 @@
 
 import SyncProtocol
 import DQL
+import Store
 import Values
 
 extension SyncSession {
@@ -50,9 +51,9 @@ extension SyncSession {
             }
         }
         if isSyncing { return }
-        if let cursor, cursor < logHead, subscriptions.values.contains(where: { $0.phase == .live }) {
+        if let position = logPosition, position.completeThrough < logHead, subscriptions.values.contains(where: { $0.phase == .live }) {
             outstanding = .log
-            out.append(.readLog(after: cursor))
+            out.append(.readLog(after: position))
         }
     }
 
@@ -179,8 +180,12 @@ extension SyncSession {
         held.formUnion(sub.have)
         sub.have = []
         if reachable {
-            // Lowering the cursor re-delivers (cp, cursor] to the other subscriptions: harmless, merge is idempotent.
-            cursor = min(cursor ?? cp, cp)
+            // Lowering the cursor re-delivers (cp, cursor] to the other subscriptions: harmless, merge
+            // is idempotent. A transaction the session is inside is then re-read from its start.
+            if cp <= cursor ?? cp {
+                cursor = cp
+                partialSeq = nil
+            }
             sub.phase = .live
             subscriptions[id] = sub
             send(.synced(subscription: id, checkpoint: cp), into: &out)
@@ -239,7 +244,8 @@ extension SyncSession {
         }
         switch purpose {
         case .want:
-            let txn = cursor ?? 0
+            // Inside a transaction read in pieces, `changes` of it may have gone out: never a lower txn.
+            let txn = (cursor ?? 0) + (partialSeq == nil ? 0 : 1)
             sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
         case .entering:
             resumeSuspended(with: entries, now: now, into: &out)

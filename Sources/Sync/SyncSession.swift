@@ -15,6 +15,7 @@
 
 import SyncProtocol
 import DQL
+import Store
 import Values
 
 public struct SyncSession: Sendable {
@@ -91,6 +92,10 @@ public struct SyncSession: Sendable {
     public internal(set) var uploadCredit: Int64 = 0
     /// Everything in the change log up to this transaction has been handled for the live subscriptions.
     public internal(set) var cursor: Int64?
+    /// Set while the session is inside a large transaction read in pieces: the rows of transaction
+    /// `cursor + 1` up to this `seq` have been handled too (`changes` for them may have gone out;
+    /// no checkpoint covers that transaction until its last row is handled).
+    public internal(set) var partialSeq: Int32?
     var lastCheckpointSent: Int64 = -1
     var lastCheckpointAt: UInt64 = 0
     var logHead: Int64 = 0

@@ -4,6 +4,7 @@
 
 import SyncProtocol
 import DQL
+import Store
 import Values
 
 /// A subscription's query, validated: a plain `SELECT *` over one collection with a WHERE clause.
@@ -19,6 +20,8 @@ public struct SubscriptionQuery: Sendable {
 public struct LogEntry: Sendable, Equatable {
     public enum Kind: String, Sendable { case upsert, delete, evict }
     public var txn: Int64
+    /// The row's place in its transaction (change_log.seq).
+    public var seq: Int32
     public var document: DocumentRef
     public var kind: Kind
     /// The CRDT delta of the change (nil for evict).
@@ -32,8 +35,9 @@ public struct LogEntry: Sendable, Equatable {
     /// no database read per session (it may be newer than `txn`: merging it is still correct).
     public var state: [UInt8]?
 
-    public init(txn: Int64, document: DocumentRef, kind: Kind, delta: [UInt8]?, value: Value?, origin: UInt64? = nil, state: [UInt8]? = nil) {
+    public init(txn: Int64, seq: Int32 = 0, document: DocumentRef, kind: Kind, delta: [UInt8]?, value: Value?, origin: UInt64? = nil, state: [UInt8]? = nil) {
         self.txn = txn
+        self.seq = seq
         self.document = document
         self.kind = kind
         self.delta = delta
@@ -41,17 +45,27 @@ public struct LogEntry: Sendable, Equatable {
         self.origin = origin
         self.state = state
     }
+
+    public var position: ChangeLogPosition { ChangeLogPosition(txn: txn, seq: seq) }
 }
 
-/// Change-log rows with `after < txn <= through`, in (txn, seq) order: every committed transaction
-/// in that range is complete in `entries` (PROTOCOL.md §4.6; docs/STORAGE.md on why none is skipped).
+/// Every change-log row after a read's start up to `end`, in (txn, seq) order (PROTOCOL.md §4.6;
+/// docs/STORAGE.md on why none is skipped). `end` may lie inside a transaction (a large one is read
+/// in bounded pieces): only transactions up to `through` are complete here.
 public struct LogBatch: Sendable, Equatable {
     public var entries: [LogEntry]
-    public var through: Int64
+    public var end: ChangeLogPosition
+    /// The newest transaction whose rows are all here (or were before the read's start).
+    public var through: Int64 { end.completeThrough }
 
-    public init(entries: [LogEntry], through: Int64) {
+    public init(entries: [LogEntry], end: ChangeLogPosition) {
         self.entries = entries
-        self.through = through
+        self.end = end
+    }
+
+    /// A batch that ends with transaction `through`.
+    public init(entries: [LogEntry], through: Int64) {
+        self.init(entries: entries, end: .end(of: through))
     }
 }
 
@@ -182,8 +196,9 @@ public enum SyncSessionAction: Sendable, Equatable {
     case readPage(subscription: UInt32, generation: UInt64, query: QueryBox, after: Value?, limit: Int, maxBytes: Int)
     /// Does the change log reach back to `checkpoint`? Answer with `.resumeChecked`.
     case checkResume(subscription: UInt32, generation: UInt64, checkpoint: Int64)
-    /// Read the change log after `after` (the shared reader's ring or the database); answer with `.log`.
-    case readLog(after: Int64)
+    /// Read the change log after `after` (the shared reader's ring or the database; a bounded
+    /// number of rows, possibly ending inside a transaction); answer with `.log`.
+    case readLog(after: ChangeLogPosition)
     /// Read these documents' full states and values; answer with `.fetched`.
     case fetchDocuments(request: UInt64, [DocumentRef])
     /// Merge these deltas in one transaction with `origin` as the change-log origin; answer with

@@ -34,23 +34,30 @@ import Values
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
             await notify(feed, t1)
             #expect(feed.head == t1)
-            #expect(feed.cachedRead(after: t1 - 1) == nil, "not read into the ring")
+            #expect(feed.cachedRead(after: .end(of: t1 - 1)) == nil, "not read into the ring")
             #expect(a.readCache.statistics.appliedThrough == t1)
             _ = try await a.execute(Self.read, arguments: ["id": "x"])  // cached now
-            // Another instance's commit is read, never skipped; it reaches the ring and the cache.
+            // Another instance's commit is read, never skipped; with nobody listening only its keys
+            // are read (skimmed): it reaches the cache, not the ring.
             let t2 = try await b.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'").transactionID
             await notify(feed, t2)
             #expect(feed.head == t2)
-            #expect(feed.cachedRead(after: t1)?.entries.map(\.txn) == [t2])
+            #expect(feed.cachedRead(after: .end(of: t1)) == nil, "skimmed rows have no values: not in the ring")
             #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "blue"]])
             // Own, then foreign, announced together: the range is not all own, so it is read.
             let t3 = try await a.execute("UPDATE cars SET color = 'green' WHERE _id = 'x'").transactionID
             let t4 = try await b.execute("UPDATE cars SET color = 'black' WHERE _id = 'x'").transactionID
             await notify(feed, t4)
             #expect(feed.head == t4)
-            #expect(feed.cachedRead(after: t2)?.entries.map(\.txn) == [t3, t4])
             #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "black"]])
             #expect(a.readCache.statistics.appliedThrough == t4)
+            // With a listener, another instance's commit is read with its values into the ring.
+            let token = feed.addListener { _ in }
+            let t5 = try await b.execute("UPDATE cars SET color = 'white' WHERE _id = 'x'").transactionID
+            await notify(feed, t5)
+            #expect(feed.cachedRead(after: .end(of: t4))?.entries.map(\.txn) == [t5])
+            #expect(feed.cachedRead(after: .end(of: t4))?.entries.first?.value?["color"] == "white")
+            feed.removeListener(token)
         }
     }
 
@@ -62,14 +69,14 @@ import Values
             let token = feed.addListener { head in heads.withLock { $0.append(head) } }
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
             await notify(feed, t1)
-            #expect(feed.cachedRead(after: t1 - 1)?.entries.map(\.document.id) == ["x"])
+            #expect(feed.cachedRead(after: .end(of: t1 - 1))?.entries.map(\.document.id) == ["x"])
             #expect(heads.withLock { $0 } == [t1])
             feed.removeListener(token)
             let t2 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'y', color: 'red'})").transactionID
             await notify(feed, t2)
-            #expect(feed.head == t2 && feed.cachedRead(after: t1) == nil, "skipped once nobody listens")
+            #expect(feed.head == t2 && feed.cachedRead(after: .end(of: t1)) == nil, "skipped once nobody listens")
             // A session that connects later and starts before the ring reads the database.
-            #expect(try await feed.read(after: 0).entries.map(\.txn) == [t1, t2])
+            #expect(try await feed.read(after: .end(of: 0)).entries.map(\.txn) == [t1, t2])
         }
     }
 
@@ -88,17 +95,23 @@ import Values
         }
     }
 
-    @Test func ownCommits_recordOnlyWhatTheyCanCover() throws {
+    @Test func ownCommits_coverOnlyRangesOfRecordedTransactions() throws {
         var own = OwnCommits()
-        let k = DocumentReadCache.Key(collection: "c", id: "x")
-        own.record(5, keys: [k])
-        own.record(6, keys: [])
-        #expect(own.take(after: 4, through: 7) == nil, "7 is not ours")
-        #expect(own.take(after: 3, through: 6) == nil, "4 is not ours")
-        #expect(own.take(after: 4, through: 6)?.map { $0.txn } == [5])
-        #expect(own.take(after: 4, through: 6) == nil, "taken once")
-        for t in 0..<Int64(OwnCommits.maxTransactions + 10) { own.record(100 + t, keys: [k]) }
-        #expect(own.take(after: 99, through: 100) == nil, "the oldest were dropped at the bound")
-        #expect(own.take(after: 100 + Int64(OwnCommits.maxTransactions + 8), through: 100 + Int64(OwnCommits.maxTransactions + 9))?.count == 1)
+        own.record(5)
+        own.record(6)
+        var taken = own.take(after: 4, through: 7)
+        #expect(!taken, "7 is not ours")
+        taken = own.take(after: 3, through: 6)
+        #expect(!taken, "4 is not ours")
+        taken = own.take(after: 4, through: 6)
+        #expect(taken)
+        taken = own.take(after: 4, through: 6)
+        #expect(!taken, "taken once")
+        for t in 0..<Int64(OwnCommits.maxTransactions + 10) { own.record(100 + t) }
+        taken = own.take(after: 99, through: 100)
+        #expect(!taken, "the oldest were dropped at the bound")
+        let newest = 100 + Int64(OwnCommits.maxTransactions + 9)
+        taken = own.take(after: newest - 1, through: newest)
+        #expect(taken)
     }
 }

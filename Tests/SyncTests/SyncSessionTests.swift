@@ -199,7 +199,7 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         _ = h.feed(.logHead(12))  // a write commits meanwhile: no log read while syncing
         let c = h.feed(.page(subscription: 1, generation: gen, DocumentPage(rows: [], txn: 12, isLast: true)))
         #expect(sent(c) == [.synced(subscription: 1, checkpoint: 10)], "the first page's snapshot")
-        #expect(c.last == .readLog(after: 10))
+        #expect(c.last == .readLog(after: .end(of: 10)))
         #expect(h.session.held == [DocumentHash.of(car1), DocumentHash.of(car2)])
         // txn 11 changes car-1 (held, still red); txn 12 changes an unrelated blue car.
         let d = h.feed(.log(LogBatch(entries: [
@@ -336,7 +336,7 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         guard case .checkResume(4, let gen, 40)? = a.first else { Issue.record("\(a)"); return }
         let b = h.feed(.resumeChecked(subscription: 4, generation: gen, reachable: true))
         #expect(sent(b) == [.synced(subscription: 4, checkpoint: 40)])
-        #expect(b.last == .readLog(after: 40))
+        #expect(b.last == .readLog(after: .end(of: 40)))
         // car-1 left while the peer was away: it still gets the change, because it said it holds it.
         let c = h.feed(.log(LogBatch(entries: [LogEntry(txn: 45, document: car1, kind: .upsert, delta: [7], value: blue)], through: 50)))
         #expect(sent(c) == [.changes(txn: 45, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([7]))]), .checkpoint(txn: 50)])
@@ -375,11 +375,11 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         let delivered = messages.compactMap { if case .changes(let t, _) = $0 { t } else { nil } }
         #expect(h.session.cursor == delivered.last)
         #expect(messages.last == .checkpoint(txn: delivered.last ?? -1))
-        #expect(!a.contains(.readLog(after: h.session.cursor ?? 0)), "no read without credit")
+        #expect(!a.contains(.readLog(after: .end(of: h.session.cursor ?? 0))), "no read without credit")
         #expect(h.feed(.logHead(201)).isEmpty)
         // Credit returns: the session reads on from its cursor (nothing was buffered).
         let b = h.receive(.credit(bytes: 100_000))
-        #expect(b == [.readLog(after: delivered.last ?? -1)])
+        #expect(b == [.readLog(after: .end(of: delivered.last ?? -1))])
     }
 
     @Test func noPageIsRead_withoutCredit() {

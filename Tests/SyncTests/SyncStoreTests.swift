@@ -28,7 +28,7 @@ import Values
             #expect(try await store.execute("SELECT * FROM notes").items == [["_id": "n1", "a": 1, "b": 2]])
             let third = try await store.mergeDeltas([MergeItem(collection: "notes", id: "n1", delta: full)], origin: 77)
             #expect(third.rejected.isEmpty && third.txn == second.txn, "a re-sent upload writes nothing")
-            let log = try await store.readChangeLog(after: 0)
+            let log = try await store.readChangeLog(after: .end(of: 0))
             #expect(log.rows.count == 1 && log.rows[0].origin == 77 && log.rows[0].value == ["_id": "n1", "a": 1, "b": 2])
         }
     }
@@ -100,15 +100,17 @@ import Values
         try await withSyncServer { store, _ in
             let small = ChangeFeed(store: store, maxRingEntries: 3)
             try await small.start()
+            _ = small.addListener { _ in }  // a session listens: the feed reads rows with their values
             for i in 0..<8 { _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c\(i)', 'n': \(i)})") }
             await small.refresh()  // what a notification or a reconnect triggers: catch up from the log
             #expect(small.head == 8)
-            let fromRing = try await small.read(after: 6)
-            let fromDatabase = try await small.read(after: 0)
+            #expect(small.cachedRead(after: .end(of: 6)) != nil && small.cachedRead(after: .end(of: 4)) == nil, "the ring keeps 6...8")
+            let fromRing = try await small.read(after: .end(of: 6))
+            let fromDatabase = try await small.read(after: .end(of: 0))
             #expect(fromRing.entries.map(\.txn) == [7, 8] && fromRing.through == 8)
             #expect(fromDatabase.entries.map(\.txn) == Array(1...8) && fromDatabase.through == 8)
             #expect(Array(fromDatabase.entries.suffix(2)) == fromRing.entries)
-            #expect(try await small.read(after: 8).entries.isEmpty)
+            #expect(try await small.read(after: .end(of: 8)).entries.isEmpty)
         }
     }
 }

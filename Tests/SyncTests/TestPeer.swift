@@ -157,7 +157,7 @@ extension TestPeer {
         return connection.inspect { s in
             "session: state \(s.state), credit \(s.credit), outstanding \(String(describing: s.outstanding)), "
                 + "pageReads \(s.pageReads), phases \(s.subscriptions.values.map { "\($0.id)/\($0.generation): \($0.phase)" }), "
-                + "cursor \(String(describing: s.cursor)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
+                + "cursor \(String(describing: s.cursor)), partialSeq \(String(describing: s.partialSeq)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
         } + "; pool: open \(connection.store.pool.openConnections), idle \(connection.store.pool.idleConnections), waiting \(connection.store.pool.waitingCount)"
     }
 }
