@@ -250,7 +250,7 @@ public final class ChangeFeed: Sendable {
     }
 
     static func size(_ e: LogEntry) -> Int {
-        64 + (e.delta?.count ?? 0) + (e.state?.count ?? 0) + (e.value.map { JSON.serialize($0).count } ?? 0)
+        64 + (e.delta?.count ?? 0) + (e.state?.count ?? 0) + (e.value.map { JSON.serializedCount($0) } ?? 0)
     }
 
     static func entry(_ r: ChangeLogRow) -> LogEntry {
