@@ -9,14 +9,6 @@ import Values
 /// listens (`ChangeFeed.skipOwnCommits`, `OwnCommits`): it must still never skip another
 /// instance's change, keep the read cache exact, and read whenever a session needs the rows.
 @Suite struct ChangeFeedOwnCommitsTests {
-    func withTwoStores(_ body: (DocumentStore, DocumentStore) async throws -> Void) async throws {
-        try await TestPostgres.withDatabase { db in
-            try await db.migrate()
-            let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
-            let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
-            try await body(a, b)
-        }
-    }
 
     /// What a notification does (without a LISTEN session, so the test decides when it arrives).
     func notify(_ feed: ChangeFeed, _ txn: Int64) async {

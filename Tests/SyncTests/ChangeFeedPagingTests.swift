@@ -11,14 +11,6 @@ import Values
 /// change feed and live sessions — and still arrive complete and in order; nothing is ever told
 /// a transaction is complete before its last row was read.
 @Suite struct ChangeFeedPagingTests {
-    func withTwoStores(_ body: (DocumentStore, DocumentStore) async throws -> Void) async throws {
-        try await TestPostgres.withDatabase { db in
-            try await db.migrate()
-            let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
-            let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
-            try await body(a, b)
-        }
-    }
 
     /// One statement inserting documents `b<lo>`…`b<hi-1>` (~`pad` bytes each), or updating them.
     static func bulk(_ range: Range<Int>, color: String, pad: Int = 0) -> (String, [String: Value]) {

@@ -1,0 +1,13 @@
+import BigPeerTestSupport
+@testable import Store
+
+/// Two BigPeer instances on one database (their own pools and read caches), as the change-feed
+/// tests need: one commits, the other must notice.
+func withTwoStores(_ body: (DocumentStore, DocumentStore) async throws -> Void) async throws {
+    try await TestPostgres.withDatabase { db in
+        try await db.migrate()
+        let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
+        let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
+        try await body(a, b)
+    }
+}
