@@ -110,11 +110,18 @@ final class WriteBatcher: Sendable {
             }
             if batch.isEmpty { return }
             await run(batch, store)
-            state.withLock { s in
-                s.answered = batch.count
-                s.answeredAt = .now
-                s.queuedAtAnswer = s.queue.count
-            }
+        }
+    }
+
+    /// Records a batch of `count` statements about to be answered. Called before the first
+    /// continuation is resumed: a client answered here may submit again at once, and must not
+    /// be counted among the statements queued before the answer (the target would then be out
+    /// of reach and every batch would wait the whole window).
+    private func answering(_ count: Int) {
+        state.withLock { s in
+            s.answered = count
+            s.answeredAt = .now
+            s.queuedAtAnswer = s.queue.count
         }
     }
 
@@ -150,6 +157,7 @@ final class WriteBatcher: Sendable {
     private func run(_ batch: [Waiting], _ store: DocumentStore) async {
         do {
             let (results, txn) = try await store.runInTransaction(batch.map(\.job))
+            answering(batch.count)
             for (w, r) in zip(batch, results) {
                 switch r {
                 case .success(var outcome):
@@ -161,6 +169,7 @@ final class WriteBatcher: Sendable {
             }
         } catch {
             if batch.count == 1 {
+                answering(1)
                 batch[0].continuation.resume(throwing: StoreError.from(error))
             } else {
                 for w in batch { await run([w], store) }  // isolate the statement that broke the transaction
