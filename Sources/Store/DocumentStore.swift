@@ -57,13 +57,14 @@ public final class DocumentStore: Sendable {
     }
 
     init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0,
-         generateID: @escaping @Sendable () -> Value = DocumentKey.generateID) {
+         generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
+         gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
         self.generateID = generateID
-        self.batcher = WriteBatcher()
+        self.batcher = WriteBatcher(gatherWindow: gatherWindow)
     }
 
     /// Runs one DQL statement with its named arguments.
