@@ -92,14 +92,18 @@ extension WriteTransaction {
             }
             let delta = doc.delta(since: before)
             guard !delta.isEmpty else { continue }
+            // The value's JSON text is made once: for the size limit, then as the column `write` sends.
+            var encoded: EncodedWrite? = nil
             if let value = doc.materialize() {
-                let size = JSON.serializedCount(value)
+                let json = JSON.string(value)
+                let size = json.utf8.count
                 if size > documentLimitBytes {
                     throw StoreError.tooLarge("document \(JSON.string(id)) would be \(size) bytes; the limit is \(documentLimitBytes)")
                 }
                 if size > documentWarningBytes { warnings.append("document \(JSON.string(id)) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly") }
+                encoded = EncodedWrite(value: PostgresJSON(json), state: PostgresBytea(doc.encode()), delta: delta.encode())
             }
-            writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta))
+            writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta, encoded: encoded))
             if changed { mutated.append(id) }
         }
         try await write(writes, kind: "upsert")

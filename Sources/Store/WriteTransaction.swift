@@ -110,6 +110,12 @@ struct WriteTransaction {
         var state: PostgresBytea? = nil
         var delta: [UInt8]? = nil
 
+        init(value: PostgresJSON?, state: PostgresBytea, delta: [UInt8]?) {
+            self.value = value
+            self.state = state
+            self.delta = delta
+        }
+
         /// The columns, and the delta unless `delta` is nil (a creation logs none).
         init(_ document: Document, _ delta: Delta?) {
             value = document.materialize().map { PostgresJSON(JSON.string($0)) }
