@@ -71,6 +71,11 @@ extension PostgresConnection {
         let newOp = Operation(completion: completion)
         let sent: Int32
         switch request {
+        case .pipeline(let queries): lastStatement = queries.last?.sql ?? ""
+        case .simple(let sql): lastStatement = sql
+        case .statement(let q), .copyIn(let q, _), .copyOut(let q, _): lastStatement = q.sql
+        }
+        switch request {
         case .pipeline(let queries):
             guard let state = sendPipeline(queries) else {
                 let e = PostgresError.connectionClosed(errorMessage())

@@ -37,6 +37,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Called on `loop` once when the session breaks.
     var brokenHandler: ((PostgresError) -> Void)?
 
+    /// The SQL of the last statement started (loop-owned; `diagnostics`). Keeps a reference to
+    /// the query's own string: no copy per statement.
+    var lastStatement = ""
+
     static let maxPreparedStatements = 512
 
     /// True once the session failed; a broken connection never recovers (the pool replaces it).

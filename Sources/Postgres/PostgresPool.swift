@@ -10,6 +10,11 @@ import Synchronization
 ///   recovers by itself once the database is back. A session returned inside a transaction block
 ///   is closed rather than reused.
 /// - Sessions idle longer than `idleTimeout` are closed (down to `minIdleConnections`).
+/// - A caller that finds none free but room for one more opens a session, and takes whichever
+///   comes first: its new session or one another caller releases meanwhile. Opening can take a
+///   long time on a loaded server (a backend to fork and initialise); a caller bound to its own
+///   open sat out that time with other sessions idle — an initial sync's page read stalled for
+///   seconds that way (see `PostgresPoolTests`).
 ///
 /// All state lives in one `Mutex`; no lock is held across an `await`.
 public final class PostgresPool: Sendable {
@@ -37,17 +42,32 @@ public final class PostgresPool: Sendable {
         var waiters: [Waiter] = []
         var nextWaiterID: UInt64 = 0
         var isShutDown = false
+        /// Sessions handed out and not yet released (diagnostics: `leasedSessionStates`).
+        var leased: [ObjectIdentifier: PostgresConnection] = [:]
+        /// Sessions being opened right now (counted in `open`, neither idle nor leased yet).
+        var connecting = 0
+        /// Sessions opened so far, and the longest time one took to open (diagnostics).
+        var opened = 0
+        var longestOpen: Duration = .zero
     }
 
     public let configuration: Configuration
     public let connectionConfiguration: PostgresConfiguration
     private let group: EventLoopGroup
     private let state = Mutex(State())
+    /// Opens one session on a loop (tests replace it to control how long an open takes).
+    private let opener: @Sendable (PostgresConfiguration, EventLoop) async throws -> PostgresConnection
 
-    public init(_ connection: PostgresConfiguration, configuration: Configuration = .init(), group: EventLoopGroup) {
+    public convenience init(_ connection: PostgresConfiguration, configuration: Configuration = .init(), group: EventLoopGroup) {
+        self.init(connection, configuration: configuration, group: group) { try await PostgresConnection.connect($0, on: $1) }
+    }
+
+    init(_ connection: PostgresConfiguration, configuration: Configuration, group: EventLoopGroup,
+         opener: @escaping @Sendable (PostgresConfiguration, EventLoop) async throws -> PostgresConnection) {
         self.connectionConfiguration = connection
         self.configuration = configuration
         self.group = group
+        self.opener = opener
         scheduleSweep()
     }
 
@@ -61,7 +81,14 @@ public final class PostgresPool: Sendable {
     /// loop serve it with no thread hop), else any of them.
     public var callersLoop: EventLoop { group.loops.first(where: { $0.inEventLoop }) ?? group.next() }
 
-    /// Callers waiting for a session right now.
+    /// Sessions being opened right now.
+    public var connectingCount: Int { state.withLock { $0.connecting } }
+
+    /// Sessions this pool has opened, and the longest an open took (a caller that opens a
+    /// session waits for it, even if another one is released meanwhile).
+    public var openStatistics: (opened: Int, longest: Duration) { state.withLock { ($0.opened, $0.longestOpen) } }
+
+    /// Callers waiting for a session right now (those whose own open is under way included).
     public var waitingCount: Int { state.withLock { $0.waiters.count } }
 
     // MARK: - Use
@@ -85,6 +112,21 @@ public final class PostgresPool: Sendable {
     }
 
     public func acquire() async throws -> PostgresConnection {
+        let conn = try await acquireSession()
+        state.withLock { $0.leased[ObjectIdentifier(conn)] = conn }
+        return conn
+    }
+
+    /// What each leased session is doing right now (each answered on its own loop): for the
+    /// message of a timeout, to tell a statement the server is running from one never sent.
+    public func leasedSessionStates() async -> [String] {
+        let leased = state.withLock { Array($0.leased.values) }
+        var out: [String] = []
+        for conn in leased { out.append(await conn.diagnostics()) }
+        return out
+    }
+
+    private func acquireSession() async throws -> PostgresConnection {
         enum Step { case got(PostgresConnection), connect, wait }
         let step: Step = try state.withLock { s throws(PostgresError) -> Step in
             if s.isShutDown { throw .shutDown }
@@ -105,8 +147,40 @@ public final class PostgresPool: Sendable {
         }
         switch step {
         case .got(let c): return c
-        case .connect: return try await openConnection()
+        case .connect: return try await openOrTakeReleased()
         case .wait: return try await waitForConnection()
+        }
+    }
+
+    /// Opens a session for a slot already counted in `open`, waiting meanwhile as a waiter: a
+    /// session released before the open completes serves this caller at once, and the new
+    /// session then goes to the next waiter or the idle list. If the open completes first, it is
+    /// this caller's. If it fails while this caller still waits, the caller gets the error (as a
+    /// caller that opened a session always did). No acquire timeout: the open's own
+    /// `connectTimeout` bounds the wait, as before.
+    private func openOrTakeReleased() async throws -> PostgresConnection {
+        // The caller's own loop when it runs on one (then the session serves it with no hop).
+        let loop = group.loops.first(where: { $0.inEventLoop }) ?? group.next()
+        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresConnection, any Error>) in
+            let id = state.withLock { s -> UInt64 in
+                s.nextWaiterID += 1
+                s.waiters.append(Waiter(id: s.nextWaiterID, continuation: cont))
+                return s.nextWaiterID
+            }
+            Task {
+                let opened: Result<PostgresConnection, any Error>
+                do { opened = .success(try await self.openConnection(on: loop)) } catch { opened = .failure(error) }
+                let mine = self.state.withLock { s -> Waiter? in
+                    guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                    return s.waiters.remove(at: i)
+                }
+                switch (opened, mine) {
+                case (.success(let conn), let w?): w.continuation.resume(returning: conn)
+                case (.success(let conn), nil): self.release(conn)  // served already: to the next waiter or idle
+                case (.failure(let error), let w?): w.continuation.resume(throwing: error)
+                case (.failure, nil): break  // served already; `openConnection` gave the slot back
+                }
+            }
         }
     }
 
@@ -115,6 +189,7 @@ public final class PostgresPool: Sendable {
         if !reusable && !conn.isBroken { Task { await conn.close() } }
         enum Next { case none, hand(Waiter), replace(Waiter), close }
         let next: Next = state.withLock { s in
+            s.leased[ObjectIdentifier(conn)] = nil
             if s.isShutDown {
                 s.open -= 1
                 return reusable ? .close : .none
@@ -157,10 +232,20 @@ public final class PostgresPool: Sendable {
     // MARK: - Internals
 
     /// Opens a session for a slot already counted in `open`; gives the slot back on failure.
-    private func openConnection() async throws -> PostgresConnection {
+    private func openConnection(on chosen: EventLoop? = nil) async throws -> PostgresConnection {
+        state.withLock { $0.connecting += 1 }
+        let started = ContinuousClock.now
+        defer {
+            let took = ContinuousClock.now - started
+            state.withLock { s in
+                s.connecting -= 1
+                s.opened += 1
+                s.longestOpen = max(s.longestOpen, took)
+            }
+        }
         do {
-            let loop = group.loops.first(where: { $0.inEventLoop }) ?? group.next()
-            return try await PostgresConnection.connect(connectionConfiguration, on: loop)
+            let loop = chosen ?? group.loops.first(where: { $0.inEventLoop }) ?? group.next()
+            return try await opener(connectionConfiguration, loop)
         } catch {
             state.withLock { $0.open -= 1 }
             throw error

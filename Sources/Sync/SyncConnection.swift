@@ -33,6 +33,8 @@ public final class SyncConnection: Sendable {
     let timer = Mutex<Task<Void, Never>?>(nil)
     /// The latest page read (`readPage`): the next one delivers its page only after it.
     let pageChain = Mutex<Task<Void, Never>?>(nil)
+    /// Where the latest page reads stand, for the message of a stalled sync (`pageReadProgress`).
+    let pageReadTrace = Mutex(PageReadTrace())
 
     public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
@@ -162,21 +164,80 @@ public final class SyncConnection: Sendable {
         // another thread) always finds this one as its predecessor.
         pageChain.withLock { chain in
             let previous = chain
+            let n = pageReadTrace.withLock { $0.add(after: after) }
             chain = Task {
+                self.pageReadTrace.withLock { $0.set(n, .querying) }
                 do {
                     let read = try await self.store.readSyncPage(query.statement, arguments: query.arguments,
                                                                  after: after, limit: limit, maxBytes: maxBytes)
+                    self.pageReadTrace.withLock { $0.set(n, .queried) }
                     self.deliver(.pageBoundary(subscription: id, generation: generation, PageBoundary(
                         nextAfter: read.nextAfter, isLast: read.isLast, rows: read.rowCount, stateBytes: read.stateBytes)))
+                    self.pageReadTrace.withLock { $0.set(n, .decoding) }
                     let rows = try read.documents().map { DocumentPage.Row(id: $0.id, state: $0.state) }
+                    self.pageReadTrace.withLock { $0.set(n, .waitingForPrevious) }
                     await previous?.value
                     self.deliver(.page(subscription: id, generation: generation,
                                        DocumentPage(rows: rows, txn: read.txn, isLast: read.isLast, nextAfter: read.nextAfter)))
+                    self.pageReadTrace.withLock { $0.set(n, .delivered) }
                 } catch {
+                    self.pageReadTrace.withLock { $0.set(n, .failed) }
                     await previous?.value
                     self.deliver(Self.failure(error))
                 }
             }
         }
+    }
+
+    /// The latest page reads of this connection and where each stands, oldest first.
+    public var pageReadProgress: String { pageReadTrace.withLock { $0.description } }
+}
+
+/// The last few page reads of a connection and the step each has reached: a stalled initial
+/// sync's message then says whether a read is still in the database, decoding, or waiting for
+/// the read before it. A few entries, overwritten in place: no allocation per read once full.
+struct PageReadTrace: CustomStringConvertible {
+    enum Stage: Int, CaseIterable {
+        case asked, querying, queried, decoding, waitingForPrevious, delivered, failed
+        var name: String { ["asked", "querying", "queried", "decoding", "waitingForPrevious", "delivered", "failed"][rawValue] }
+    }
+    struct Entry { var number: Int; var after: Value?; var stage: Stage; var since: ContinuousClock.Instant }
+    static let kept = 4
+    private var entries: [Entry] = []
+    private var count = 0
+    /// Time all reads spent in each stage (index: `Stage.rawValue`), to tell a slow database from
+    /// a task that waited for a thread.
+    private var spent = [Duration](repeating: .zero, count: Stage.allCases.count)
+    /// The longest time one read spent in each stage: a pause, not a slow average.
+    private var longest = [Duration](repeating: .zero, count: Stage.allCases.count)
+
+    /// Records a new read; returns its number.
+    mutating func add(after: Value?) -> Int {
+        count += 1
+        let e = Entry(number: count, after: after, stage: .asked, since: .now)
+        if entries.count < Self.kept { entries.append(e) } else { entries[(count - 1) % Self.kept] = e }
+        return count
+    }
+
+    mutating func set(_ number: Int, _ stage: Stage) {
+        let i = (number - 1) % Self.kept
+        guard i < entries.count, entries[i].number == number else { return }
+        let now = ContinuousClock.now
+        let took = now - entries[i].since
+        spent[entries[i].stage.rawValue] += took
+        longest[entries[i].stage.rawValue] = max(longest[entries[i].stage.rawValue], took)
+        entries[i].stage = stage
+        entries[i].since = now
+    }
+
+    var description: String {
+        let latest = entries.sorted { $0.number < $1.number }
+            .map { "#\($0.number) after \($0.after.map { "\($0)" } ?? "start"): \($0.stage.name)" }
+            .joined(separator: ", ")
+        func ms(_ d: Duration) -> Int64 { d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000 }
+        let totals = Stage.allCases.filter { spent[$0.rawValue] > .zero }
+            .map { "\($0.name) \(ms(spent[$0.rawValue])) ms (longest \(ms(longest[$0.rawValue])))" }
+            .joined(separator: ", ")
+        return "\(count) reads; latest: \(latest); time per stage, all reads: \(totals)"
     }
 }

@@ -133,7 +133,7 @@ actor TestPeer {
             if closed != nil { break }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(sessionDump()); \(await starvation())")
+        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(await sessionDump()); \(await starvation())")
     }
 
     /// Waits until the peer has a checkpoint at or after `txn`.
@@ -141,7 +141,7 @@ actor TestPeer {
         let deadline = ContinuousClock.now + .seconds(10)
         while checkpoint < txn {
             guard ContinuousClock.now < deadline, closed == nil else {
-                throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(sessionDump()); \(await starvation())")
+                throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(await sessionDump()); \(await starvation())")
             }
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -152,13 +152,14 @@ enum TestPeerError: Error { case timeout(String) }
 
 extension TestPeer {
     /// The server session's scheduling state, for a timeout's message (what it was waiting for).
-    func sessionDump() -> String {
+    func sessionDump() async -> String {
         guard let connection else { return "no connection" }
+        let leased = await connection.store.pool.leasedSessionStates()
         return connection.inspect { s in
             "session: state \(s.state), credit \(s.credit), outstanding \(String(describing: s.outstanding)), "
                 + "pageReads \(s.pageReads), phases \(s.subscriptions.values.map { "\($0.id)/\($0.generation): \($0.phase)" }), "
                 + "cursor \(String(describing: s.cursor)), partialSeq \(String(describing: s.partialSeq)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
-        } + "; pool: open \(connection.store.pool.openConnections), idle \(connection.store.pool.idleConnections), waiting \(connection.store.pool.waitingCount)"
+        } + "; pool: open \(connection.store.pool.openConnections), idle \(connection.store.pool.idleConnections), waiting \(connection.store.pool.waitingCount), connecting \(connection.store.pool.connectingCount), opens \(connection.store.pool.openStatistics), leased \(leased); page reads: \(connection.pageReadProgress)"
     }
 }
 
