@@ -39,6 +39,7 @@ import Values
             // Own, then foreign, announced together: the range is not all own, so it is read.
             let t3 = try await a.execute("UPDATE cars SET color = 'green' WHERE _id = 'x'").transactionID
             let t4 = try await b.execute("UPDATE cars SET color = 'black' WHERE _id = 'x'").transactionID
+            #expect(t4 == t3 + 1)
             await notify(feed, t4)
             #expect(feed.head == t4)
             #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "black"]])
