@@ -89,6 +89,9 @@ public struct HTTPParser: Sendable {
 
     public mutating func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
 
+    /// Bytes the aggregated body can hold without growing (tests of the reservation rule in `next`).
+    var bodyCapacity: Int { body.capacity }
+
     /// The aggregated content of the message that just ended.
     public mutating func takeBody() -> [UInt8] {
         defer { body = [] }
@@ -119,13 +122,14 @@ public struct HTTPParser: Sendable {
         case .head: return try parseHead()
         case .fixedBody(let remaining):
             if remaining == 0 { state = .head; return .end(trailers: HTTPHeaders()) }
-            // The whole declared length at once (it is at most `maxBodyBytes`, checked with the
-            // head): growing the buffer as content arrives copied a 100 MB body about twice over
-            // and faulted in every intermediate buffer. Reserved pages are only committed as
-            // content arrives, so a client that declares much and sends little costs address
-            // space, not memory.
-            if aggregatesBody && body.isEmpty && body.capacity < remaining && remaining <= limits.maxBodyBytes {
-                body.reserveCapacity(remaining)
+            // The rest of the declared length at once, once an eighth of it has arrived: growing
+            // the buffer by doubling copied a 100 MB body about twice over and faulted in every
+            // intermediate buffer. Not before: a client that declares much and sends little must
+            // not make the server reserve memory (under strict overcommit a reservation is
+            // charged in full) beyond a small multiple of what it actually sent.
+            let declared = bodyReceived + remaining
+            if aggregatesBody && body.capacity < declared && declared <= limits.maxBodyBytes && bodyReceived >= declared / 8 {
+                body.reserveCapacity(declared)
             }
             guard let bytes = try takeContent(upTo: remaining) else { return .needMoreData }
             let left = remaining - bytes

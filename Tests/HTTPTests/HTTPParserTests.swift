@@ -18,6 +18,31 @@ import Testing
         return reference
     }
 
+    /// A declared Content-Length is reserved only once an eighth of it has arrived: a client that
+    /// declares much and sends little gets no large reservation.
+    @Test func declaredBodyIsReservedOnlyOnceAnEighthArrived() throws {
+        var limits = HTTPParserLimits()
+        limits.maxBodyBytes = 64 << 20
+        var p = HTTPParser(limits: limits)
+        let declared = 8 << 20
+        p.feed(Array("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: \(declared)\r\n\r\n".utf8))
+        guard case .requestHead = try p.next() else { Issue.record("no head"); return }
+        var sent = 0
+        func send(_ n: Int) throws {
+            p.feed([UInt8](repeating: 0x61, count: n))
+            sent += n
+            _ = try p.next()
+        }
+        try send(1000)
+        try send(1000)
+        #expect(p.bodyCapacity < 64 << 10, "reserved \(p.bodyCapacity) after \(sent) bytes")
+        while sent < declared / 8 + 1000 { try send(64 << 10) }
+        try send(1000)
+        #expect(p.bodyCapacity >= declared)
+        while sent < declared { try send(min(64 << 10, declared - sent)) }
+        #expect(p.takeBody().count == declared)
+    }
+
     @Test func simpleGetAtEverySplitPoint() {
         let got = parsedEverywhere("GET /healthz?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace:  v 1 \r\n\r\n")
         #expect(got == [
