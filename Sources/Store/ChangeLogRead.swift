@@ -121,21 +121,7 @@ extension DocumentStore {
             // Binary columns: states and deltas as their bytes, not hex text of twice their size.
             query.binaryResults = true
             let result = try await pool.query(query)
-            let newest = try BinaryColumns.int64(result[0], column: 0)
-            var rows: [ChangeLogRow] = []
-            rows.reserveCapacity(result.count)
-            var nextTxn: Int64? = nil
-            for row in result where !row.isNull(1) {
-                rows.append(ChangeLogRow(
-                    txn: try BinaryColumns.int64(row, column: 1), seq: try BinaryColumns.int32(row, column: 2),
-                    collection: try BinaryColumns.text(row, column: 3), id: try BinaryColumns.json(row, column: 4),
-                    kind: try BinaryColumns.text(row, column: 5),
-                    delta: row.isNull(6) ? nil : try BinaryColumns.bytes(row, column: 6),
-                    origin: row.isNull(7) ? nil : try BinaryColumns.int64(row, column: 7),
-                    value: row.isNull(8) ? nil : try BinaryColumns.json(row, column: 8),
-                    state: row.isNull(9) ? nil : try BinaryColumns.bytes(row, column: 9)))
-                nextTxn = row.isNull(10) ? nil : try BinaryColumns.int64(row, column: 10)
-            }
+            let (newest, rows, nextTxn) = try Self.decodeRows(result, withContents: true)
             let page = Self.page(rows, after: after, newest: newest, upper: upper, nextTxn: nextTxn)
             noteChangeLog(page.rows, after: after.completeThrough, through: page.end.completeThrough)
             return page
@@ -165,23 +151,42 @@ extension DocumentStore {
             query.prepared = true
             query.binaryResults = true
             let result = try await pool.query(query)
-            let newest = try BinaryColumns.int64(result[0], column: 0)
-            var rows: [ChangeLogRow] = []
-            rows.reserveCapacity(result.count)
-            var nextTxn: Int64? = nil
-            for row in result where !row.isNull(1) {
-                rows.append(ChangeLogRow(
-                    txn: try BinaryColumns.int64(row, column: 1), seq: try BinaryColumns.int32(row, column: 2),
-                    collection: try BinaryColumns.text(row, column: 3), id: try BinaryColumns.json(row, column: 4),
-                    kind: try BinaryColumns.text(row, column: 5), delta: nil, origin: nil, value: nil, state: nil))
-                nextTxn = row.isNull(6) ? nil : try BinaryColumns.int64(row, column: 6)
-            }
+            let (newest, rows, nextTxn) = try Self.decodeRows(result, withContents: false)
             let page = Self.page(rows, after: after, newest: newest, upper: newest, nextTxn: nextTxn)
             noteChangeLog(page.rows, after: after.completeThrough, through: page.end.completeThrough)
             return page
         } catch {
             throw StoreError.from(error)
         }
+    }
+
+    /// The rows of a `readChangeLog` (`withContents`: delta, origin, value and state in columns
+    /// 6–9, `next_txn` in 10) or `skimChangeLog` (`next_txn` in 6) result, the newest transaction
+    /// (column 0), and the transaction of the row after the last one kept. A lone row with NULLs
+    /// is an empty page.
+    static func decodeRows(_ result: PostgresResult, withContents: Bool) throws -> (newest: Int64, rows: [ChangeLogRow], nextTxn: Int64?) {
+        let newest = try BinaryColumns.int64(result[0], column: 0)
+        let nextColumn = withContents ? 10 : 6
+        var rows: [ChangeLogRow] = []
+        rows.reserveCapacity(result.count)
+        var nextTxn: Int64? = nil
+        for row in result where !row.isNull(1) {
+            var r = ChangeLogRow(
+                txn: try BinaryColumns.int64(row, column: 1), seq: try BinaryColumns.int32(row, column: 2),
+                collection: try BinaryColumns.text(row, column: 3), id: try BinaryColumns.json(row, column: 4),
+                kind: try BinaryColumns.text(row, column: 5), delta: nil, origin: nil, value: nil, state: nil)
+            // (Not `isNull ? nil : …`: `Value` is nil-literal-expressible, so for the value column
+            // that would read SQL NULL as JSON null, `.some(.null)`, instead of no value.)
+            if withContents {
+                if !row.isNull(6) { r.delta = try BinaryColumns.bytes(row, column: 6) }
+                if !row.isNull(7) { r.origin = try BinaryColumns.int64(row, column: 7) }
+                if !row.isNull(8) { r.value = try BinaryColumns.json(row, column: 8) }
+                if !row.isNull(9) { r.state = try BinaryColumns.bytes(row, column: 9) }
+            }
+            rows.append(r)
+            nextTxn = row.isNull(nextColumn) ? nil : try BinaryColumns.int64(row, column: nextColumn)
+        }
+        return (newest, rows, nextTxn)
     }
 
     /// Where a read that started after `after` and returned `rows` ends. `nextTxn` is the

@@ -139,9 +139,12 @@ extension DocumentStore {
             for (collection, ids) in byCollection {
                 let array = PostgresArray<PostgresJSON>(ids.map { PostgresJSON(JSON.string($0)) })
                 for row in try await pool.query("SELECT id, state, value FROM documents WHERE collection = \(collection) AND id = ANY(\(array)::jsonb[])") {
+                    // A tombstone's value is SQL NULL: no value (not JSON null, which `isNull ? nil :
+                    // …` would give, `Value` being nil-literal-expressible).
+                    var value: Value? = nil
+                    if !row.isNull(2) { value = try Self.decodeJSON(row, column: 2) }
                     out.append(StoredDocument(collection: collection, id: try Self.decodeJSON(row, column: 0),
-                                              state: try ByteaHex.decode(row, column: 1),
-                                              value: row.isNull(2) ? nil : try Self.decodeJSON(row, column: 2)))
+                                              state: try ByteaHex.decode(row, column: 1), value: value))
                 }
             }
             return out

@@ -83,6 +83,21 @@ import Values
         }
     }
 
+    /// A tombstone has no value: the change log's delete row and a fetch of the deleted document
+    /// give nil, not JSON null (which a live subscription would evaluate its condition against).
+    @Test func tombstonesHaveNoValue_inTheChangeLogAndInFetches() async throws {
+        try await withSyncServer { store, _ in
+            _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'gone', 'n': 1})")
+            let deleted = try await store.execute("DELETE FROM cars WHERE _id = 'gone'").transactionID
+            let page = try await store.readChangeLog(after: .end(of: deleted - 1))
+            #expect(page.rows.count == 1 && page.rows[0].kind == "delete")
+            #expect(page.rows.first?.value == nil, "\(String(describing: page.rows.first?.value))")
+            #expect(page.rows.first?.state != nil)
+            let fetched = try await store.fetchDocuments([("cars", "gone")])
+            #expect(fetched.count == 1 && fetched[0].value == nil, "\(fetched.map(\.value))")
+        }
+    }
+
     @Test func changeLogReachability() async throws {
         try await withSyncServer { store, _ in
             #expect(try await store.changeLogReaches(back: 0), "an empty log at transaction 0")
