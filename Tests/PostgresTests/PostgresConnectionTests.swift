@@ -15,16 +15,16 @@ import TestRandomness
     func aStatementWhoseReadinessEventIsLostStillCompletes() async throws {
         try await TestPostgres.withDatabase { db in
             let c = try await db.connect()
-            let sleeper = Task { try await c.query("SELECT pg_sleep(0.3), 42 -- muted-in-flight") }
-            try await waitUntilRunning(db, "muted-in-flight")
-            // Mute the socket in epoll behind the connection's back: no readiness event will come.
+            // Mute the idle session's socket in epoll behind the connection's back, then send: the
+            // session's bookkeeping still says "readable", so sending leaves the mute in place and
+            // no readiness event will announce the answer.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 c.loop.execute {
                     if let reg = c.registration { try? c.loop.modify(reg, interest: []) }
                     done.resume()
                 }
             }
-            let rows = try await sleeper.value
+            let rows = try await c.query("SELECT pg_sleep(0.1), 42 -- muted-in-flight")
             #expect(try rows[0].decode(1, as: Int32.self) == 42)
             let recoveries = await withCheckedContinuation { (r: CheckedContinuation<Int, Never>) in
                 c.loop.execute { r.resume(returning: c.stallRecoveries) }
