@@ -18,6 +18,7 @@
 # wrk, the server and PostgreSQL share the machine's cores: say so when quoting the numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/lib/rest-workload.sh
 secs=${1:-10}; rounds=${2:-3}
 export PATH="/opt/swift/usr/bin:$PATH"
 if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
@@ -35,14 +36,7 @@ key=$("$bin" keys create --data-dir "$work/data" --description bench --expires-i
 cluster="$work/data/postgres"; pgport=$(cat "$work/data/postgres-port")
 psql_() { psql -q -h "$cluster" -p "$pgport" -U bigpeer bigpeer "$@"; }
 # Seed 100k ~1 KB documents with one bulk statement (timed: the bulk-insert row below).
-python3 - "$work/bulk.json" "$ndocs" <<'PY'
-import json, sys
-pad = "x" * 900
-n = int(sys.argv[2])
-args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
-statement = "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n))
-json.dump({"statement": statement, "args": args}, open(sys.argv[1], "w"))
-PY
+rest_bulk_json "$work/bulk.json" "$ndocs"
 # CPU seconds (utime + stime) of the server, and of the postmaster's children (backends, WAL writer, checkpointer).
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_cpu() { local t=0 p; for p in $(pgrep -P "$(head -1 "$cluster/postmaster.pid")"); do t=$((t + $(cpu_of "$p"))); done; echo $t; }
@@ -84,33 +78,7 @@ if [ -n "${BULK_ONLY:-}" ]; then
 fi
 
 pgbench -q -i -s 1 -h "$cluster" -p "$pgport" -U bigpeer bigpeer >/dev/null 2>&1
-cat > "$work/read.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  return wrk.format(nil, nil, nil, '{"statement":"SELECT * FROM bench WHERE _id = :id","args":{"id":"d' .. math.random(0, $((ndocs - 1))) .. '"}}')
-end
-LUA
-cat > "$work/write.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.headers["Content-Type"] = "application/json"
-counter = 0
-request = function()
-  counter = counter + 1
-  return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
-end
-LUA
-cat > "$work/update.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.headers["Content-Type"] = "application/json"
-math.randomseed(7)
-request = function()
-  return wrk.format(nil, nil, nil, '{"statement":"UPDATE bench SET n = n + 1 WHERE _id = :id","args":{"id":"d' .. math.random(0, $((ndocs - 1))) .. '"}}')
-end
-LUA
+rest_lua_scripts "$work" "$key" "$ndocs"
 reads=${READS:-1}
 [ "$reads" = 0 ] || python3 - "$port" "$key" "$ndocs" <<'PY'
 import http.client, json, sys, threading, time

@@ -14,6 +14,7 @@
 # inside one round, never numbers across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/lib/rest-workload.sh
 bin_a=$1; bin_b=$2; secs=${3:-5}; rounds=${4:-3}
 ndocs=${BULK_DOCS:-100000}
 work=$(mktemp -d /tmp/bigpeer-ab-XXXX); chmod 711 "$work"
@@ -35,38 +36,14 @@ start_server "$bin_a"
 key=$("$bin_a" keys create --data-dir "$work/data" --description bench --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
 pgport=$(cat "$work/data/postgres-port")
 psql_() { psql -q -h "$cluster" -p "$pgport" -U bigpeer bigpeer "$@"; }
-python3 - "$work/bulk.json" "$ndocs" <<'PY'
-import json, sys
-pad = "x" * 900
-n = int(sys.argv[2])
-args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
-json.dump({"statement": "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n)), "args": args}, open(sys.argv[1], "w"))
-PY
+rest_bulk_json "$work/bulk.json" "$ndocs"
 curl -sf "127.0.0.1:$port/api/v4/store/execute" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' --data-binary @"$work/bulk.json" -o /dev/null
 pgbench -q -i -s 1 -h "$cluster" -p "$pgport" -U bigpeer bigpeer >/dev/null 2>&1
 # Take the cluster over: stop the owning server (it stops PostgreSQL), start PostgreSQL as it did.
 stop_server
 opts="-c port=$pgport -c listen_addresses=127.0.0.1 -c unix_socket_directories=$cluster -c max_connections=200 -c logging_collector=off"
 pgctl -D "$cluster" -l "$cluster/server.log" -w -t 60 -o "$opts" start >/dev/null
-cat > "$work/update.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.headers["Content-Type"] = "application/json"
-math.randomseed(7)
-request = function()
-  return wrk.format(nil, nil, nil, '{"statement":"UPDATE bench SET n = n + 1 WHERE _id = :id","args":{"id":"d' .. math.random(0, $((ndocs - 1))) .. '"}}')
-end
-LUA
-cat > "$work/insert.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.headers["Content-Type"] = "application/json"
-counter = 0
-request = function()
-  counter = counter + 1
-  return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
-end
-LUA
+rest_lua_scripts "$work" "$key" "$ndocs"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_cpu() { local t=0 p; for p in $(pgrep -P "$(head -1 "$cluster/postmaster.pid")"); do t=$((t + $(cpu_of "$p"))); done; echo $t; }
 txn() { psql_ -Atc "SELECT n FROM bigpeer_txn"; }
@@ -99,7 +76,7 @@ for c in ${CONCURRENCY:-8}; do
     for which in a b; do
       if [ $which = a ]; then b=$bin_a; else b=$bin_b; fi
       start_server "$b"
-      for kind in ${ROWS:-update}; do run_wrk "$kind:$which" "$kind.lua" "$c"; done
+      for kind in ${ROWS:-update}; do run_wrk "$kind:$which" "${kind/insert/write}.lua" "$c"; done
       stop_server
     done
     p0=$(pg_cpu)

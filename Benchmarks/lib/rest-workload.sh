@@ -1,0 +1,45 @@
+# The REST workload shared by Benchmarks/rest.sh and Benchmarks/write-ab.sh (sourced, not run).
+#
+#   rest_bulk_json FILE N        one /execute body inserting N ~1 KB documents d0..d(N-1) into `bench`
+#   rest_lua_scripts DIR KEY N   wrk scripts in DIR: read.lua (point read of a random d<i>),
+#                                write.lua (INSERT with a generated _id), update.lua (UPDATE of a
+#                                random d<i> by _id, seeded)
+
+rest_bulk_json() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+pad = "x" * 900
+n = int(sys.argv[2])
+args = {f"d{i}": {"_id": f"d{i}", "n": i, "pad": pad} for i in range(n)}
+statement = "INSERT INTO bench DOCUMENTS " + ", ".join(f"(:d{i})" for i in range(n))
+json.dump({"statement": statement, "args": args}, open(sys.argv[1], "w"))
+PY
+}
+
+rest_lua_scripts() {
+  local dir=$1 key=$2 n=$3
+  local head="wrk.method = \"POST\"
+wrk.headers[\"Authorization\"] = \"Bearer $key\"
+wrk.headers[\"Content-Type\"] = \"application/json\""
+  cat > "$dir/read.lua" <<LUA
+$head
+request = function()
+  return wrk.format(nil, nil, nil, '{"statement":"SELECT * FROM bench WHERE _id = :id","args":{"id":"d' .. math.random(0, $((n - 1))) .. '"}}')
+end
+LUA
+  cat > "$dir/write.lua" <<LUA
+$head
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, '{"statement":"INSERT INTO w DOCUMENTS ({n: ' .. counter .. ', t: \'x\'})"}')
+end
+LUA
+  cat > "$dir/update.lua" <<LUA
+$head
+math.randomseed(7)
+request = function()
+  return wrk.format(nil, nil, nil, '{"statement":"UPDATE bench SET n = n + 1 WHERE _id = :id","args":{"id":"d' .. math.random(0, $((n - 1))) .. '"}}')
+end
+LUA
+}
