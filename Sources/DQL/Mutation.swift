@@ -59,11 +59,34 @@ public struct InsertPlan: Sendable {
     public let warnings: [String]
 
     public init(_ s: InsertStatement, context: EvaluationContext) throws(DQLEvaluationError) {
+        let evaluated = try Self.evaluate(s, documents: s.documents.indices, context: context)
+        self.init(unevaluated: s, context: context, documents: evaluated.documents, warnings: evaluated.warnings)
+    }
+
+    /// The statement's collection, types and conflict policy without its documents, which the
+    /// caller evaluates itself, a range at a time (`evaluate(_:documents:context:)`): a bulk INSERT
+    /// then evaluates each chunk on the thread that merges it, while PostgreSQL stores the previous
+    /// one, instead of all of them before its first write.
+    public init(unevaluated s: InsertStatement, context: EvaluationContext, documents: [[String: Value]] = [], warnings: [String] = []) {
+        collection = s.collection.name
+        declarations = TypeDeclarations(s.collection.declarations)
+        initial = s.initial
+        policy = s.conflictPolicy
+        strictMode = context.strictMode
+        self.documents = documents
+        self.warnings = warnings
+    }
+
+    /// Evaluates the statement's documents at `range` (positions in the statement, which its
+    /// errors and warnings name from 1): each must be an object whose `_id`, when present, is a
+    /// string or an object, and within the size limit.
+    public static func evaluate(_ s: InsertStatement, documents range: Range<Int>, context: EvaluationContext) throws(DQLEvaluationError) -> (documents: [[String: Value]], warnings: [String]) {
         let evaluator = Evaluator(context: context)
         var docs: [[String: Value]] = []
+        docs.reserveCapacity(range.count)
         var warnings: [String] = []
-        for (n, e) in s.documents.enumerated() {
-            guard case .object(let o)? = try evaluator.evaluate(e, in: nil) else { throw .notAnObject("INSERT document \(n + 1)") }
+        for n in range {
+            guard case .object(let o)? = try evaluator.evaluate(s.documents[n], in: nil) else { throw .notAnObject("INSERT document \(n + 1)") }
             if let id = o["_id"] {
                 switch id {
                 case .string, .object: break
@@ -75,13 +98,7 @@ public struct InsertPlan: Sendable {
             if size > documentWarningBytes { warnings.append("document \(n + 1) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly") }
             docs.append(o)
         }
-        collection = s.collection.name
-        declarations = TypeDeclarations(s.collection.declarations)
-        initial = s.initial
-        policy = s.conflictPolicy
-        strictMode = context.strictMode
-        documents = docs
-        self.warnings = warnings
+        return (docs, warnings)
     }
 }
 

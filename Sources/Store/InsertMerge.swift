@@ -17,7 +17,19 @@ struct InsertMerge: Sendable {
     let fieldsByID: [Value: [[String: Value]]]
     /// Encode the documents this statement creates as COPY tuples (`DocumentCopy`): it creates
     /// enough of them for `write` to use COPY.
-    var copyCreations: Bool { fieldsByID.count >= DocumentCopy.minimumRows }
+    let copyCreations: Bool
+
+    /// `copyCreations` defaults to whether `fieldsByID` holds enough documents for COPY; a bulk
+    /// INSERT evaluated chunk by chunk (`insertEvaluatingInChunks`) sets it for every chunk.
+    init(store: DocumentStore, plan: InsertPlan, types: CRDT.TypeDeclarations, existing: [Value: Document],
+         fieldsByID: [Value: [[String: Value]]], copyCreations: Bool? = nil) {
+        self.store = store
+        self.plan = plan
+        self.types = types
+        self.existing = existing
+        self.fieldsByID = fieldsByID
+        self.copyCreations = copyCreations ?? (fieldsByID.count >= DocumentCopy.minimumRows)
+    }
 
     /// Documents per streamed chunk: 1000 of ~1 KB is ~2 MB of upsert binds, one round trip.
     static let chunk = 1000
@@ -31,6 +43,8 @@ struct InsertMerge: Sendable {
         var copyPayload: [UInt8]? = nil
         var created: [DocumentKey] = []
         var mutated: [Value] = []
+        /// Size warnings of the documents evaluated for this chunk (`insertEvaluatingInChunks`).
+        var warnings: [String] = []
     }
 
     /// Merges and encodes these `_id`s, in order.
@@ -96,23 +110,34 @@ extension WriteTransaction {
     /// its first chunk was sent has written part of itself: `runInTransaction` then rolls the
     /// transaction back (see `StatementFailedAfterWriting`).
     mutating func streamInsert(_ merge: InsertMerge, _ order: [Value], mutated: inout [Value]) async throws {
-        var next = try merge.apply(order[0..<min(InsertMerge.chunk, order.count)])
-        var start = InsertMerge.chunk
-        while start < order.count {
-            let slice = order[start..<min(start + InsertMerge.chunk, order.count)]
-            start += InsertMerge.chunk
+        var warnings: [String] = []
+        let chunks = (order.count + InsertMerge.chunk - 1) / InsertMerge.chunk
+        try await stream(chunks: chunks, mutated: &mutated, warnings: &warnings) { k in
+            try merge.apply(order[k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, order.count)])
+        }
+    }
+
+    /// Writes chunk 0, 1, … `chunks - 1`, each made by `make` (which merges and encodes it) on the
+    /// global pool while the previous one is written.
+    mutating func stream(chunks: Int, mutated: inout [Value], warnings: inout [String],
+                         _ make: @escaping @Sendable (Int) throws -> InsertMerge.Chunk) async throws {
+        guard chunks > 0 else { return }
+        var next = try make(0)
+        for k in 1..<chunks {
             // On the global pool, not inherited: the transaction runs on an event loop
             // (`WriteBatcher` prefers the caller's loop), and a child task would otherwise merge on
             // that same thread, taking turns with the COPY instead of running beside it.
-            async let following = withTaskExecutorPreference(globalConcurrentExecutor) { try merge.apply(slice) }
+            async let following = withTaskExecutorPreference(globalConcurrentExecutor) { try make(k) }
             // Started first: a COPY in `write` waits for PostgreSQL, and `following` runs meanwhile.
             try await write(next)
             mutated += next.mutated
+            warnings += next.warnings
             try await db.flush()
             next = try await following
         }
         try await write(next)
         mutated += next.mutated
+        warnings += next.warnings
     }
 
     /// Writes a merged chunk: its creations by one COPY (their tuples already encoded), the rest

@@ -74,6 +74,63 @@ extension WriteTransaction {
         return ExecuteResult(transactionID: 0, queryType: "insert", mutatedDocumentIDs: mutated, warnings: plan.warnings)
     }
 
+    /// Whether `insertEvaluatingInChunks` may run this INSERT: a plain one (no ON ID CONFLICT, not
+    /// INITIAL) of more than one chunk, in a first attempt (which creates without lookups).
+    func evaluatesInChunks(_ s: InsertStatement) -> Bool {
+        createsWithoutLookup && s.conflictPolicy == .fail && !s.initial && s.documents.count > InsertMerge.chunk
+    }
+
+    /// A plain bulk INSERT whose documents are evaluated, grouped by `_id` and merged a chunk at a
+    /// time, on the global pool while PostgreSQL stores the previous chunk: its first COPY starts
+    /// after one chunk's work instead of the whole statement's (evaluating 100,000 documents and
+    /// grouping them took ~0.1 s before anything was sent).
+    ///
+    /// Every document is created without a lookup, by COPY, as in `insert` for such a statement.
+    /// The same `_id` twice within a chunk is one document, as always; twice in different chunks,
+    /// or an `_id` that exists, fails a COPY with 23505 on documents_pkey, and the rerun (with
+    /// lookups: `evaluatesInChunks` is false then) takes `insert`, which groups the whole
+    /// statement. An evaluation error in a later chunk fails the statement after it has written:
+    /// the transaction rolls back (`runInTransaction`), so nothing of it remains either way.
+    mutating func insertEvaluatingInChunks(_ s: InsertStatement, context: EvaluationContext) async throws -> ExecuteResult {
+        let plan = InsertPlan(unevaluated: s, context: context)
+        let types = crdtTypes(plan.declarations)
+        let store = store
+        let count = s.documents.count
+        var mutated: [Value] = []
+        var warnings: [String] = []
+        mutated.reserveCapacity(count)
+        let chunks = (count + InsertMerge.chunk - 1) / InsertMerge.chunk
+        try await stream(chunks: chunks, mutated: &mutated, warnings: &warnings) { k in
+            let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
+            let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
+            var order: [Value] = []
+            var fieldsByID: [Value: [[String: Value]]] = [:]
+            order.reserveCapacity(range.count)
+            fieldsByID.reserveCapacity(range.count)
+            for doc in evaluated.documents {
+                if let given = doc["_id"] {
+                    if let i = fieldsByID.index(forKey: given) {
+                        fieldsByID.values[i].append(doc)
+                    } else {
+                        fieldsByID[given] = [doc]
+                        order.append(given)
+                    }
+                } else {
+                    let id = store.generateID()
+                    var withID = doc
+                    withID["_id"] = id
+                    fieldsByID[id] = [withID]
+                    order.append(id)
+                }
+            }
+            let merge = InsertMerge(store: store, plan: plan, types: types, existing: [:], fieldsByID: fieldsByID, copyCreations: true)
+            var chunk = try merge.apply(order[...])
+            chunk.warnings = evaluated.warnings
+            return chunk
+        }
+        return ExecuteResult(transactionID: 0, queryType: "insert", mutatedDocumentIDs: mutated, warnings: warnings)
+    }
+
     mutating func update(_ u: UpdateStatement, context: EvaluationContext) async throws -> ExecuteResult {
         let plan = try UpdatePlan(u, context: context)
         let types = crdtTypes(plan.declarations)

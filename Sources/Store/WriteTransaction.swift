@@ -138,6 +138,7 @@ struct WriteTransaction {
         }
         let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
         switch statement {
+        case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
         case .insert(let s): return try await insert(InsertPlan(s, context: context))
         case .update(let u): return try await update(u, context: context)
         case .delete(let r): return try await remove(r, context: context, evict: false)
