@@ -61,7 +61,7 @@ extension PostgresConnection {
             if let t = connectTimer { loop.cancelTimer(t) }
             PQsetnonblocking(pg, 1)
             do {
-                try watch(.readable)
+                try watch(.readable, renew: true)
                 cont.resume()
             } catch {
                 failConnect(.connectionFailed("\(error)"), cont)
@@ -71,7 +71,7 @@ extension PostgresConnection {
             failConnect(.connectionFailed(errorMessage()), cont)
         default:
             do {
-                try watch(status == PGRES_POLLING_READING ? .readable : .writable)
+                try watch(status == PGRES_POLLING_READING ? .readable : .writable, renew: true)
             } catch {
                 connectContinuation = nil
                 failConnect(.connectionFailed("\(error)"), cont)
@@ -86,10 +86,18 @@ extension PostgresConnection {
     }
 
     /// Registers (or re-registers, if libpq switched sockets) the session's socket for `interest`.
-    func watch(_ newInterest: Interest) throws(IOError) {
+    ///
+    /// `renew` registers afresh even when the descriptor number is unchanged. While connecting,
+    /// libpq closes a socket that failed (one of several hosts or addresses: `host=a,b`, a name
+    /// with IPv6 and IPv4 addresses) and opens the next, which usually gets the same, lowest free,
+    /// number. Closing removed the old socket from epoll, so keeping the registration would wait
+    /// on a socket epoll no longer watches, until the connect timeout
+    /// (`PostgresConnectTests.secondHostOfAMultiHostURL`). A connect has a handful of steps, so
+    /// renewing at each costs a few `epoll_ctl` calls per session.
+    func watch(_ newInterest: Interest, renew: Bool = false) throws(IOError) {
         guard let pg else { return }
         let fd = PQsocket(pg)
-        if let reg = registration, reg.fd != fd {
+        if let reg = registration, renew || reg.fd != fd {
             loop.deregister(reg)
             registration = nil
         }
