@@ -69,7 +69,7 @@ extension PostgresConnection.Request {
     var oversizedBindError: PostgresError? {
         switch self {
         case .simple: return nil
-        case .statement(let q), .copyIn(let q, _), .copyOut(let q, _): return q.oversizedBindError
+        case .statement(let q), .copyIn(let q, _), .copyInStream(let q, _), .copyOut(let q, _): return q.oversizedBindError
         case .pipeline(let qs): return qs.lazy.compactMap(\.oversizedBindError).first
         }
     }

@@ -73,7 +73,7 @@ extension PostgresConnection {
         switch request {
         case .pipeline(let queries): lastStatement = queries.last?.sql ?? ""
         case .simple(let sql): lastStatement = sql
-        case .statement(let q), .copyIn(let q, _), .copyOut(let q, _): lastStatement = q.sql
+        case .statement(let q), .copyIn(let q, _), .copyInStream(let q, _), .copyOut(let q, _): lastStatement = q.sql
         }
         switch request {
         case .pipeline(let queries):
@@ -102,8 +102,14 @@ extension PostgresConnection {
         case .statement(let q):
             sent = sendParams(q)
         case .copyIn(let q, let data):
+            enlargeSendBuffer(for: data.count)
             sent = sendParams(q)
             newOp.copyData = data
+        case .copyInStream(let q, let source):
+            enlargeSendBuffer(for: 4 << 20)
+            sent = sendParams(q)
+            newOp.copyData = []
+            newOp.copySource = source
         case .copyOut(let q, let sink):
             sent = sendParams(q)
             newOp.copySink = sink
@@ -117,6 +123,8 @@ extension PostgresConnection {
         op = newOp
         flush()
         armStallCheck(newOp)
+        // The first piece is prepared while PostgreSQL sets the COPY up.
+        if newOp.copySource != nil { fetchCopyPiece(for: newOp) }
     }
 
     /// How long an operation may go without finishing before the connection reads its socket
@@ -245,7 +253,9 @@ extension PostgresConnection {
             armStallCheck(done)
             return
         }
-        if let error = done.error {
+        if let error = done.copySourceError {
+            continuation.resume(throwing: error)  // the server's "COPY from stdin failed" only echoes it
+        } else if let error = done.error {
             continuation.resume(throwing: error)
         } else if let result = done.result {
             continuation.resume(returning: result)

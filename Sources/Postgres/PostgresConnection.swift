@@ -32,10 +32,12 @@ public final class PostgresConnection: @unchecked Sendable {
     let broken = Atomic<Bool>(false)
     /// libpq's transaction status after the last statement (PQTRANS_*), for the pool's hygiene check.
     let transactionStatus = Atomic<UInt8>(UInt8(PQTRANS_IDLE.rawValue))
-    /// Called on `loop` for every NOTIFY this session receives (set through `setNotificationHandler`).
     /// Operations the stall check found finished by input no readiness event announced
     /// (`armStallCheck`; loop-owned).
     var stallRecoveries = 0
+    /// The socket's send buffer as last enlarged for COPY data (`enlargeSendBuffer`; loop-owned).
+    var sendBufferBytes = 0
+    /// Called on `loop` for every NOTIFY this session receives (set through `setNotificationHandler`).
     var notificationHandler: ((PostgresNotification) -> Void)?
     /// Called on `loop` once when the session breaks.
     var brokenHandler: ((PostgresError) -> Void)?
@@ -77,6 +79,20 @@ public final class PostgresConnection: @unchecked Sendable {
     public func copyIn(_ query: PostgresQuery, data: [UInt8]) async throws -> PostgresResult {
         try await run(.copyIn(query, data))
     }
+
+    /// `COPY ... FROM STDIN` fed piece by piece: `next` is called for one piece at a time (on the
+    /// global pool) while the previous one is being sent, and returns nil after the last. One COPY
+    /// for the whole stream, so PostgreSQL never waits for a new statement between pieces.
+    /// A piece is handed to libpq only once everything before it left for the socket, so at most
+    /// one piece waits in memory besides the one being sent. If `next` throws, the COPY is
+    /// abandoned (the server rolls its rows back and the transaction is aborted) and this throws
+    /// `next`'s error.
+    public func copyIn(_ query: PostgresQuery, from next: @escaping CopySource) async throws -> PostgresResult {
+        try await run(.copyInStream(query, next))
+    }
+
+    /// Supplies a streamed COPY's pieces (`copyIn(_:from:)`); nil ends the data.
+    public typealias CopySource = @Sendable () async throws -> [UInt8]?
 
     /// `COPY ... TO STDOUT`: returns the whole payload.
     public func copyOut(_ query: PostgresQuery) async throws -> [UInt8] {
@@ -129,6 +145,7 @@ public final class PostgresConnection: @unchecked Sendable {
         case pipeline([PostgresQuery])
         case statement(PostgresQuery)
         case copyIn(PostgresQuery, [UInt8])
+        case copyInStream(PostgresQuery, CopySource)
         case copyOut(PostgresQuery, @Sendable ([UInt8]) -> Void)
     }
 
@@ -169,6 +186,13 @@ public final class PostgresConnection: @unchecked Sendable {
         var error: PostgresError?
         var copyData: [UInt8]?
         var copySink: (@Sendable ([UInt8]) -> Void)?
+        /// A streamed COPY's supplier and where it stands (`copyIn(_:from:)`).
+        var copySource: CopySource?
+        var copyFetching = false
+        /// A piece that arrived while the one before it was still being sent.
+        var copyFetched: [UInt8]?
+        var copySourceEnded = false
+        var copySourceError: (any Error)?
         /// The stall check's timer (`armStallCheck`), cancelled when the operation ends.
         var stallTimer: TimerID?
 

@@ -58,6 +58,14 @@ public final class PostgresPipelinedTransaction {
         _ = try await connection.copyIn(query, data: data)
     }
 
+    /// A streamed `COPY … FROM STDIN` inside the block (`PostgresConnection.copyIn(_:from:)`):
+    /// sends what is held first. If `next` throws, the block is aborted and this throws its error.
+    public func copyIn(_ query: PostgresQuery, from next: @escaping PostgresConnection.CopySource) async throws {
+        guard !isCommitted else { throw PostgresError.protocolViolation("the transaction has already committed") }
+        try await flush()
+        _ = try await connection.copyIn(query, from: next)
+    }
+
     /// Sends what is held, then `last` (if any), then COMMIT, in one round trip; returns `last`'s
     /// result once COMMIT has succeeded.
     @discardableResult

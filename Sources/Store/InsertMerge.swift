@@ -47,14 +47,15 @@ struct InsertMerge: Sendable {
         var warnings: [String] = []
     }
 
-    /// Merges and encodes these `_id`s, in order.
-    func apply(_ ids: ArraySlice<Value>) throws -> Chunk {
+    /// Merges and encodes these `_id`s, in order. `framed` false leaves the COPY header and
+    /// trailer out of `copyPayload` (its tuples go into a COPY that spans chunks: `BulkCopyFeed`).
+    func apply(_ ids: ArraySlice<Value>, framed: Bool = true) throws -> Chunk {
         var chunk = Chunk()
         var payload: [UInt8] = []
         if copyCreations {
             // ~1 KB documents: value and state each about that, in one buffer for the chunk.
             payload.reserveCapacity(ids.count * 2048 + PostgresBinaryCopy.header.count + PostgresBinaryCopy.trailer.count)
-            payload += PostgresBinaryCopy.header
+            if framed { payload += PostgresBinaryCopy.header }
         }
         chunk.writes.reserveCapacity(copyCreations ? 0 : ids.count)
         for id in ids {
@@ -96,7 +97,7 @@ struct InsertMerge: Sendable {
             if changed { chunk.mutated.append(id) }
         }
         if !chunk.created.isEmpty {
-            payload += PostgresBinaryCopy.trailer
+            if framed { payload += PostgresBinaryCopy.trailer }
             chunk.copyPayload = payload
         }
         return chunk

@@ -100,7 +100,7 @@ extension WriteTransaction {
         var warnings: [String] = []
         mutated.reserveCapacity(count)
         let chunks = (count + InsertMerge.chunk - 1) / InsertMerge.chunk
-        try await stream(chunks: chunks, mutated: &mutated, warnings: &warnings) { k in
+        let make: @Sendable (Int) throws -> InsertMerge.Chunk = { k in
             let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
             let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
             var order: [Value] = []
@@ -124,10 +124,35 @@ extension WriteTransaction {
                 }
             }
             let merge = InsertMerge(store: store, plan: plan, types: types, existing: [:], fieldsByID: fieldsByID, copyCreations: true)
-            var chunk = try merge.apply(order[...])
+            var chunk = try merge.apply(order[...], framed: false)
             chunk.warnings = evaluated.warnings
             return chunk
         }
+        // Chunk 0 before anything is sent: an error in it leaves the transaction clean.
+        let feed = BulkCopyFeed(first: try make(0), chunks: chunks, make: make)
+        try await registerCollection(plan.collection)
+        // Rows this COPY creates may sit in the lock cache as absent; dropping it is always correct.
+        lockedDocuments = [:]
+        knownAbsent = []
+        do {
+            try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), from: feed.next)
+        } catch {
+            feed.cancel()
+            // The COPY had started: whatever failed (PostgreSQL, or a later chunk's evaluation or
+            // merge), the transaction is aborted and must not go on to COMMIT.
+            failedMidStatement = true
+            throw error
+        }
+        var later: [PendingWrite] = []
+        for chunk in feed.sent {
+            if !absentRows.isEmpty { for key in chunk.created { absentRows.remove(key) } }
+            changes.reserveCapacity(changes.count + chunk.created.count)
+            for key in chunk.created { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
+            mutated += chunk.mutated
+            warnings += chunk.warnings
+            later += chunk.writes  // none in practice (a creation from fields is never a tombstone)
+        }
+        try await write(later, kind: "upsert")
         return ExecuteResult(transactionID: 0, queryType: "insert", mutatedDocumentIDs: mutated, warnings: warnings)
     }
 

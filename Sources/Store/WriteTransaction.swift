@@ -25,7 +25,7 @@ extension DocumentStore {
                     // A statement that failed after it had written something (a streamed bulk
                     // INSERT, a sync upload spanning collections) must not commit half: roll the
                     // transaction back; the batcher then reruns every statement alone.
-                    if tx.changes.count != logged {
+                    if tx.changes.count != logged || tx.failedMidStatement {
                         throw jobs.count == 1 ? StoreError.from(error) : StatementFailedAfterWriting(error: StoreError.from(error))
                     }
                     results.append(.failure(StoreError.from(error)))
@@ -91,6 +91,9 @@ struct WriteTransaction {
     /// A bulk INSERT without ON ID CONFLICT may create its documents without looking them up first
     /// (`StoreMutations.insert`). Off when the transaction is rerun.
     var createsWithoutLookup = true
+    /// A statement failed after its streamed COPY had started (`insertEvaluatingInChunks`): the
+    /// transaction is aborted in PostgreSQL even if nothing reached the change log yet.
+    var failedMidStatement = false
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite: Sendable {
