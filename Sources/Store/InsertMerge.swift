@@ -3,6 +3,42 @@ import DQL
 import Postgres
 import Values
 
+/// An INSERT's documents grouped by `_id`: documents without one get a generated id; the same
+/// `_id` twice is one document, written twice in statement order.
+struct InsertGroups {
+    /// Ids in order of first appearance.
+    var order: [Value] = []
+    /// Given ids (to look up); a freshly generated 128-bit random id cannot exist yet.
+    var supplied: [Value] = []
+    var generated: [Value] = []
+    var fieldsByID: [Value: [[String: Value]]] = [:]
+
+    init(_ documents: [[String: Value]], generateID: () -> Value) {
+        order.reserveCapacity(documents.count)
+        supplied.reserveCapacity(documents.count)
+        fieldsByID.reserveCapacity(documents.count)
+        for doc in documents {
+            if let given = doc["_id"] {
+                // One hash lookup per document, and the document is not copied (it has its `_id`).
+                if let i = fieldsByID.index(forKey: given) {
+                    fieldsByID.values[i].append(doc)
+                } else {
+                    fieldsByID[given] = [doc]
+                    supplied.append(given)
+                    order.append(given)
+                }
+            } else {
+                let id = generateID()
+                generated.append(id)
+                var withID = doc
+                withID["_id"] = id
+                fieldsByID[id] = [withID]
+                order.append(id)
+            }
+        }
+    }
+}
+
 /// The CRDT half of an INSERT: merges each document's supplied fields into its current state
 /// (or a new one) and encodes the result. A pure value (`Sendable`), so a bulk INSERT can merge
 /// and encode the next chunk on another thread while PostgreSQL stores the previous one

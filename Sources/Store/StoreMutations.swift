@@ -10,33 +10,8 @@ import Values
 extension WriteTransaction {
     mutating func insert(_ plan: InsertPlan) async throws -> ExecuteResult {
         let types = crdtTypes(plan.declarations)
-        // Documents without _id get a generated one; the same _id twice in one statement is one document.
-        var order: [Value] = []
-        var supplied: [Value] = []  // ids to look up; a freshly generated 128-bit random id cannot exist yet
-        var fieldsByID: [Value: [[String: Value]]] = [:]
-        order.reserveCapacity(plan.documents.count)
-        supplied.reserveCapacity(plan.documents.count)
-        fieldsByID.reserveCapacity(plan.documents.count)
-        var generated: [Value] = []
-        for doc in plan.documents {
-            if let given = doc["_id"] {
-                // One hash lookup per document, and the document is not copied (it has its `_id`).
-                if let i = fieldsByID.index(forKey: given) {
-                    fieldsByID.values[i].append(doc)
-                } else {
-                    fieldsByID[given] = [doc]
-                    supplied.append(given)
-                    order.append(given)
-                }
-            } else {
-                let id = store.generateID()
-                generated.append(id)
-                var withID = doc
-                withID["_id"] = id
-                fieldsByID[id] = [withID]
-                order.append(id)
-            }
-        }
+        let groups = InsertGroups(plan.documents, generateID: store.generateID)
+        let (order, supplied, generated, fieldsByID) = (groups.order, groups.supplied, groups.generated, groups.fieldsByID)
         // A generated id cannot exist yet: it is created with a plain INSERT (cheaper than an
         // upsert's speculative insertion; a 2^-128 collision would fail and rerun with new ids),
         // or by COPY when the statement is large enough, which needs no record of it.
@@ -103,28 +78,9 @@ extension WriteTransaction {
         let make: @Sendable (Int) throws -> InsertMerge.Chunk = { k in
             let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
             let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
-            var order: [Value] = []
-            var fieldsByID: [Value: [[String: Value]]] = [:]
-            order.reserveCapacity(range.count)
-            fieldsByID.reserveCapacity(range.count)
-            for doc in evaluated.documents {
-                if let given = doc["_id"] {
-                    if let i = fieldsByID.index(forKey: given) {
-                        fieldsByID.values[i].append(doc)
-                    } else {
-                        fieldsByID[given] = [doc]
-                        order.append(given)
-                    }
-                } else {
-                    let id = store.generateID()
-                    var withID = doc
-                    withID["_id"] = id
-                    fieldsByID[id] = [withID]
-                    order.append(id)
-                }
-            }
-            let merge = InsertMerge(store: store, plan: plan, types: types, existing: [:], fieldsByID: fieldsByID, copyCreations: true)
-            var chunk = try merge.apply(order[...], framed: false)
+            let groups = InsertGroups(evaluated.documents, generateID: store.generateID)
+            let merge = InsertMerge(store: store, plan: plan, types: types, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
+            var chunk = try merge.apply(groups.order[...], framed: false)
             chunk.warnings = evaluated.warnings
             return chunk
         }
