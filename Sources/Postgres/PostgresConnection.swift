@@ -86,7 +86,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// A piece is handed to libpq only once everything before it left for the socket, so at most
     /// one piece waits in memory besides the one being sent. If `next` throws, the COPY is
     /// abandoned (the server rolls its rows back and the transaction is aborted) and this throws
-    /// `next`'s error.
+    /// `next`'s error. An error the server raises mid-stream (a unique violation, bad data) waits
+    /// unread until the stream ends: libpq keeps the COPY open meanwhile, so the remaining pieces
+    /// are still made and sent (and discarded), and this then throws the server's error.
     public func copyIn(_ query: PostgresQuery, from next: @escaping CopySource) async throws -> PostgresResult {
         try await run(.copyInStream(query, next))
     }
