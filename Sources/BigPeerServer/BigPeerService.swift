@@ -27,6 +27,8 @@ public final class BigPeerService: Sendable {
     public let feed: ChangeFeed
     private let listener: PostgresListener
     private let follower: Task<Void, Never>
+    /// Runs maintenance every `maintenanceInterval` (`MaintenanceSchedule`).
+    private let maintenance: Task<Void, Never>?
     /// WebSocket endpoints, closed with 1001 on shutdown (upgraded sockets are not HTTP
     /// connections any more, so the HTTP drain does not see them).
     private let webSocketEndpoints: [WebSocketEndpoint]
@@ -36,6 +38,8 @@ public final class BigPeerService: Sendable {
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, feed: ChangeFeed, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+        self.maintenance = configuration.maintenanceInterval > .zero
+            ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
         self.syncEndpoint = syncEndpoint
         self.feed = feed
@@ -176,6 +180,8 @@ public final class BigPeerService: Sendable {
         }
         await http.shutdown(deadline: configuration.shutdownGrace)
         follower.cancel()
+        maintenance?.cancel()
+        await maintenance?.value
         await listener.stop()
         await pool.shutdown()
         if let cluster = database.localCluster {

@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable {
     public var maxAttachmentBytes = 64 << 20
     /// Longest a single database statement may run (408 to the client after that).
     public var statementTimeout: Duration = .seconds(30)
+    /// How often this instance runs maintenance (tombstone reaping, change-log pruning:
+    /// `DocumentStore.runMaintenance`); one instance at a time does it. Zero turns it off here.
+    public var maintenanceInterval: Duration = .seconds(600)
     /// How long in-flight requests may run on shutdown before connections are closed.
     public var shutdownGrace: Duration = .seconds(10)
 

@@ -250,12 +250,23 @@ extension Path {
 /// Server settings changed with ALTER SYSTEM and read with SHOW.
 public enum SystemSetting: String, Sendable, CaseIterable {
     case strictMode = "DQL_STRICT_MODE"
+    /// Days a deleted document's tombstone is kept before maintenance reaps it (docs/STORAGE.md,
+    /// "Maintenance").
+    case tombstoneTTLDays = "TOMBSTONE_TTL_DAYS"
+    /// Days the change log keeps a transaction before maintenance prunes it; a peer away longer
+    /// resumes with a full initial sync.
+    case changeLogRetentionDays = "CHANGE_LOG_RETENTION_DAYS"
 
     public var defaultValue: Value {
         switch self {
         case .strictMode: .bool(true)
+        case .tombstoneTTLDays, .changeLogRetentionDays: .int(30)
         }
     }
+
+    /// The range a day count may take: at least one day (a shorter retention would prune what a
+    /// lagging instance's change feed has not read yet), at most about a century.
+    public static let days: ClosedRange<Int64> = 1...36_500
 
     /// Validates `ALTER SYSTEM SET name = value` (names are case-insensitive).
     public static func validate(name: String, value: Value) throws(DQLEvaluationError) -> (SystemSetting, Value) {
@@ -265,7 +276,12 @@ public enum SystemSetting: String, Sendable, CaseIterable {
         switch (setting, value) {
         case (.strictMode, .bool): return (setting, value)
         case (.strictMode, .string(let s)) where ["true", "false"].contains(s.lowercased()): return (setting, .bool(s.lowercased() == "true"))
-        default: throw .invalidStatement("\(setting.rawValue) must be true or false")
+        case (.strictMode, _): throw .invalidStatement("\(setting.rawValue) must be true or false")
+        case (.tombstoneTTLDays, .int(let n)), (.changeLogRetentionDays, .int(let n)):
+            guard days.contains(n) else { throw .invalidStatement("\(setting.rawValue) must be a whole number of days from \(days.lowerBound) to \(days.upperBound)") }
+            return (setting, value)
+        case (.tombstoneTTLDays, _), (.changeLogRetentionDays, _):
+            throw .invalidStatement("\(setting.rawValue) must be a whole number of days from \(days.lowerBound) to \(days.upperBound)")
         }
     }
 }

@@ -117,6 +117,20 @@ public final class DocumentReadCache: Sendable {
         }
     }
 
+    /// Drops every entry and refuses values read before `through`: the change log was pruned past
+    /// what this cache had applied (`DocumentStore.noteChangeLog`), so changes it never saw may
+    /// have made any entry stale, and any read still in flight may be too.
+    public func restart(through: Int64) {
+        state.withLock { s in
+            s.entries = [:]
+            s.clock = []
+            s.hand = 0
+            s.bytes = 0
+            s.appliedThrough = max(s.appliedThrough, through)
+            s.forgottenThrough = max(s.forgottenThrough, through)
+        }
+    }
+
     public var isEnabled: Bool { state.withLock { $0.enabled } }
 
     /// The cached value of `key`, if any and fresh enough for `minimumTransaction`.

@@ -66,6 +66,13 @@ extension DocumentStore {
     /// Change-log rows `(after, through]` were read: whatever they touched is stale in the cache.
     func noteChangeLog(_ rows: [ChangeLogRow], after: Int64, through: Int64) {
         guard readCache.isEnabled else { return }
+        // Every committed transaction has a change-log row, so a read that finds none for
+        // `after + 1` although it covers it was overtaken by maintenance (an instance suspended for
+        // longer than CHANGE_LOG_RETENTION_DAYS): the changes it missed are unknown.
+        if through > after && (rows.first?.txn ?? .max) > after + 1 {
+            readCache.restart(through: through)
+            return
+        }
         readCache.applyChangeLog(rows.compactMap { row in
             if case .string(let s) = row.id { (DocumentReadCache.Key(collection: row.collection, id: s), row.txn) } else { nil }
         }, after: after, through: through)

@@ -20,6 +20,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
     @Option(name: .customLong("read-cache-mb"), help: "Memory for documents cached to answer point reads by _id (0: off).")
     var readCacheMegabytes = 128
+    @Option(name: .customLong("maintenance-interval"), help: "Seconds between maintenance runs (reaping tombstones past TOMBSTONE_TTL_DAYS, pruning the change log past CHANGE_LOG_RETENTION_DAYS); 0: never on this instance.")
+    var maintenanceIntervalSeconds = 600
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
@@ -60,6 +62,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
+        config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho
