@@ -79,7 +79,8 @@ extension DocumentStore {
                   AND deleted AND deleted_at < now() - make_interval(days => \(Int32(ttl)))
                 """).affectedRows ?? 0
             report.reapedTombstones += deleted
-            if deleted < Self.maintenanceBatch { break }
+            // Shutdown (`BigPeerService.stop` cancels the schedule) waits for one batch at most.
+            if deleted < Self.maintenanceBatch || Task.isCancelled { break }
         }
         // Whole transactions, oldest first: each step looks at the oldest `pruneWindow` rows (by the
         // primary key, no scan of the whole log) and deletes through the newest transaction among
@@ -95,7 +96,7 @@ extension DocumentStore {
             let deleted = try await conn.query("DELETE FROM change_log WHERE txn <= \(through)").affectedRows ?? 0
             report.prunedChangeLogRows += deleted
             report.prunedThrough = through
-            if deleted == 0 { break }
+            if deleted == 0 || Task.isCancelled { break }
         }
         return report
     }
