@@ -8,7 +8,8 @@ import Synchronization
 ///   pool thread       make 1     make 2     make 3     …
 ///
 /// `next` hands over chunk k (made while chunk k − 1 was being sent) and starts making chunk
-/// k + 1 on the global pool. The connection calls `next` for one piece at a time, and only once the
+/// k + 1 on the global pool. (A bulk INSERT sends its chunk 0 in a COPY of its own first, and feeds
+/// the rest from chunk 1: `insertEvaluatingInChunks`.) The connection calls `next` for one piece at a time, and only once the
 /// previous piece has left for the socket, so at most three chunks exist at once: one in the
 /// socket or libpq, one made, one being made.
 ///
@@ -19,41 +20,45 @@ final class BulkCopyFeed: Sendable {
     typealias Sent = InsertMerge.Chunk
 
     private struct State {
-        var first: InsertMerge.Chunk?
-        var next = 0
+        var next: Int
         var making: Task<InsertMerge.Chunk, any Error>?
         var sent: [Sent] = []
     }
 
     private let state: Mutex<State>
+    private let first: Int
     private let chunks: Int
     private let make: @Sendable (Int) throws -> InsertMerge.Chunk
 
-    /// `first` is chunk 0, made before the COPY starts (an error in it then leaves nothing sent);
-    /// `make(k)` makes chunk k (with `InsertMerge.apply(_:framed: false)`).
-    init(first: InsertMerge.Chunk, chunks: Int, make: @escaping @Sendable (Int) throws -> InsertMerge.Chunk) {
-        state = Mutex(State(first: first))
+    /// Feeds chunks `from ..< chunks`, each made by `make(k)` (with `InsertMerge.apply(_:framed:
+    /// false)`); making chunk `from` starts now.
+    init(from: Int, chunks: Int, make: @escaping @Sendable (Int) throws -> InsertMerge.Chunk) {
+        state = Mutex(State(next: from, making: from < chunks ? Self.start(from, make) : nil))
+        first = from
         self.chunks = chunks
         self.make = make
     }
 
-    /// The next piece of the COPY data: chunk k's tuples, the header before chunk 0's and the
-    /// trailer after the last one's; nil once all were given.
+    /// Makes chunk k on the global pool (not on the caller's executor: that is the event loop
+    /// driving the COPY).
+    private static func start(_ k: Int, _ make: @escaping @Sendable (Int) throws -> InsertMerge.Chunk) -> Task<InsertMerge.Chunk, any Error> {
+        Task(executorPreference: globalConcurrentExecutor) { try make(k) }
+    }
+
+    /// The next piece of the COPY data: chunk k's tuples, the header before the first chunk's and
+    /// the trailer after the last one's; nil once all were given.
     func next() async throws -> [UInt8]? {
-        let (k, first, making) = state.withLock { s in
-            defer { s.first = nil; s.making = nil }
-            return (s.next, s.first, s.making)
+        let (k, making) = state.withLock { s in
+            defer { s.making = nil }
+            return (s.next, s.making)
         }
         guard k < chunks else { return nil }
-        var chunk: InsertMerge.Chunk
-        if let first { chunk = first } else if let making { chunk = try await making.value } else {
-            throw StoreError.corrupt("bulk COPY feed: chunk \(k) was never started")
-        }
-        let following: Task<InsertMerge.Chunk, any Error>? = k + 1 < chunks
-            ? Task(executorPreference: globalConcurrentExecutor) { [make] in try make(k + 1) } : nil
+        guard let making else { throw StoreError.corrupt("bulk COPY feed: chunk \(k) was never started") }
+        var chunk = try await making.value
+        let following = k + 1 < chunks ? Self.start(k + 1, make) : nil
         var piece = chunk.copyPayload ?? []
         chunk.copyPayload = nil
-        if k == 0 { piece.insert(contentsOf: PostgresBinaryCopy.header, at: 0) }
+        if k == first { piece.insert(contentsOf: PostgresBinaryCopy.header, at: 0) }
         if k + 1 == chunks { piece += PostgresBinaryCopy.trailer }
         state.withLock { s in
             s.next = k + 1

@@ -85,22 +85,32 @@ extension WriteTransaction {
             return chunk
         }
         // Chunk 0 before anything is sent: an error in it leaves the transaction clean.
-        let feed = BulkCopyFeed(first: try make(0), chunks: chunks, make: make)
+        let first = try make(0)
+        // Chunk 1 on is made from now on, while chunk 0 is stored.
+        let feed = BulkCopyFeed(from: 1, chunks: chunks, make: make)
         try await registerCollection(plan.collection)
         // Rows this COPY creates may sit in the lock cache as absent; dropping it is always correct.
         lockedDocuments = [:]
         knownAbsent = []
         do {
-            try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), from: feed.next)
+            // Chunk 0 in a COPY of its own: the usual way a plain bulk INSERT fails — an import
+            // run again, whose documents exist — shows in its first rows, and a streamed COPY
+            // reads the server's error only after its last piece (it would make and send the whole
+            // statement first).
+            if let tuples = first.copyPayload {
+                try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement),
+                                    data: PostgresBinaryCopy.header + tuples + PostgresBinaryCopy.trailer)
+            }
+            if chunks > 1 { try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), from: feed.next) }
         } catch {
             feed.cancel()
-            // The COPY had started: whatever failed (PostgreSQL, or a later chunk's evaluation or
+            // A COPY had started: whatever failed (PostgreSQL, or a later chunk's evaluation or
             // merge), the transaction is aborted and must not go on to COMMIT.
             failedMidStatement = true
             throw error
         }
         var later: [PendingWrite] = []
-        for chunk in feed.sent {
+        for chunk in [first] + feed.sent {
             if !absentRows.isEmpty { for key in chunk.created { absentRows.remove(key) } }
             changes.reserveCapacity(changes.count + chunk.created.count)
             for key in chunk.created { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
