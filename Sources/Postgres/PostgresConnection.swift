@@ -33,9 +33,6 @@ public final class PostgresConnection: @unchecked Sendable {
     /// libpq's transaction status after the last statement (PQTRANS_*), for the pool's hygiene check.
     let transactionStatus = Atomic<UInt8>(UInt8(PQTRANS_IDLE.rawValue))
     /// Called on `loop` for every NOTIFY this session receives (set through `setNotificationHandler`).
-    /// Operations the stall check found finished by input no readiness event announced
-    /// (`armStallCheck`; loop-owned).
-    var stallRecoveries = 0
     var notificationHandler: ((PostgresNotification) -> Void)?
     /// Called on `loop` once when the session breaks.
     var brokenHandler: ((PostgresError) -> Void)?
@@ -169,8 +166,6 @@ public final class PostgresConnection: @unchecked Sendable {
         var error: PostgresError?
         var copyData: [UInt8]?
         var copySink: (@Sendable ([UInt8]) -> Void)?
-        /// The stall check's timer (`armStallCheck`), cancelled when the operation ends.
-        var stallTimer: TimerID?
 
         init(completion: Completion) { self.completion = completion }
     }
