@@ -88,7 +88,8 @@ final class SyncSocketHandler: WebSocketHandler {
         let authentication = route.authentication
         let logger = route.logger
         let sessionID = configuration.sessionID, remote = self.remote
-        let connection = SyncConnection(configuration: configuration, store: route.store, feed: route.feed, transport: transport) { hello in
+        let connection = SyncConnection(configuration: configuration, store: route.store, feed: route.feed, transport: transport,
+                                        executor: socket.loop) { hello in
             let decision = await authentication.decide(hello)
             switch decision {
             case .accept(let permissions):

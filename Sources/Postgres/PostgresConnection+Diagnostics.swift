@@ -24,6 +24,6 @@ extension PostgresConnection {
         }
         return "pid \(PQbackendPID(pg)), op \(phase), busy \(PQisBusy(pg)), txn \(PQtransactionStatus(pg).rawValue), "
             + "pipeline \(PQpipelineStatus(pg).rawValue), interest \(interest.rawValue), registered \(registration != nil), "
-            + "broken \(isBroken), stall recoveries \(stallRecoveries), last \(lastStatement.prefix(60))"
+            + "broken \(isBroken), last \(lastStatement.prefix(60))"
     }
 }

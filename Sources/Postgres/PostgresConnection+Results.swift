@@ -122,42 +122,8 @@ extension PostgresConnection {
         }
         op = newOp
         flush()
-        armStallCheck(newOp)
         // The first piece is prepared while PostgreSQL sets the COPY up.
         if newOp.copySource != nil { fetchCopyPiece(for: newOp) }
-    }
-
-    /// How long an operation may go without finishing before the connection reads its socket
-    /// without waiting for a readiness event (`checkForMissedInput`).
-    static let stallCheckInterval: Duration = .seconds(1)
-
-    /// A safety net under the event loop: while `operation` is in flight, every
-    /// `stallCheckInterval` the connection reads whatever its socket holds and processes it, as a
-    /// readable event would. Under a loaded full test suite an initial sync stalled with its page
-    /// query's answer complete on the server (backend idle) while libpq still waited for it and
-    /// the socket was registered for reading: a readiness event that never arrived, cause not
-    /// found yet (PipelinedInitialSyncTests' dump shows the connection's state). Reading a socket
-    /// with nothing in it costs one `recv` returning EAGAIN; a finished operation's check does
-    /// nothing.
-    func armStallCheck(_ operation: Operation) {
-        operation.stallTimer = loop.scheduleTimer(after: Self.stallCheckInterval) { [weak self, weak operation] in
-            guard let self, let operation, self.op === operation else { return }
-            self.checkForMissedInput()
-            if self.op === operation { self.armStallCheck(operation) }
-        }
-    }
-
-    /// Reads and processes what the socket holds now, as `onReady` does for a readable event.
-    func checkForMissedInput() {
-        guard let pg, connectContinuation == nil, let before = op else { return }
-        if PQconsumeInput(pg) == 0 {
-            markBroken(.connectionClosed(errorMessage()))
-            return
-        }
-        deliverNotifications()
-        drain()
-        // It finished on input no readiness event had announced (shown by `diagnostics()`).
-        if op !== before { stallRecoveries += 1 }
     }
 
     // SQL text and names go to libpq through `withCString`, which lends a native string's own
@@ -224,7 +190,6 @@ extension PostgresConnection {
 
 
     func finish(_ done: Operation) {
-        if let t = done.stallTimer { loop.cancelTimer(t); done.stallTimer = nil }
         if let pg { transactionStatus.store(UInt8(PQtransactionStatus(pg).rawValue), ordering: .releasing) }
         if case .pipeline(let state) = done.phase {
             finishPipeline(state, done.completion)
@@ -250,7 +215,6 @@ extension PostgresConnection {
             }
             op = done
             flush()
-            armStallCheck(done)
             return
         }
         if let error = done.copySourceError {

@@ -32,9 +32,6 @@ public final class PostgresConnection: @unchecked Sendable {
     let broken = Atomic<Bool>(false)
     /// libpq's transaction status after the last statement (PQTRANS_*), for the pool's hygiene check.
     let transactionStatus = Atomic<UInt8>(UInt8(PQTRANS_IDLE.rawValue))
-    /// Operations the stall check found finished by input no readiness event announced
-    /// (`armStallCheck`; loop-owned).
-    var stallRecoveries = 0
     /// The socket's send buffer as last enlarged for COPY data (`enlargeSendBuffer`; loop-owned).
     var sendBufferBytes = 0
     /// Called on `loop` for every NOTIFY this session receives (set through `setNotificationHandler`).
@@ -195,8 +192,6 @@ public final class PostgresConnection: @unchecked Sendable {
         var copyFetched: [UInt8]?
         var copySourceEnded = false
         var copySourceError: (any Error)?
-        /// The stall check's timer (`armStallCheck`), cancelled when the operation ends.
-        var stallTimer: TimerID?
 
         init(completion: Completion) { self.completion = completion }
     }

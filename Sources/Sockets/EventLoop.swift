@@ -223,6 +223,8 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
 
     private func run() {
         threadID.store(UInt(pthread_self()), ordering: .releasing)
+        // Named for thread dumps (gdb, /proc/PID/task/*/comm); at most 15 characters.
+        _ = bp_set_thread_name("bp-loop-\(index)")
         var events = [UInt32](repeating: 0, count: 256)
         var datas = [UInt64](repeating: 0, count: 256)
         while running {

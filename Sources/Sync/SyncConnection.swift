@@ -6,6 +6,16 @@
 // Ordering: the session runs under a mutex, and the transport's `send` is called inside it, so
 // messages leave in exactly the order the session produced them. `send` must not block (it queues).
 // Store requests run as tasks and feed their results back as inputs.
+//
+// Those tasks run on an event loop (`executor`: the transport's loop, or one of the store pool's),
+// not on Swift's cooperative pool. A page read is a chain of awaits (start, two statements, the
+// page), and on the cooperative pool every step waits for one of its threads: two on a 2-core
+// machine, held by any long synchronous work for as long as it runs. Under a loaded full test
+// suite a page read waited up to 1.3 s to start and 3.5 s for its statements that way, and a
+// 120-page initial sync overran its test's 10 s (the "initial-sync stall"; docs/ARCHITECTURE.md,
+// "Sync sessions"). On a loop whose sessions the pool prefers, a statement starts and resumes on
+// the same thread with no hop; credentials are still checked on the cooperative pool (a check may
+// hash or wait, which must not hold a loop).
 
 import SyncProtocol
 import Glibc
@@ -29,6 +39,8 @@ public final class SyncConnection: Sendable {
     let transport: Transport
     let authenticate: @Sendable (Hello) async -> AuthDecision
     let clock: @Sendable () -> UInt64
+    /// Where store requests, page reads and the heartbeat run (see the top of this file).
+    let executor: any TaskExecutor
     let feedToken = Mutex<UInt64?>(nil)
     let timer = Mutex<Task<Void, Never>?>(nil)
     /// The latest page read (`readPage`): the next one delivers its page only after it.
@@ -36,10 +48,14 @@ public final class SyncConnection: Sendable {
     /// Where the latest page reads stand, for the message of a stalled sync (`pageReadProgress`).
     let pageReadTrace = Mutex(PageReadTrace())
 
+    /// `executor`: the transport's event loop when it has one (its sends then need no thread
+    /// hop either), else one of the store pool's loops is chosen.
     public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
+                executor: (any TaskExecutor)? = nil,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
+        self.executor = executor ?? store.pool.preferredLoop
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.store = store
         self.feed = feed
@@ -59,7 +75,7 @@ public final class SyncConnection: Sendable {
         let token = feed.addListener { [weak self] head in self?.deliver(.logHead(head)) }
         feedToken.withLock { $0 = token }
         deliver(.logHead(feed.head))
-        let task = Task { [weak self] in
+        let task = Task(executorPreference: executor) { [weak self] in
             while !Task.isCancelled {
                 guard let self else { return }
                 let (deadline, closed) = self.session.withLock { ($0.nextDeadline, $0.state == .closed) }
@@ -106,7 +122,8 @@ public final class SyncConnection: Sendable {
         case .close(let code, let reason):
             transport.close(code, reason)
         case .authenticate(let hello):
-            Task { self.deliver(.authenticated(await self.authenticate(hello))) }
+            // On the cooperative pool, whatever the caller's executor (see the top of this file).
+            Task(executorPreference: globalConcurrentExecutor) { self.deliver(.authenticated(await self.authenticate(hello))) }
         case .readPage(let id, let generation, let query, let after, let limit, let maxBytes):
             readPage(id, generation, query.value, after: after, limit: limit, maxBytes: maxBytes)
         case .checkResume(let id, let generation, let checkpoint):
@@ -136,7 +153,7 @@ public final class SyncConnection: Sendable {
 
     /// Runs a store request and feeds its result (or the failure, as a close) back to the session.
     func run(_ body: @escaping @Sendable () async throws -> SyncSessionInput) {
-        Task {
+        Task(executorPreference: executor) {
             do {
                 self.deliver(try await body())
             } catch {
@@ -165,7 +182,7 @@ public final class SyncConnection: Sendable {
         pageChain.withLock { chain in
             let previous = chain
             let n = pageReadTrace.withLock { $0.add(after: after) }
-            chain = Task {
+            chain = Task(executorPreference: executor) {
                 self.pageReadTrace.withLock { $0.set(n, .querying) }
                 do {
                     let read = try await self.store.readSyncPage(query.statement, arguments: query.arguments,
@@ -211,6 +228,9 @@ struct PageReadTrace: CustomStringConvertible {
     /// The longest time one read spent in each stage: a pause, not a slow average.
     private var longest = [Duration](repeating: .zero, count: Stage.allCases.count)
 
+    /// Reads recorded so far.
+    var reads: Int { count }
+
     /// Records a new read; returns its number.
     mutating func add(after: Value?) -> Int {
         count += 1
@@ -231,10 +251,11 @@ struct PageReadTrace: CustomStringConvertible {
     }
 
     var description: String {
-        let latest = entries.sorted { $0.number < $1.number }
-            .map { "#\($0.number) after \($0.after.map { "\($0)" } ?? "start"): \($0.stage.name)" }
-            .joined(separator: ", ")
         func ms(_ d: Duration) -> Int64 { d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000 }
+        let now = ContinuousClock.now
+        let latest = entries.sorted { $0.number < $1.number }
+            .map { "#\($0.number) after \($0.after.map { "\($0)" } ?? "start"): \($0.stage.name) for \(ms(now - $0.since)) ms" }
+            .joined(separator: ", ")
         let totals = Stage.allCases.filter { spent[$0.rawValue] > .zero }
             .map { "\($0.name) \(ms(spent[$0.rawValue])) ms (longest \(ms(longest[$0.rawValue])))" }
             .joined(separator: ", ")

@@ -8,32 +8,6 @@ import TestRandomness
 /// its caller exactly once (the connection uses unchecked continuations, so a path that forgot to
 /// resume would hang the test and one that resumed twice would crash it).
 @Suite struct PostgresConnectionTests {
-    /// The stall check (`armStallCheck`): a statement whose answer arrives while the socket's
-    /// readiness events are muted (as if the event loop had missed one) still completes, read by
-    /// the check within about `stallCheckInterval`, and is counted as a recovery.
-    @Test(.timeLimit(.minutes(1)))
-    func aStatementWhoseReadinessEventIsLostStillCompletes() async throws {
-        try await TestPostgres.withDatabase { db in
-            let c = try await db.connect()
-            // Mute the idle session's socket in epoll behind the connection's back, then send: the
-            // session's bookkeeping still says "readable", so sending leaves the mute in place and
-            // no readiness event will announce the answer.
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                c.loop.execute {
-                    if let reg = c.registration { try? c.loop.modify(reg, interest: []) }
-                    done.resume()
-                }
-            }
-            let rows = try await c.query("SELECT pg_sleep(0.1), 42 -- muted-in-flight")
-            #expect(try rows[0].decode(1, as: Int32.self) == 42)
-            let recoveries = await withCheckedContinuation { (r: CheckedContinuation<Int, Never>) in
-                c.loop.execute { r.resume(returning: c.stallRecoveries) }
-            }
-            #expect(recoveries == 1)
-            await c.close()
-        }
-    }
-
     @Test func closeFailsTheStatementInFlightWithShutDown() async throws {
         try await TestPostgres.withDatabase { db in
             let c = try await db.connect()

@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import Glibc
 import Synchronization
 import Testing
@@ -52,6 +53,40 @@ import Testing
         }
         #expect(got == 42)
         close(r); close(w)
+    }
+
+    /// The cross-thread wake-up (`execute`: inbox + `wakePending` + eventfd) loses no job when it
+    /// races with the loop going idle: each sender thread waits for its job before sending the
+    /// next, so the loop drains, clears `wakePending` and blocks in epoll_wait between almost every
+    /// pair of jobs, while the other senders hit those same moments. A lost wake-up leaves a sender
+    /// waiting (its job sits in the inbox with no eventfd write to announce it) and is counted.
+    @Test func executeFromOtherThreadsLosesNoWakeUpWhileTheLoopGoesIdle() async throws {
+        let loop = try EventLoop()
+        defer { loop.stop() }
+        let rounds = 1000
+        let lost = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    await OwnThread.run { () -> Int in
+                        let ran = Atomic<Int>(0)
+                        var lost = 0
+                        for round in 1...rounds {
+                            loop.execute { ran.add(1, ordering: .releasing) }
+                            // A job is never late by 5 s, however loaded the machine, unless lost.
+                            let deadline = NanoTime.now().adding(.seconds(5))
+                            while ran.load(ordering: .acquiring) < round {
+                                if NanoTime.now() > deadline { lost += 1; break }
+                                usleep(20)
+                            }
+                            if lost > 0 { break }
+                        }
+                        return lost
+                    }
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(lost == 0)
     }
 
     @Test func taskExecutorPreferenceRunsOnTheLoop() async throws {

@@ -29,14 +29,15 @@ actor TestPeer {
     }
 
     /// Connects and completes the handshake.
-    func connect(store: DocumentStore, feed: ChangeFeed, credit: UInt64 = 1 << 20) async throws {
+    /// `executor`: where the server side's tasks run (`SyncConnection`'s default when nil).
+    func connect(store: DocumentStore, feed: ChangeFeed, credit: UInt64 = 1 << 20, executor: (any TaskExecutor)? = nil) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let closeBox = MutexBox<UInt16?>(nil)
         let transport = SyncConnection.Transport(send: { continuation.yield($0) },
                                                  close: { code, _ in closeBox.withLock { $0 = code }; continuation.finish() })
         var config = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: "t-\(site)")
         config.pageRows = 2  // several pages even for small test collections
-        let conn = SyncConnection(configuration: config, store: store, feed: feed, transport: transport) { hello in
+        let conn = SyncConnection(configuration: config, store: store, feed: feed, transport: transport, executor: executor) { hello in
             hello.credentials == .apiKey("test-key") ? .accept(.everything) : .refuse(code: .unauthorized, reason: "invalid API key")
         }
         connection = conn
@@ -122,18 +123,24 @@ actor TestPeer {
     func messages() -> [SyncMessage] { received }
 
     /// Waits (up to 10 s) for a received message matching `predicate`, searching from the start.
-    func waitFor(from start: Int = 0, _ predicate: (SyncMessage) -> Bool) async throws -> SyncMessage {
-        let deadline = ContinuousClock.now + .seconds(10)
+    /// With `atMost`, the wait goes on as long as messages keep arriving: it fails only once none
+    /// has come for 10 s (a stall), or after `atMost` in all. A long exchange (an initial sync of
+    /// many pages) then takes the time a loaded machine needs, and a stall is still caught.
+    func waitFor(from start: Int = 0, atMost limit: Duration? = nil, _ predicate: (SyncMessage) -> Bool) async throws -> SyncMessage {
+        let quiet = Duration.seconds(10)
+        let begin = ContinuousClock.now
+        var deadline = begin + quiet
         var index = start
         while ContinuousClock.now < deadline {
             while index < received.count {
                 if predicate(received[index]) { return received[index] }
                 index += 1
+                if let limit { deadline = min(ContinuousClock.now + quiet, begin + limit) }
             }
             if closed != nil { break }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(await sessionDump()); \(await starvation())")
+        throw TestPeerError.timeout("waiting for a message; got \(received.map(\.typeName)), closed: \(String(describing: closed)); \(await sessionDump()); \(await starvation())\n\(await ThreadDump.capture())")
     }
 
     /// Waits until the peer has a checkpoint at or after `txn`.
@@ -141,7 +148,7 @@ actor TestPeer {
         let deadline = ContinuousClock.now + .seconds(10)
         while checkpoint < txn {
             guard ContinuousClock.now < deadline, closed == nil else {
-                throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(await sessionDump()); \(await starvation())")
+                throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(await sessionDump()); \(await starvation())\n\(await ThreadDump.capture())")
             }
             try await Task.sleep(for: .milliseconds(5))
         }
