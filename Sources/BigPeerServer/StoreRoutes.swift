@@ -40,6 +40,8 @@ struct StoreRoutes {
         case .success(let v): body = v
         case .failure(let why): return failure(400, why.message, request)
         }
+        // At return, so the background task's reference outlives this handler's (`LateRelease`).
+        defer { if request.body.count >= LateRelease.threshold { LateRelease.hold((request.body, body)) } }
         guard case .object(let fields) = body else { return failure(400, "the request body must be an object", request) }
         guard case .string(let statement)? = fields["statement"] else {
             return failure(400, "\"statement\" (a string holding one DQL statement) is required", request)

@@ -60,10 +60,16 @@ extension PostgresConnection {
             if let piece = current.copyFetched {
                 // Backpressure: the next piece goes to libpq only once the previous one has left
                 // for the socket (whose buffer `enlargeSendBuffer` sized for a piece).
-                guard PQflush(pg) == 0 else {
+                switch PQflush(pg) {
+                case 0:
+                    break
+                case 1:
                     current.copyData = []
                     current.phase = .copyIn(offset: 0)
-                    flush()
+                    awaitWritable()
+                    return
+                default:
+                    markBroken(.connectionClosed(errorMessage()))
                     return
                 }
                 current.copyFetched = nil
@@ -88,10 +94,19 @@ extension PostgresConnection {
         case 0:
             current.copyData = []
             current.phase = .copyIn(offset: 0)
-            flush()
+            awaitWritable()
         default:
             markBroken(.connectionClosed(errorMessage()))
         }
+    }
+
+    /// Runs the pump again once the socket takes more. Not `flush()`: it watches for writability
+    /// only while libpq still holds output, and libpq may have sent the rest in the moment since
+    /// the pump last asked — then no writable event would ever come and the COPY would wait
+    /// forever (it did, once in a bulk INSERT benchmark). Epoll is level-triggered: a socket that
+    /// is writable already reports it at once, and `onReady` flushes and pumps.
+    private func awaitWritable() {
+        do { try watch([.readable, .writable]) } catch { markBroken(.connectionClosed("\(error)")) }
     }
 
     /// Hands `data[offset...]` to libpq; false when it must wait (its buffer is full: the position
@@ -109,7 +124,7 @@ extension PostgresConnection {
             } else if r == 0 {
                 current.copyData = data
                 current.phase = .copyIn(offset: offset)
-                flush()
+                awaitWritable()
                 return false
             } else {
                 markBroken(.connectionClosed(errorMessage()))

@@ -56,6 +56,38 @@ import TestRandomness
         }
     }
 
+    /// Pieces ready at once and about the socket's size, so the pump often finds libpq still
+    /// sending the previous one and must wait for writability: a piece must never be left
+    /// waiting without a wake-up (a bulk INSERT once hung that way: the socket drained between
+    /// two checks, and nothing watched for writability any more). A stress check: the window is
+    /// microseconds wide, and three runs against the code with the hang all passed, so this
+    /// guards the path rather than proving the fix (`awaitWritable` does, by construction).
+    @Test(.timeLimit(.minutes(1)))
+    func piecesReadyWhileThePreviousIsStillSendingAllArrive() async throws {
+        try await TestDatabase.run { db in
+            let c = try await db.connect()
+            defer { Task { await c.close() } }
+            _ = try await c.query("CREATE TABLE eager (id int8, name text)")
+            for round in 0..<3 {
+                let state = Mutex((next: 0, firstID: 0, rng: SeededRandom(seed: UInt64(round))))
+                let pieces = 150
+                let r = try await c.copyIn("COPY eager (id, name) FROM STDIN") {
+                    state.withLock { s -> [UInt8]? in
+                        guard s.next < pieces else { return nil }
+                        s.next += 1
+                        let rows = Int.random(in: 3_000...60_000, using: &s.rng)  // ~50 KB to ~1 MB
+                        defer { s.firstID += rows }
+                        return Self.piece(from: s.firstID, rows: rows)
+                    }
+                }
+                let total = state.withLock { $0.firstID }
+                #expect(r.affectedRows == total)
+                #expect(try await c.query("SELECT count(*) FROM eager")[0].decode(0, as: Int.self) == total)
+                _ = try await c.query("TRUNCATE eager")
+            }
+        }
+    }
+
     /// A source that throws abandons the COPY: the caller gets the source's own error, none of the
     /// rows stay, the transaction is aborted (as after any failed statement), and the session
     /// works after ROLLBACK.
