@@ -5,25 +5,37 @@ import Sockets
 extension PostgresConnection {
     // MARK: - Connect
 
-    /// Opens a session without blocking any thread: `PQconnectStartParams` + `PQconnectPoll`
-    /// driven by the loop's epoll, with `configuration.connectTimeout` enforced by a loop timer.
+    /// Opens a session without blocking the loop: `PQconnectStartParams` on a thread of its own
+    /// (`BlockingCall`: it looks the first host's name up with the blocking `getaddrinfo`, which
+    /// held the event loop — and every connection on it — for as long as DNS took), then
+    /// `PQconnectPoll` driven by the loop's epoll, with `configuration.connectTimeout` enforced by
+    /// a loop timer. (A later host of a multi-host URL is looked up by `PQconnectPoll` on the
+    /// loop: only when the first one failed.)
     public static func connect(_ configuration: PostgresConfiguration, on loop: EventLoop) async throws -> PostgresConnection {
         let conn = PostgresConnection(loop: loop)
+        let params = configuration.effectiveParameters
+        let started = await BlockingCall.run { StartedConnection(handle: Self.startHandle(params)) }
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
-            loop.execute { conn.startConnect(configuration, cont) }
+            loop.execute { conn.startConnect(started.handle, configuration, cont) }
         }
         return conn
     }
 
-    func startConnect(_ configuration: PostgresConfiguration, _ cont: CheckedContinuation<Void, any Error>) {
-        let params = configuration.effectiveParameters
+    /// A libpq connection handle passed from the thread that created it to the loop that polls
+    /// it. `@unchecked Sendable`: libpq allows a `PGconn` to move between threads as long as one
+    /// thread uses it at a time, and after the hand-off only the loop does.
+    struct StartedConnection: @unchecked Sendable {
+        let handle: OpaquePointer?
+    }
+
+    static func startHandle(_ params: [PostgresConfiguration.Parameter]) -> OpaquePointer? {
         let keys = params.map { strdup($0.key) } + [nil]
         let values = params.map { strdup($0.value) } + [nil]
         defer {
             keys.forEach { free($0) }
             values.forEach { free($0) }
         }
-        let handle = keys.withUnsafeBufferPointer { k in
+        return keys.withUnsafeBufferPointer { k in
             values.withUnsafeBufferPointer { v in
                 k.withMemoryRebound(to: UnsafePointer<CChar>?.self) { kp in
                     v.withMemoryRebound(to: UnsafePointer<CChar>?.self) { vp in
@@ -32,6 +44,9 @@ extension PostgresConnection {
                 }
             }
         }
+    }
+
+    func startConnect(_ handle: OpaquePointer?, _ configuration: PostgresConfiguration, _ cont: CheckedContinuation<Void, any Error>) {
         guard let handle else {
             cont.resume(throwing: PostgresError.connectionFailed("out of memory"))
             return

@@ -24,4 +24,20 @@ import Testing
             await c.close()
         }
     }
+
+    /// A host given by name is looked up off the event loop (`BlockingCall`), and the session
+    /// works. (That the lookup no longer holds the loop is by construction; a slow resolver cannot
+    /// be staged here.)
+    @Test(.timeLimit(.minutes(1)))
+    func aHostGivenByName() async throws {
+        guard let cluster = try await TestPostgres.cluster() else { return }
+        var config = try PostgresConfiguration(url: "postgresql://\(LocalPostgres.superuser):\(cluster.password)@localhost:\(cluster.port)/postgres")
+        config.connectTimeout = .seconds(5)
+        let c = try await PostgresConnection.connect(config, on: TestLoops.group.next())
+        #expect(try await c.query("SELECT 1")[0].decode(0, as: Int32.self) == 1)
+        await c.close()
+        // A name that does not resolve fails with libpq's message, not a hang.
+        config["host"] = "no-such-host.invalid"
+        await #expect(throws: PostgresError.self) { _ = try await PostgresConnection.connect(config, on: TestLoops.group.next()) }
+    }
 }
