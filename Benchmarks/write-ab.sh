@@ -47,15 +47,19 @@ rest_lua_scripts "$work" "$key" "$ndocs"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_cpu() { local t=0 p; for p in $(pgrep -P "$(head -1 "$cluster/postmaster.pid")"); do t=$((t + $(cpu_of "$p"))); done; echo $t; }
 txn() { psql_ -Atc "SELECT n FROM bigpeer_txn"; }
+# PostgreSQL transactions committed in the database (statistics are flushed within a second).
+xacts() { psql_ -Atc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 tck=$(getconf CLK_TCK)
-# $1 label, $2 requests, $3 server ticks, $4 PostgreSQL ticks, $5 client ticks, $6 transactions
+# $1 label, $2 requests, $3 server ticks, $4 PostgreSQL ticks, $5 client ticks, $6 transactions,
+# $7 PostgreSQL commits (every session's, the change feed's reads included)
 row() { python3 -c "
 n=$2; t=$tck
-print('%-10s %8.0f req/s  CPU/req us: server %4.0f  PostgreSQL %4.0f  client %4.0f  txn/req %s' % ('$1', n/$secs, $3*1e6/t/max(n,1), $4*1e6/t/max(n,1), $5*1e6/t/max(n,1), '%.2f' % (${6:-0}/max(n,1))))"; }
+print('%-10s %8.0f req/s  CPU/req us: server %4.0f  PostgreSQL %4.0f  client %4.0f  txn/req %s  pg-commits/req %s' % ('$1', n/$secs, $3*1e6/t/max(n,1), $4*1e6/t/max(n,1), $5*1e6/t/max(n,1), '%.2f' % (${6:-0}/max(n,1)), '%.2f' % (${7:-0}/max(n,1))))"; }
 run_wrk() {  # $1 label, $2 lua
   local c=$3 wt s0 p0 t0 out
   wt=$(( c < ${WRK_THREADS:-2} ? c : ${WRK_THREADS:-2} ))
   wrk -t$wt -c$c -d1s -s "$work/$2" "http://127.0.0.1:$port/api/v4/store/execute" >/dev/null  # warm the sessions
+  sleep 1; x0=$(xacts)
   s0=$(cpu_of $pid); p0=$(pg_cpu); t0=$(txn)
   local perf_pid=""
   if [ -n "${PERF_DIR:-}" ]; then
@@ -63,12 +67,14 @@ run_wrk() {  # $1 label, $2 lua
   fi
   wrk -t$wt -c$c -d${secs}s -s "$work/$2" "http://127.0.0.1:$port/api/v4/store/execute" >"$work/wrk.out" &
   local w=$!; sleep "$(awk "BEGIN{print $secs - 0.3}")"; local wc; wc=$(cpu_of $w); wait $w
-  local s1 p1 t1 n
+  local s1 p1 t1 n x1
   s1=$(cpu_of $pid); p1=$(pg_cpu); t1=$(txn)
   if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+  sleep 1; x1=$(xacts)
   n=$(awk '/requests in/ {print $1}' "$work/wrk.out")
   grep -q 'Non-2xx' "$work/wrk.out" && echo "  $(grep Non-2xx "$work/wrk.out")"
-  row "$1" "$n" $((s1 - s0)) $((p1 - p0)) "$wc" $((t1 - t0))
+  # The probes' own psql sessions commit too (4 between x0 and x1): not counted.
+  row "$1" "$n" $((s1 - s0)) $((p1 - p0)) "$wc" $((t1 - t0)) $((x1 - x0 - 4))
 }
 for c in ${CONCURRENCY:-8}; do
   for r in $(seq "$rounds"); do

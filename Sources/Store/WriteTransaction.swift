@@ -8,6 +8,9 @@ extension DocumentStore {
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
         var attempts = 0
+        // Commits sent by the attempts below, settled (recorded or failed) when this returns.
+        var sending = 0
+        defer { ownCommitsSettled(sending) }
         let (results, txn, registered, changes) = try await withWriteTransaction { db in
             attempts += 1
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
@@ -31,6 +34,8 @@ extension DocumentStore {
                     results.append(.failure(StoreError.from(error)))
                 }
             }
+            sending += 1
+            ownCommitSending()
             return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
         }
         recordOwnCommit(txn, changes: changes)
@@ -214,11 +219,19 @@ struct WriteTransaction {
             }
         }
         for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
-            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
-            var lock: PostgresQuery = """
-                SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
-                ORDER BY id FOR UPDATE
-                """
+            var lock: PostgresQuery
+            if missing.count == 1 {
+                // One id (a point UPDATE/DELETE, a one-document INSERT): `id = $2` settles on
+                // PostgreSQL's generic plan, a primary-key probe; `= ANY($2)` of an array is
+                // planned again on every execution (its generic plan estimates many rows).
+                lock = "SELECT id, state FROM documents WHERE collection = \(collection) AND id = \(PostgresJSON(JSON.string(missing[0])))::jsonb FOR UPDATE"
+            } else {
+                let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
+                lock = """
+                    SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
+                    ORDER BY id FOR UPDATE
+                    """
+            }
             lock.prepared = true
             let rows = try await db.query(lock)
             for row in rows {
