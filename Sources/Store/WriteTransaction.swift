@@ -172,12 +172,21 @@ struct WriteTransaction {
         // these two are planned once per session.
         var counter: PostgresQuery = "UPDATE bigpeer_txn SET n = n + 1 RETURNING n, pg_notify('bigpeer_changes', n::text)"
         counter.prepared = true
-        let a = changeLogArrays(0)
-        var log: PostgresQuery = """
-            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-            SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
-            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-            """
+        var log: PostgresQuery
+        if changes.count == 1, let c = changes.first {
+            // One change (a point write): scalar parameters, no arrays.
+            log = """
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                VALUES ((SELECT n FROM bigpeer_txn), 0, \(c.key.collection), \(c.key.idJSON)::jsonb, \(c.kind), \(c.delta.map(PostgresBytea.init))::bytea, \(c.origin)::int8)
+                """
+        } else {
+            let a = changeLogArrays(0)
+            log = """
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
+                FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+                """
+        }
         log.prepared = true
         guard let row = try await db.commit(afterAll: [counter, log]).first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
@@ -351,6 +360,34 @@ struct WriteTransaction {
             created = inserted
             try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: DocumentCopy.payload(tuples))
         }
+        // One row each (a point UPDATE, a one-document INSERT): the same statements with scalar
+        // parameters — no arrays to build here and to take apart with unnest there.
+        if created.count == 1, let w = created.first {
+            let (value, state) = Self.columns(w)
+            let deleted = !w.document.exists
+            var insert: PostgresQuery = """
+                INSERT INTO documents (collection, id, value, state, deleted, deleted_at, updated_at)
+                VALUES (\(collection), \(w.key.idJSON)::jsonb, \(value)::jsonb, \(state)::bytea, \(deleted)::bool, CASE WHEN \(deleted)::bool THEN now() END, now())
+                """
+            insert.prepared = true
+            try await db.enqueue(insert)
+            created = []
+        }
+        if updated.count == 1, let w = updated.first {
+            let (value, state) = Self.columns(w)
+            let deleted = !w.document.exists
+            var upsert: PostgresQuery = """
+                INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
+                VALUES (\(collection), \(w.key.idJSON)::jsonb, \(value)::jsonb, \(state)::bytea, \(deleted)::bool, CASE WHEN \(deleted)::bool THEN now() END, now())
+                ON CONFLICT (collection, id) DO UPDATE SET
+                    value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
+                    deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
+                    updated_at = now()
+                """
+            upsert.prepared = true
+            try await db.enqueue(upsert)
+            updated = []
+        }
         for chunk in stride(from: 0, to: created.count, by: 500) {
             let a = Self.rowArrays(created[chunk..<min(chunk + 500, created.count)])
             var insert: PostgresQuery = """
@@ -407,16 +444,18 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            if let e = w.encoded, let state = e.state {
-                values.append(e.value)
-                states.append(state)
-            } else {
-                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
-                states.append(PostgresBytea(w.document.encode()))
-            }
+            let (value, state) = columns(w)
+            values.append(value)
+            states.append(state)
             deleted.append(!w.document.exists)
         }
         return RowArrays(ids: PostgresArray(ids), values: PostgresArray(values), states: PostgresArray(states), deleted: PostgresArray(deleted))
+    }
+
+    /// A write's `value` (NULL for a tombstone) and `state` columns, encoded now unless they were already.
+    static func columns(_ w: PendingWrite) -> (PostgresJSON?, PostgresBytea) {
+        if let e = w.encoded, let state = e.state { return (e.value, state) }
+        return (w.document.materialize().map { PostgresJSON(JSON.string($0)) }, PostgresBytea(w.document.encode()))
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it
