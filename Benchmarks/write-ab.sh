@@ -47,6 +47,10 @@ rest_lua_scripts "$work" "$key" "$ndocs"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_cpu() { local t=0 p; for p in $(pgrep -P "$(head -1 "$cluster/postmaster.pid")"); do t=$((t + $(cpu_of "$p"))); done; echo $t; }
 txn() { psql_ -Atc "SELECT n FROM bigpeer_txn"; }
+# PostgreSQL transactions committed in the database. A backend's counts reach pg_stat_database
+# when it exits (idle pooled sessions may hold them for 10 s), so they are read per server run,
+# before it starts and after it stopped, and divided by all its requests (warm-ups included).
+xacts() { psql_ -Atc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 tck=$(getconf CLK_TCK)
 # $1 label, $2 requests, $3 server ticks, $4 PostgreSQL ticks, $5 client ticks, $6 transactions
 row() { python3 -c "
@@ -55,7 +59,8 @@ print('%-10s %8.0f req/s  CPU/req us: server %4.0f  PostgreSQL %4.0f  client %4.
 run_wrk() {  # $1 label, $2 lua
   local c=$3 wt s0 p0 t0 out
   wt=$(( c < ${WRK_THREADS:-2} ? c : ${WRK_THREADS:-2} ))
-  wrk -t$wt -c$c -d1s -s "$work/$2" "http://127.0.0.1:$port/api/v4/store/execute" >/dev/null  # warm the sessions
+  wrk -t$wt -c$c -d1s -s "$work/$2" "http://127.0.0.1:$port/api/v4/store/execute" >"$work/warm.out"  # warm the sessions
+  served=$((served + $(awk '/requests in/ {print $1}' "$work/warm.out")))
   s0=$(cpu_of $pid); p0=$(pg_cpu); t0=$(txn)
   local perf_pid=""
   if [ -n "${PERF_DIR:-}" ]; then
@@ -67,6 +72,7 @@ run_wrk() {  # $1 label, $2 lua
   s1=$(cpu_of $pid); p1=$(pg_cpu); t1=$(txn)
   if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
   n=$(awk '/requests in/ {print $1}' "$work/wrk.out")
+  served=$((served + n))
   grep -q 'Non-2xx' "$work/wrk.out" && echo "  $(grep Non-2xx "$work/wrk.out")"
   row "$1" "$n" $((s1 - s0)) $((p1 - p0)) "$wc" $((t1 - t0))
 }
@@ -75,9 +81,14 @@ for c in ${CONCURRENCY:-8}; do
     echo "c=$c round $r ($(cut -d' ' -f1-3 /proc/loadavg))"
     for which in a b; do
       if [ $which = a ]; then b=$bin_a; else b=$bin_b; fi
+      x0=$(xacts); served=0
       start_server "$b"
       for kind in ${ROWS:-update}; do run_wrk "$kind:$which" "${kind/insert/write}.lua" "$c"; done
       stop_server
+      # Every PostgreSQL commit of that server run (its change feed's reads included) per request;
+      # the two psql probes per row and this one commit too, a handful against thousands.
+      sleep 0.5; x1=$(xacts)  # its backends flush their statistics as they exit
+      python3 -c "print('  %s: PostgreSQL commits/request over the server run %.2f' % ('$which', ($x1 - $x0) / max($served, 1)))"
     done
     p0=$(pg_cpu)
     pgbench -n -N -T "$secs" -c "$c" -j $(( c < 8 ? c : 8 )) -h "$cluster" -p "$pgport" -U bigpeer bigpeer >"$work/pgb.out" 2>&1 &

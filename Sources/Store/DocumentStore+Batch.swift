@@ -45,6 +45,9 @@ extension DocumentStore {
         let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
+            // Commits sent, settled (recorded or failed) on the way out (`ownCommitSending`).
+            var sending = 0
+            defer { ownCommitsSettled(sending) }
             let (results, txn, registered, changes) = try await withWriteTransaction { db in
                 var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
                 var results: [ExecuteResult] = []
@@ -57,6 +60,8 @@ extension DocumentStore {
                         throw StoreBatchError(index: i, error: StoreError.from(error))  // rolls back everything
                     }
                 }
+                sending += 1
+                ownCommitSending()
                 return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
             }
             recordOwnCommit(txn, changes: changes)

@@ -16,6 +16,12 @@ import Values
 /// not recorded (a race with the notification, an entry dropped at the bound) is simply read.
 struct OwnCommits: Sendable {
     private var transactions: Set<Int64> = []
+    /// Commits of this instance between their COMMIT being sent and their number being recorded
+    /// (or their failure): a notification that arrives in this window may announce one of them.
+    var finishing = 0
+    /// The change feed, waiting for `finishing` commits to settle before it reads a range it could
+    /// not skip (`DocumentStore.applyOwnCommits(after:through:deferringTo:)`). Called once.
+    var waiter: (@Sendable () -> Void)?
     /// Transactions kept (the older half is dropped at the bound).
     static let maxTransactions = 4096
 
@@ -39,6 +45,17 @@ struct OwnCommits: Sendable {
         for txn in (after + 1)...through { transactions.remove(txn) }
         return true
     }
+}
+
+/// What the change feed may do with a notified range (`DocumentStore.applyOwnCommits`).
+public enum OwnCommitsOutcome: Sendable, Equatable {
+    /// Every transaction of the range was this instance's: applied to the read cache, nothing to read.
+    case applied
+    /// Not every transaction is recorded yet, but a commit of this instance is settling: the
+    /// waiter is called once it (and every other commit then settling) has been recorded or failed.
+    case deferred
+    /// The range must be read from the change log.
+    case mustRead
 }
 
 extension DocumentStore {
@@ -70,8 +87,41 @@ extension DocumentStore {
     /// instance, advances the read cache's `appliedThrough` over them (their changes reached it
     /// at commit) and returns true; the caller may then treat the range as read.
     public func applyOwnCommits(after: Int64, through: Int64) -> Bool {
-        guard ownCommits.withLock({ $0.take(after: after, through: through) }) else { return false }
-        readCache.applyChangeLog([], after: after, through: through)
-        return true
+        applyOwnCommits(after: after, through: through, deferringTo: nil) == .applied
+    }
+
+    /// As `applyOwnCommits(after:through:)`, and when the range is not all recorded while a commit
+    /// of this instance is settling (COMMIT sent, number not recorded yet), registers `waiter`
+    /// instead of telling the feed to read: the notification most likely announced that very
+    /// commit, which raced to the LISTEN session ahead of the writer's record (at one client
+    /// that was half the commits, each costing a change-log read). The waiter runs once those
+    /// commits are recorded or have failed; the feed then skips the range or reads it. A range
+    /// that holds another instance's commit is read at most one commit later.
+    public func applyOwnCommits(after: Int64, through: Int64, deferringTo waiter: (@Sendable () -> Void)?) -> OwnCommitsOutcome {
+        let outcome = ownCommits.withLock { o -> OwnCommitsOutcome in
+            if o.take(after: after, through: through) { return .applied }
+            guard let waiter, o.finishing > 0 else { return .mustRead }
+            o.waiter = waiter
+            return .deferred
+        }
+        if outcome == .applied { readCache.applyChangeLog([], after: after, through: through) }
+        return outcome
+    }
+
+    /// A commit of this instance is about to be sent (paired with `ownCommitsSettled`).
+    func ownCommitSending() {
+        ownCommits.withLock { $0.finishing += 1 }
+    }
+
+    /// `count` commits announced by `ownCommitSending` were recorded (`recordOwnCommit`) or
+    /// failed: wakes the change feed if it deferred a read for them.
+    func ownCommitsSettled(_ count: Int) {
+        guard count > 0 else { return }
+        let waiter = ownCommits.withLock { o -> (@Sendable () -> Void)? in
+            o.finishing -= count
+            defer { o.waiter = nil }
+            return o.waiter
+        }
+        waiter?()
     }
 }

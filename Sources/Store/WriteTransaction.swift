@@ -8,6 +8,9 @@ extension DocumentStore {
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
         var attempts = 0
+        // Commits sent by the attempts below, settled (recorded or failed) when this returns.
+        var sending = 0
+        defer { ownCommitsSettled(sending) }
         let (results, txn, registered, changes) = try await withWriteTransaction { db in
             attempts += 1
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
@@ -31,6 +34,8 @@ extension DocumentStore {
                     results.append(.failure(StoreError.from(error)))
                 }
             }
+            sending += 1
+            ownCommitSending()
             return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
         }
         recordOwnCommit(txn, changes: changes)
@@ -171,12 +176,21 @@ struct WriteTransaction {
         // these two are planned once per session.
         var counter: PostgresQuery = "UPDATE bigpeer_txn SET n = n + 1 RETURNING n, pg_notify('bigpeer_changes', n::text)"
         counter.prepared = true
-        let a = changeLogArrays(0)
-        var log: PostgresQuery = """
-            INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
-            SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
-            FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
-            """
+        var log: PostgresQuery
+        if changes.count == 1, let c = changes.first {
+            // One change (a point write): scalar parameters, no arrays.
+            log = """
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                VALUES ((SELECT n FROM bigpeer_txn), 0, \(c.key.collection), \(c.key.idJSON)::jsonb, \(c.kind), \(c.delta.map(PostgresBytea.init))::bytea, \(c.origin)::int8)
+                """
+        } else {
+            let a = changeLogArrays(0)
+            log = """
+                INSERT INTO change_log (txn, seq, collection, id, kind, delta, origin)
+                SELECT (SELECT n FROM bigpeer_txn), (ord - 1)::int, c, i, k, d, o
+                FROM unnest(\(a.collections)::text[], \(a.ids)::jsonb[], \(a.kinds)::text[], \(a.deltas)::bytea[], \(a.origins)::int8[]) WITH ORDINALITY AS u(c, i, k, d, o, ord)
+                """
+        }
         log.prepared = true
         guard let row = try await db.commit(afterAll: [counter, log]).first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
         return try row.decode(0, as: Int64.self)
@@ -218,11 +232,19 @@ struct WriteTransaction {
             }
         }
         for chunk in stride(from: 0, to: missing.count, by: Self.lockChunk) {
-            let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
-            var lock: PostgresQuery = """
-                SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
-                ORDER BY id FOR UPDATE
-                """
+            var lock: PostgresQuery
+            if missing.count == 1 {
+                // One id (a point UPDATE/DELETE, a one-document INSERT): `id = $2` settles on
+                // PostgreSQL's generic plan, a primary-key probe; `= ANY($2)` of an array is
+                // planned again on every execution (its generic plan estimates many rows).
+                lock = "SELECT id, state FROM documents WHERE collection = \(collection) AND id = \(PostgresJSON(JSON.string(missing[0])))::jsonb FOR UPDATE"
+            } else {
+                let part = PostgresArray<PostgresJSON>(missing[chunk..<min(chunk + Self.lockChunk, missing.count)].map { PostgresJSON(JSON.string($0)) })
+                lock = """
+                    SELECT id, state FROM documents WHERE collection = \(collection) AND id = ANY(\(part)::jsonb[])
+                    ORDER BY id FOR UPDATE
+                    """
+            }
             lock.prepared = true
             let rows = try await db.query(lock)
             for row in rows {
@@ -342,6 +364,34 @@ struct WriteTransaction {
             created = inserted
             try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: DocumentCopy.payload(tuples))
         }
+        // One row each (a point UPDATE, a one-document INSERT): the same statements with scalar
+        // parameters — no arrays to build here and to take apart with unnest there.
+        if created.count == 1, let w = created.first {
+            let (value, state) = Self.columns(w)
+            let deleted = !w.document.exists
+            var insert: PostgresQuery = """
+                INSERT INTO documents (collection, id, value, state, deleted, deleted_at, updated_at)
+                VALUES (\(collection), \(w.key.idJSON)::jsonb, \(value)::jsonb, \(state)::bytea, \(deleted)::bool, CASE WHEN \(deleted)::bool THEN now() END, now())
+                """
+            insert.prepared = true
+            try await db.enqueue(insert)
+            created = []
+        }
+        if updated.count == 1, let w = updated.first {
+            let (value, state) = Self.columns(w)
+            let deleted = !w.document.exists
+            var upsert: PostgresQuery = """
+                INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
+                VALUES (\(collection), \(w.key.idJSON)::jsonb, \(value)::jsonb, \(state)::bytea, \(deleted)::bool, CASE WHEN \(deleted)::bool THEN now() END, now())
+                ON CONFLICT (collection, id) DO UPDATE SET
+                    value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
+                    deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
+                    updated_at = now()
+                """
+            upsert.prepared = true
+            try await db.enqueue(upsert)
+            updated = []
+        }
         for chunk in stride(from: 0, to: created.count, by: 500) {
             let a = Self.rowArrays(created[chunk..<min(chunk + 500, created.count)])
             var insert: PostgresQuery = """
@@ -398,16 +448,18 @@ struct WriteTransaction {
         states.reserveCapacity(part.count); deleted.reserveCapacity(part.count)
         for w in part {
             ids.append(w.key.idJSON)
-            if let e = w.encoded, let state = e.state {
-                values.append(e.value)
-                states.append(state)
-            } else {
-                values.append(w.document.materialize().map { PostgresJSON(JSON.string($0)) })
-                states.append(PostgresBytea(w.document.encode()))
-            }
+            let (value, state) = columns(w)
+            values.append(value)
+            states.append(state)
             deleted.append(!w.document.exists)
         }
         return RowArrays(ids: PostgresArray(ids), values: PostgresArray(values), states: PostgresArray(states), deleted: PostgresArray(deleted))
+    }
+
+    /// A write's `value` (NULL for a tombstone) and `state` columns, encoded now unless they were already.
+    static func columns(_ w: PendingWrite) -> (PostgresJSON?, PostgresBytea) {
+        if let e = w.encoded, let state = e.state { return (e.value, state) }
+        return (w.document.materialize().map { PostgresJSON(JSON.string($0)) }, PostgresBytea(w.document.encode()))
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it

@@ -43,6 +43,11 @@ public final class ChangeFeed: Sendable {
         var readRequired = false
         var refreshing = false
         var refreshAgain = false
+        /// A read may still wait once for this instance's settling commits (`skipOwnCommits`);
+        /// cleared by that wait, set again by the next skip or read.
+        var mayDefer = true
+        /// Change-log reads (and skims) started, for diagnostics and tests.
+        var reads = 0
         var retryScheduled = false
     }
 
@@ -111,6 +116,9 @@ public final class ChangeFeed: Sendable {
 
     public var head: Int64 { state.withLock { $0.head } }
 
+    /// Change-log reads this feed has started (skims included; skipped own commits are not reads).
+    public var reads: Int { state.withLock { $0.reads } }
+
     /// A notification announced transaction `n` (its payload, docs/STORAGE.md).
     func noteNotified(_ n: Int64) { state.withLock { $0.notified = max($0.notified, n) } }
 
@@ -141,10 +149,12 @@ public final class ChangeFeed: Sendable {
         guard start else { return }
         while true {
             do {
-                while !skipOwnCommits() {
+                while skipOwnCommits() == .mustRead {
                     // This read sees every commit made before it starts: a required read is done.
                     let (from, full) = state.withLock { s in
                         s.readRequired = false
+                        s.mayDefer = true
+                        s.reads += 1
                         return (s.position, !s.listeners.isEmpty)
                     }
                     let page = full
@@ -194,17 +204,51 @@ public final class ChangeFeed: Sendable {
     /// rows reads them from the database, as for any position before the ring. Checked and applied
     /// under the state lock, so a session registering at the same moment either sees the ring
     /// intact (and the feed reads) or the new head with the empty ring.
-    private func skipOwnCommits() -> Bool {
-        state.withLock { s in
-            guard !s.readRequired, s.listeners.isEmpty, s.notified > s.head,
-                  store.applyOwnCommits(after: s.head, through: s.notified) else { return false }
+    ///
+    /// `.deferred`: the range is not all recorded, but a commit of this instance is settling —
+    /// the notification usually outruns the writer's record of its own commit. The feed then
+    /// does not read now; `ownCommitsSettled` tries again once that commit is recorded (or
+    /// failed), and reads if the range still is not all its own. Only once per read or skip
+    /// (`mayDefer`), so another instance's commit reaches this instance at most one own commit
+    /// later than it would have.
+    private func skipOwnCommits() -> OwnCommitsOutcome {
+        state.withLock { s in skipOwnCommits(&s, mayDefer: s.mayDefer) }
+    }
+
+    private func skipOwnCommits(_ s: inout State, mayDefer: Bool) -> OwnCommitsOutcome {
+        guard !s.readRequired, s.listeners.isEmpty, s.notified > s.head else { return .mustRead }
+        var waiter: (@Sendable () -> Void)? = nil
+        if mayDefer { waiter = { @Sendable [weak self] in self?.ownCommitsSettled() } }
+        let outcome = store.applyOwnCommits(after: s.head, through: s.notified, deferringTo: waiter)
+        switch outcome {
+        case .applied:
             s.ring = []
             s.ringBytes = 0
             s.head = s.notified
             s.ringFrom = s.notified
             s.position = .end(of: s.notified)
-            return true
+            s.mayDefer = true
+        case .deferred:
+            s.mayDefer = false
+        case .mustRead:
+            break
         }
+        return outcome
+    }
+
+    /// The store's settling commits, for which a read was deferred, are recorded or failed
+    /// (called by the writer, with no lock held): skip the notified range if it is now all this
+    /// instance's, else read it. A refresh in progress takes it over instead.
+    private func ownCommitsSettled() {
+        let read = state.withLock { s -> Bool in
+            if s.refreshing {
+                s.refreshAgain = true
+                return false
+            }
+            guard skipOwnCommits(&s, mayDefer: false) == .mustRead else { return false }
+            return s.notified > s.head || s.readRequired
+        }
+        if read { Task { await self.refresh(readRequired: false) } }
     }
 
     /// One delayed catch-up at a time; notifications and reconnects still trigger their own.
