@@ -199,6 +199,15 @@ struct WriteTransaction {
     static let changeLogChunk = 1000
     static let prebuiltChangeLogBytes = 8 << 20
 
+    /// What an upsert of documents (`AS d`) does to a row that exists: the new value and state;
+    /// a tombstone keeps the time it was first deleted.
+    static let upsertConflictClause = """
+        ON CONFLICT (collection, id) DO UPDATE SET
+            value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
+            deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
+            updated_at = now()
+        """
+
     /// The change-log columns of `changes[start ..< start + changeLogChunk]` as array binds.
     struct ChangeLogArrays {
         var collections = PostgresArray<String>([]), ids = PostgresArray<PostgresJSON>([]), kinds = PostgresArray<String>([])
@@ -383,10 +392,7 @@ struct WriteTransaction {
             var upsert: PostgresQuery = """
                 INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
                 VALUES (\(collection), \(w.key.idJSON)::jsonb, \(value)::jsonb, \(state)::bytea, \(deleted)::bool, CASE WHEN \(deleted)::bool THEN now() END, now())
-                ON CONFLICT (collection, id) DO UPDATE SET
-                    value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
-                    deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
-                    updated_at = now()
+                \(unsafeRaw: Self.upsertConflictClause)
                 """
             upsert.prepared = true
             try await db.enqueue(upsert)
@@ -408,10 +414,7 @@ struct WriteTransaction {
                 INSERT INTO documents AS d (collection, id, value, state, deleted, deleted_at, updated_at)
                 SELECT \(collection), i, v, s, x, CASE WHEN x THEN now() END, now()
                 FROM unnest(\(a.ids)::jsonb[], \(a.values)::jsonb[], \(a.states)::bytea[], \(a.deleted)::bool[]) AS u(i, v, s, x)
-                ON CONFLICT (collection, id) DO UPDATE SET
-                    value = EXCLUDED.value, state = EXCLUDED.state, deleted = EXCLUDED.deleted,
-                    deleted_at = CASE WHEN EXCLUDED.deleted THEN coalesce(d.deleted_at, now()) END,
-                    updated_at = now()
+                \(unsafeRaw: Self.upsertConflictClause)
                 """
             upsert.prepared = true
             try await db.enqueue(upsert)
