@@ -61,11 +61,14 @@ public final class HTTPClient: Sendable {
             }
         }
         let addresses: [SocketAddress]
-        do {
-            // getaddrinfo blocks: it runs here, on the caller's task, never on a loop.
-            addresses = try SocketAddress.resolve(host: url.host, port: url.port)
-        } catch {
-            throw .connectFailed(error.description)
+        // getaddrinfo blocks: on a thread of its own, neither on a loop (the caller may be a handler
+        // running on one) nor on a cooperative thread.
+        let host = url.host, port = url.port
+        switch await BlockingCall.run({ () -> Result<[SocketAddress], IOError> in
+            do throws(IOError) { return .success(try SocketAddress.resolve(host: host, port: port)) } catch { return .failure(error) }
+        }) {
+        case .success(let resolved): addresses = resolved
+        case .failure(let error): throw .connectFailed(error.description)
         }
         // Each resolved address in turn (IPv6 and IPv4 for "localhost", say) until one connects.
         var lastError = HTTPClientError.connectFailed("no address for \(url.host)")

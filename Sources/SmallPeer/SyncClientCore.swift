@@ -51,11 +51,14 @@ final class SyncClientCore: WebSocketClientHandler {
         let bound = LoopBound(self, loop: loop)
         let host = url.host, port = url.port
         Task.detached {
-            let result: Result<SocketAddress, IOError>
-            do throws(IOError) {
-                if let first = try SocketAddress.resolve(host: host, port: port).first { result = .success(first) } else { result = .failure(IOError(call: "getaddrinfo(\(host))", errno: 2 /* ENOENT */)) }
-            } catch {
-                result = .failure(error)
+            // On a thread of its own (`BlockingCall`): not a cooperative thread either.
+            let result = await BlockingCall.run { () -> Result<SocketAddress, IOError> in
+                do throws(IOError) {
+                    if let first = try SocketAddress.resolve(host: host, port: port).first { return .success(first) }
+                    return .failure(IOError(call: "getaddrinfo(\(host))", errno: 2 /* ENOENT */))
+                } catch {
+                    return .failure(error)
+                }
             }
             bound.loop.execute {
                 switch result {
