@@ -184,9 +184,16 @@ public final class BigPeerService: Sendable {
         await maintenance?.value
         await listener.stop()
         await pool.shutdown()
+        // `pg_ctl -w stop` blocks for as long as PostgreSQL takes to shut down: on a thread of its
+        // own, not on one of the cooperative threads (as many as cores) the process still needs.
         if let cluster = database.localCluster {
-            do { try cluster.stop() } catch { logger.error("could not stop the local PostgreSQL", metadata: ["error": "\(error)"]) }
+            let failure = await BlockingCall.run { () -> String? in
+                do { try cluster.stop(); return nil } catch { return "\(error)" }
+            }
+            if let failure { logger.error("could not stop the local PostgreSQL", metadata: ["error": "\(failure)"]) }
         }
+        // Joining the loop threads stays here: a caller whose task prefers one of these loops must
+        // not be resumed onto a loop that has stopped meanwhile.
         group.shutdown()
         logger.notice("stopped")
     }
