@@ -1,17 +1,17 @@
 import Postgres
 import Synchronization
 
-/// Feeds a bulk INSERT's chunks into one COPY that spans them all (`PostgresConnection.copyIn(_:from:)`),
+/// Feeds a bulk INSERT's chunks into one COPY that spans them (`PostgresConnection.copyIn(_:from:)`),
 /// so PostgreSQL never stops between chunks for a new statement and its first data:
 ///
-///   PostgreSQL   ── COPY ── chunk 0 ── chunk 1 ── chunk 2 ── … ── end ──
-///   pool thread       make 1     make 2     make 3     …
+///   PostgreSQL   ── COPY chunk 0 ── COPY ── chunk 1 ── chunk 2 ── … ── end ──
+///   pool thread        make 1          make 2     make 3     …
 ///
-/// `next` hands over chunk k (made while chunk k − 1 was being sent) and starts making chunk
-/// k + 1 on the global pool. (A bulk INSERT sends its chunk 0 in a COPY of its own first, and feeds
-/// the rest from chunk 1: `insertEvaluatingInChunks`.) The connection calls `next` for one piece at a time, and only once the
-/// previous piece has left for the socket, so at most three chunks exist at once: one in the
-/// socket or libpq, one made, one being made.
+/// (Chunk 0 goes in a COPY of its own first: `insertEvaluatingInChunks`.) `next` hands over chunk k,
+/// made while the chunk before it was being stored, and starts making chunk k + 1 on the global
+/// pool. The connection asks for one piece at a time and hands it to libpq only once the previous
+/// one has left for the socket, so at most three chunks exist at once: one in the socket or libpq,
+/// one made, one being made.
 ///
 /// What each chunk created and mutated is kept without its payload, for the transaction's change
 /// log and result once the COPY has ended (`sent`).
