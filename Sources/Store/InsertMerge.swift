@@ -182,16 +182,26 @@ extension WriteTransaction {
     mutating func write(_ chunk: InsertMerge.Chunk) async throws {
         if let payload = chunk.copyPayload, let collection = chunk.created.first?.collection {
             try await registerCollection(collection)
-            // These rows exist from now on: no later statement of this transaction may take them
-            // for absent (they are created without a lookup only when none was made).
-            if !absentRows.isEmpty { for key in chunk.created { absentRows.remove(key) } }
-            // The lock cache may hold them as absent; dropping a cache is always correct.
-            if !knownAbsent.isEmpty || !lockedDocuments.isEmpty { lockedDocuments = [:]; knownAbsent = [] }
+            forgetLockCache()
             try await db.copyIn(PostgresQuery(unsafeSQL: DocumentCopy.statement), data: payload)
-            // A creation logs no delta: its state stands for it (docs/STORAGE.md, migrations/0006).
-            changes.reserveCapacity(changes.count + chunk.created.count + chunk.writes.count)
-            for key in chunk.created { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
+            logCreatedByCopy(chunk.created)
         }
         try await write(chunk.writes, kind: "upsert")
+    }
+
+    /// Before a COPY creates rows: the lock cache may hold them as absent; dropping a cache is
+    /// always correct.
+    mutating func forgetLockCache() {
+        if !knownAbsent.isEmpty || !lockedDocuments.isEmpty { lockedDocuments = [:]; knownAbsent = [] }
+    }
+
+    /// After a COPY created `keys`: they exist from now on, so no later statement of this
+    /// transaction may take them for absent (they are created without a lookup only when none
+    /// was made); and each is logged as a creation, with no delta — its state stands for it
+    /// (docs/STORAGE.md, migrations/0006).
+    mutating func logCreatedByCopy(_ keys: [DocumentKey]) {
+        if !absentRows.isEmpty { for key in keys { absentRows.remove(key) } }
+        changes.reserveCapacity(changes.count + keys.count)
+        for key in keys { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
     }
 }

@@ -89,9 +89,7 @@ extension WriteTransaction {
         // Chunk 1 on is made from now on, while chunk 0 is stored.
         let feed = BulkCopyFeed(from: 1, chunks: chunks, make: make)
         try await registerCollection(plan.collection)
-        // Rows this COPY creates may sit in the lock cache as absent; dropping it is always correct.
-        lockedDocuments = [:]
-        knownAbsent = []
+        forgetLockCache()
         do {
             // Chunk 0 in a COPY of its own: the usual way a plain bulk INSERT fails — an import
             // run again, whose documents exist — shows in its first rows, and a streamed COPY
@@ -111,9 +109,7 @@ extension WriteTransaction {
         }
         var later: [PendingWrite] = []
         for chunk in [first] + feed.sent {
-            if !absentRows.isEmpty { for key in chunk.created { absentRows.remove(key) } }
-            changes.reserveCapacity(changes.count + chunk.created.count)
-            for key in chunk.created { changes.append(ChangeRecord(key: key, kind: "upsert", delta: nil, origin: currentOrigin)) }
+            logCreatedByCopy(chunk.created)
             mutated += chunk.mutated
             warnings += chunk.warnings
             later += chunk.writes  // none in practice (a creation from fields is never a tombstone)

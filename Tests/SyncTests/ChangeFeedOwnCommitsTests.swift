@@ -10,11 +10,6 @@ import Values
 /// instance's change, keep the read cache exact, and read whenever a session needs the rows.
 @Suite struct ChangeFeedOwnCommitsTests {
 
-    /// What a notification does (without a LISTEN session, so the test decides when it arrives).
-    func notify(_ feed: ChangeFeed, _ txn: Int64) async {
-        feed.noteNotified(txn)
-        await feed.refresh(readRequired: false)
-    }
 
     static let read = "SELECT * FROM cars WHERE _id = :id"
 
@@ -24,7 +19,7 @@ import Values
             try await feed.start()
             // Own commit: skipped (the ring restarts empty at it), the cache advanced over it.
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
-            await notify(feed, t1)
+            await feed.simulateNotification(t1)
             #expect(feed.head == t1)
             #expect(feed.cachedRead(after: .end(of: t1 - 1)) == nil, "not read into the ring")
             #expect(a.readCache.statistics.appliedThrough == t1)
@@ -32,7 +27,7 @@ import Values
             // Another instance's commit is read, never skipped; with nobody listening only its keys
             // are read (skimmed): it reaches the cache, not the ring.
             let t2 = try await b.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'").transactionID
-            await notify(feed, t2)
+            await feed.simulateNotification(t2)
             #expect(feed.head == t2)
             #expect(feed.cachedRead(after: .end(of: t1)) == nil, "skimmed rows have no values: not in the ring")
             #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "blue"]])
@@ -40,14 +35,14 @@ import Values
             let t3 = try await a.execute("UPDATE cars SET color = 'green' WHERE _id = 'x'").transactionID
             let t4 = try await b.execute("UPDATE cars SET color = 'black' WHERE _id = 'x'").transactionID
             #expect(t4 == t3 + 1)
-            await notify(feed, t4)
+            await feed.simulateNotification(t4)
             #expect(feed.head == t4)
             #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "color": "black"]])
             #expect(a.readCache.statistics.appliedThrough == t4)
             // With a listener, another instance's commit is read with its values into the ring.
             let token = feed.addListener { _ in }
             let t5 = try await b.execute("UPDATE cars SET color = 'white' WHERE _id = 'x'").transactionID
-            await notify(feed, t5)
+            await feed.simulateNotification(t5)
             #expect(feed.cachedRead(after: .end(of: t4))?.entries.map(\.txn) == [t5])
             #expect(feed.cachedRead(after: .end(of: t4))?.entries.first?.value?["color"] == "white")
             feed.removeListener(token)
@@ -61,12 +56,12 @@ import Values
             let heads = MutexBox<[Int64]>([])
             let token = feed.addListener { head in heads.withLock { $0.append(head) } }
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
-            await notify(feed, t1)
+            await feed.simulateNotification(t1)
             #expect(feed.cachedRead(after: .end(of: t1 - 1))?.entries.map(\.document.id) == ["x"])
             #expect(heads.withLock { $0 } == [t1])
             feed.removeListener(token)
             let t2 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'y', color: 'red'})").transactionID
-            await notify(feed, t2)
+            await feed.simulateNotification(t2)
             #expect(feed.head == t2 && feed.cachedRead(after: .end(of: t1)) == nil, "skipped once nobody listens")
             // A session that connects later and starts before the ring reads the database.
             #expect(try await feed.read(after: .end(of: 0)).entries.map(\.txn) == [t1, t2])

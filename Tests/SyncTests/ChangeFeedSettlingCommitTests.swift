@@ -12,10 +12,6 @@ import Values
 /// or has failed.
 @Suite struct ChangeFeedSettlingCommitTests {
 
-    func notify(_ feed: ChangeFeed, _ txn: Int64) async {
-        feed.noteNotified(txn)
-        await feed.refresh(readRequired: false)
-    }
 
     /// Waits (bounded) until `condition` holds; the feed's read after a settle runs in a task.
     func eventually(_ condition: () -> Bool) async throws -> Bool {
@@ -64,7 +60,7 @@ import Values
             // Instance a's commit, stood in for by b's statement: committed, not yet recorded by a.
             a.ownCommitSending()
             let t = try await b.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'").transactionID
-            await notify(feed, t)
+            await feed.simulateNotification(t)
             #expect(feed.head < t, "deferred, not read")
             #expect(feed.reads == readsBefore)
             a.recordOwnCommit(t, changes: [.init(key: DocumentKey(collection: "cars", id: "x"), kind: "upsert", delta: nil)])
@@ -88,11 +84,11 @@ import Values
                 let readsBefore = feed.reads
                 a.ownCommitSending()  // round 0: it fails (never recorded); round 1: a records a commit of its own
                 let t = try await b.execute("UPDATE cars SET color = :c WHERE _id = 'x'", arguments: ["c": .string("c\(round)")]).transactionID
-                await notify(feed, t)
+                await feed.simulateNotification(t)
                 #expect(feed.head < t)
                 // A second notification before the settle does not defer again: it reads.
                 if round == 1 {
-                    await notify(feed, t)
+                    await feed.simulateNotification(t)
                     #expect(feed.head == t, "deferred at most once")
                     #expect(feed.reads == readsBefore + 1)
                 }

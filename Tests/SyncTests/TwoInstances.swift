@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 @testable import Store
+@testable import Sync
 
 /// Two BigPeer instances on one database (their own pools and read caches), as the change-feed
 /// tests need: one commits, the other must notice.
@@ -9,5 +10,13 @@ func withTwoStores(_ body: (DocumentStore, DocumentStore) async throws -> Void) 
         let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
         let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
         try await body(a, b)
+    }
+}
+
+extension ChangeFeed {
+    /// What a notification of `txn` does, without a LISTEN session (the test decides when it arrives).
+    func simulateNotification(_ txn: Int64) async {
+        noteNotified(txn)
+        await refresh(readRequired: false)
     }
 }
