@@ -112,14 +112,26 @@ public struct WebSocketEndpoint: Sendable {
 
 extension WebSocketEndpoint {
     /// Starts the close handshake with `code` on every open WebSocket of this endpoint (on each
-    /// one's loop) and waits until they are all closed or `deadline` passes. For graceful
-    /// shutdown: peers get 1001 "going away" instead of a reset, and reconnect elsewhere.
+    /// one's loop) and waits until they are all closed or `deadline` passes; then closes the TCP
+    /// connections still open. For graceful shutdown: peers get 1001 "going away" instead of a
+    /// reset, and reconnect elsewhere.
     public func closeAll(_ code: WebSocketCloseCode = .goingAway, reason: String = "server shutting down",
                          deadline: Duration = .seconds(5)) async {
         startClosingAll(code, reason: reason)
         let end = NanoTime.now().adding(deadline)
         while openConnections > 0, NanoTime.now() < end {
             try? await Task.sleep(for: .milliseconds(20))
+        }
+        // Whoever has not finished the handshake by now is cut off: a server that stops must not
+        // leave sockets open behind it (its loops stop next, and an open socket nobody serves
+        // would keep a peer waiting for its own silence timeout before it reconnects).
+        guard openConnections > 0 else { return }
+        for bound in registry.snapshot() {
+            bound.loop.execute { bound.value.abort() }
+        }
+        let cutOff = NanoTime.now().adding(.seconds(1))
+        while openConnections > 0, NanoTime.now() < cutOff {
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 }

@@ -95,6 +95,13 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
         driver.close(code, reason: reason)
     }
 
+    /// Closes the TCP connection now, without a close handshake (`webSocketDidClose` follows):
+    /// for a peer that did not finish the handshake in time when the server stops.
+    public func abort() {
+        loop.assertInLoop()
+        connection.close()
+    }
+
     // MARK: - ConnectionDelegate
 
     public func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { driver.received(bytes) }

@@ -327,4 +327,27 @@ struct WebSocketServerAdapterTests {
             #expect(log.withLock { $0.closes } == [1001, 1001, 1001])
         }
     }
+
+    /// Peers that never answer the Close (here: nobody pumps the clients) are cut off once the
+    /// deadline passes: a stopping server leaves no socket open behind it.
+    @Test func closeAll_cutsOffPeersThatDoNotFinishTheHandshake() async throws {
+        let log = MutexBox(HandlerLog())
+        let endpoint = WebSocketEndpoint(handshake: WebSocketServerHandshake(),
+                                         makeHandler: { _, _ in RecordingEchoHandler(log: log) })
+        var router = HTTPRouter()
+        router.get("/ws", endpoint.httpHandler)
+        try await withWebSocketServer(router) { port in
+            var clients: [LiveTestClient] = []
+            for _ in 0..<2 { clients.append(try await LiveTestClient(port: port)) }
+            #expect(try await eventually(log) { $0.opened == 2 })
+            await endpoint.closeAll(deadline: .milliseconds(200))
+            #expect(endpoint.openConnections == 0)
+            #expect(log.withLock { $0.closes.count } == 2)
+            // What the clients see: the server's Close, then the end of the connection.
+            for client in clients {
+                try await client.run(for: .seconds(10))
+                #expect(client.transportClosed)
+            }
+        }
+    }
 }
