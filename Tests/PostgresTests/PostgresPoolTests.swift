@@ -42,12 +42,22 @@ import Testing
             _ = try await pool.query("CREATE TABLE counter (n int)")
             _ = try await pool.query("INSERT INTO counter VALUES (0)")
             let attempts = MutexBox(0)
+            // First attempts wait (bounded) until two transactions have read the row, so at least
+            // one conflict happens however the machine schedules the tasks: a loaded CI machine
+            // ran all eight one after another, with no conflict to retry.
+            let readers = MutexBox(0)
             try await withThrowingTaskGroup(of: Void.self) { g in
                 for _ in 0..<8 {
                     g.addTask {
+                        var first = true
                         try await pool.withTransaction(isolation: .serializable, maxAttempts: 50) { c in
                             attempts.withLock { $0 += 1 }
                             let n = try await c.query("SELECT n FROM counter")[0].decode(0, as: Int.self)
+                            if first {
+                                first = false
+                                readers.withLock { $0 += 1 }
+                                for _ in 0..<500 where readers.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+                            }
                             try await Task.sleep(for: .milliseconds(5))
                             _ = try await c.query("UPDATE counter SET n = \(n + 1)")
                         }
