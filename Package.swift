@@ -33,6 +33,8 @@ let package = Package(
         // Header-only shim: Glibc does not expose epoll/eventfd/timerfd.
         .target(name: "CEpoll"),
 
+        // Byte-wise quoting of SQL and DQL names and literals: the one place it is done.
+        .target(name: "Quoting", swiftSettings: strict),
         // Pure value layer: JSON-like values, JSON and CBOR codecs.
         .target(name: "Values", swiftSettings: strict),
         // Transport.
@@ -41,10 +43,10 @@ let package = Package(
         .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
-        .target(name: "DQL", dependencies: ["Values", "CRDT"], swiftSettings: strict),
+        .target(name: "DQL", dependencies: ["Values", "CRDT", "Quoting"], swiftSettings: strict),
         // Storage.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "Store", dependencies: ["Postgres", "CRDT", "DQL", "Values"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Postgres", "CRDT", "DQL", "Values", "Quoting"], swiftSettings: strict),
         // Replication, local node, auth.
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
         .target(name: "SyncProtocol", dependencies: ["Values"], swiftSettings: strict),
@@ -76,9 +78,9 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["TestRandomness", "CRDT", "Values"], swiftSettings: strict),
-        .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values", "Quoting"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport",

@@ -1,5 +1,6 @@
 import Glibc
 import Postgres
+import Values
 
 /// One API key as stored (never the key itself: see `APIKeyToken`).
 public struct APIKey: Sendable, Hashable {
@@ -33,6 +34,11 @@ public struct APIKeyStore: Sendable {
     public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope) async throws -> (APIKey, APIKeyToken) {
         guard description.count <= Self.maxDescriptionLength else {
             throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
+        }
+        for scope in [read, write] {
+            if let bad = scope.invalidName {
+                throw APIKeyStoreError.invalid("collection name \"\(bad.name)\" \(bad.problem)")
+            }
         }
         let token = try APIKeyToken.generate()
         let (readAll, readList) = Self.columns(read), (writeAll, writeList) = Self.columns(write)
@@ -74,7 +80,9 @@ public struct APIKeyStore: Sendable {
 
     static func decode(_ row: PostgresRow) throws -> APIKey {
         func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
-            try row.decode(all, as: Bool.self) ? .all : .only(Set(try row.decode(list, as: [String].self)))
+            // A name that is not NFC (stored before names were checked) could only ever match by
+            // Unicode equivalence, which is what must not happen: it covers nothing.
+            try row.decode(all, as: Bool.self) ? .all : .only(Set(try row.decode(list, as: [String].self).filter { NameRules.problem($0) == nil }))
         }
         return APIKey(
             id: try row.decode(0, as: String.self), description: try row.decode(1, as: String.self),

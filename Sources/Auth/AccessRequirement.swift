@@ -1,4 +1,5 @@
 import DQL
+import Values
 
 /// Which collections a key may read or write.
 public enum CollectionScope: Sendable, Hashable, CustomStringConvertible {
@@ -10,9 +11,20 @@ public enum CollectionScope: Sendable, Hashable, CustomStringConvertible {
 
     public func covers(_ collection: String) -> Bool {
         switch self {
-        case .all: true
-        case .only(let set): set.contains(collection)
+        case .all: return true
+        case .only(let set):
+            // The set finds a canonically equivalent name; it must also be the same bytes, as in
+            // PostgreSQL ("\u{212A}ate" is not "Kate").
+            guard let i = set.firstIndex(of: collection) else { return false }
+            return set[i].utf8Equals(collection)
         }
+    }
+
+    /// The first entry that cannot be a collection name (NameRules), with why, or nil.
+    public var invalidName: (name: String, problem: String)? {
+        guard case .only(let set) = self else { return nil }
+        for name in set.sorted() { if let p = NameRules.problem(name) { return (name, p) } }
+        return nil
     }
 
     public var isAll: Bool { self == .all }

@@ -109,7 +109,8 @@ public struct JWTVerifier: Sendable {
         case .array(let items)?:
             var names = Set<String>()
             for item in items {
-                guard case .string(let name) = item else { return nil }
+                // A name two spellings could match is refused, not guessed at (Values/ExactText.swift).
+                guard case .string(let name) = item, NameRules.problem(name) == nil else { return nil }
                 names.insert(name)
             }
             return .only(names)

@@ -134,7 +134,8 @@ struct SlotChildren: Sendable, Hashable, RandomAccessCollection, ExpressibleByDi
                 hi = mid
             }
         }
-        return (lo < entries.count && entries[lo].key == key, lo)
+        // Bytes, not `==`: the order is bytewise, and canonically equivalent keys are different fields.
+        return (lo < entries.count && entries[lo].key.utf8Equals(key), lo)
     }
 
     subscript(key: String) -> Slot? {

@@ -211,6 +211,7 @@ enum SlotCodec {
                     if let p = previous, !r.encodedLess(p, range) { throw .duplicateOrUnsortedKey(offset: keyOffset) }
                     previous = range
                     if isRoot && k == "_id" { throw .invalidValue(offset: keyOffset, reason: "_id is not a field") }
+                    if let problem = NameRules.problem(k) { throw .invalidValue(offset: keyOffset, reason: "field name \(problem)") }
                     slot.children.append(sortedKey: k, try read(&r, t, isRoot: false))
                 }
                 guard count > 0 else { throw .nonCanonical(offset: keyOffset, reason: "empty children map") }

@@ -13,6 +13,8 @@
 //   parameter    :name
 //   punctuation  ( ) [ ] { } , . : ; * + - / % || = == != <> < <= > >=
 
+import Values
+
 struct Lexer {
     private let bytes: [UInt8]
     private var index = 0
@@ -124,7 +126,13 @@ struct Lexer {
         case UInt8(ascii: "'"), UInt8(ascii: "\""):
             return Token(kind: .string, text: try readQuoted(b, start: start), location: start)
         case UInt8(ascii: "`"):
-            return Token(kind: .quotedIdentifier, text: try readQuoted(b, start: start), location: start)
+            let name = try readQuoted(b, start: start)
+            // Names are compared by Swift as canonically equivalent and by PostgreSQL as bytes:
+            // only NFC names without NUL mean the same thing to both (Values/ExactText.swift).
+            if let problem = NameRules.problem(name) {
+                throw error(start, found: "a quoted name that \(problem)", expected: "a name in Unicode NFC without U+0000")
+            }
+            return Token(kind: .quotedIdentifier, text: name, location: start)
         case UInt8(ascii: "0")...UInt8(ascii: "9"):
             return try readNumber(start: start)
         default:

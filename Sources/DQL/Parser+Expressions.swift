@@ -166,6 +166,7 @@ extension Parser {
 
     mutating func postfix(_ base: Expression) throws(DQLSyntaxError) -> Expression {
         var e = base
+        var steps = 0
         while true {
             let component: PathComponent
             if skip(.dot) {
@@ -176,7 +177,7 @@ extension Parser {
             } else if skip(.leftBracket) {
                 let token = current
                 switch token.kind {
-                case .string: component = .field(advance().text)
+                case .string: component = .field(try fieldName(advance()))
                 case .number(isInteger: true):
                     guard let i = Int(token.text) else { throw error(expected: "an array index that fits 64 bits") }
                     advance()
@@ -187,6 +188,10 @@ extension Parser {
             } else {
                 return e
             }
+            steps += 1
+            guard steps <= limits.maxPathSteps else {
+                throw error(expected: "a path of at most \(limits.maxPathSteps) steps")
+            }
             if case .path(var p) = e {
                 p.components.append(component)
                 e = .path(p)
@@ -194,6 +199,15 @@ extension Parser {
                 e = .access(e, component)
             }
         }
+    }
+
+    /// A string literal used as a field name (`a['b']`, an object literal's key): the same rules
+    /// as a quoted identifier (NFC, no NUL).
+    mutating func fieldName(_ token: Token) throws(DQLSyntaxError) -> String {
+        if token.kind == .string, let problem = NameRules.problem(token.text) {
+            throw DQLSyntaxError(location: token.location, found: "a name that \(problem)", expected: "a field name in Unicode NFC without U+0000")
+        }
+        return token.text
     }
 
     /// A path for SET, UNSET, APPLY, CREATE INDEX and type declarations: a name and steps.
@@ -249,7 +263,7 @@ extension Parser {
                 repeat {
                     let key: String
                     switch current.kind {
-                    case .string, .identifier, .quotedIdentifier, .keyword: key = advance().text
+                    case .string, .identifier, .quotedIdentifier, .keyword: key = try fieldName(advance())
                     default: throw error(expected: "an object key")
                     }
                     try expect(.colon, "':' (write a space before a value that starts with ':')")

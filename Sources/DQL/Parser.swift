@@ -9,9 +9,14 @@ public struct DQLParseLimits: Sendable, Hashable {
     /// Deepest expression nesting (parentheses, unary operators, operator chains).
     public var maxExpressionDepth: Int
 
-    public init(maxStatementBytes: Int = 256 * 1024, maxExpressionDepth: Int = 128) {
+    /// Most steps in one path (`a.b[0]` has two after its root). PostgreSQL evaluates a path as
+    /// nested `->` operators and runs out of stack depth long before 10,000 of them.
+    public var maxPathSteps: Int
+
+    public init(maxStatementBytes: Int = 256 * 1024, maxExpressionDepth: Int = 128, maxPathSteps: Int = 100) {
         self.maxStatementBytes = maxStatementBytes
         self.maxExpressionDepth = maxExpressionDepth
+        self.maxPathSteps = maxPathSteps
     }
 
     public static let `default` = DQLParseLimits()

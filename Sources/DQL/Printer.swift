@@ -3,6 +3,7 @@
 // identifiers or could be read as a keyword, and strings use single quotes with `''` and backslash
 // escapes.
 
+import Quoting
 import Values
 
 extension Statement: CustomStringConvertible {
@@ -36,11 +37,7 @@ public enum Printer {
     /// A name as it must be written: bare when it is a plain identifier, back-quoted otherwise.
     public static func name(_ s: String) -> String {
         if isPlainIdentifier(s), Keyword.lookup(Substring(s)) == nil, !contextualWords.contains(s.uppercased()) { return s }
-        var q = "`"
-        for ch in s.unicodeScalars {
-            if ch == "`" { q += "``" } else { q.unicodeScalars.append(ch) }
-        }
-        return q + "`"
+        return Quote.dqlIdentifier(s)
     }
 
     static func isPlainIdentifier(_ s: String) -> Bool {
@@ -49,28 +46,7 @@ public enum Printer {
         return letter(first) && s.utf8.allSatisfy { letter($0) || ($0 >= 0x30 && $0 <= 0x39) }
     }
 
-    public static func stringLiteral(_ s: String) -> String {
-        var q = "'"
-        for ch in s.unicodeScalars {
-            switch ch {
-            case "'": q += "''"
-            case "\\": q += "\\\\"
-            case "\n": q += "\\n"
-            case "\r": q += "\\r"
-            case "\t": q += "\\t"
-            case "\u{8}": q += "\\b"
-            case "\u{C}": q += "\\f"
-            default:
-                if ch.value < 0x20 || ch.value == 0x7F {
-                    let hex = String(ch.value, radix: 16)
-                    q += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    q.unicodeScalars.append(ch)
-                }
-            }
-        }
-        return q + "'"
-    }
+    public static func stringLiteral(_ s: String) -> String { Quote.dqlString(s) }
 
     static func write(_ collection: CollectionReference, into out: inout String) {
         guard let declarations = collection.declarations else { out += name(collection.name); return }

@@ -214,15 +214,27 @@ public struct PushdownPlanner: Sendable {
     // MARK: Indexes
 
     /// The PostgreSQL name of a DQL index: readable, unique per (collection, name), within 63 bytes.
+    ///
+    /// PostgreSQL silently truncates identifiers to 63 bytes (NAMEDATALEN - 1), so the name must
+    /// fit before the hash that makes it unique, or two long names that share a prefix would become
+    /// one index (DROP INDEX of one would drop the other). The readable parts keep only ASCII
+    /// letters and digits (20 bytes each at most); the 64-bit FNV-1a hash over the exact UTF-8
+    /// bytes of "collection NUL name" tells apart names that differ anywhere, by one byte or by a
+    /// Unicode-equivalent spelling. Longest: 4 + 20 + 1 + 20 + 1 + 16 = 62 bytes.
     public func indexName(collection: String, name: String) -> String {
         func clean(_ s: String) -> String {
-            String(s.unicodeScalars.map { $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "_" }.prefix(20))
+            let bytes = s.utf8.prefix(20).map { b -> UInt8 in
+                let alnum = (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A)
+                return alnum ? b : UInt8(ascii: "_")
+            }
+            return String(decoding: bytes, as: UTF8.self)
         }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over "collection\0name"
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in Array(collection.utf8) + [0] + Array(name.utf8) {
             hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3
         }
-        return "dql_" + clean(collection) + "_" + clean(name) + "_" + String(hash & 0xffff_ffff, radix: 16)
+        let hex = String(hash, radix: 16)
+        return "dql_" + clean(collection) + "_" + clean(name) + "_" + String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// The quoted id column when it stands for the path `_id` (`PushdownTable.idColumnMirrorsValueID`).

@@ -23,6 +23,7 @@
 // and the connection must keep `standard_conforming_strings` on, the default since PostgreSQL 9.1),
 // so that an expression index from CREATE INDEX matches the query text. Every value is a bind.
 
+import Quoting
 import Values
 
 /// A value bound to a `$n` placeholder. `text` is what goes on the wire (libpq text format).
@@ -61,26 +62,9 @@ struct SQLBuilder {
         }
     }
 
-    static func quoteLiteral(_ s: String) -> String { "'" + s.replacingAll("'", with: "''") + "'" }
+    static func quoteLiteral(_ s: String) -> String { Quote.sqlLiteral(s) }
 
-    static func quoteIdentifier(_ s: String) -> String { "\"" + s.replacingAll("\"", with: "\"\"") + "\"" }
-}
-
-extension String {
-    /// Replaces every `target` byte. Works on UTF-8 bytes, not Characters: a quote followed by a
-    /// combining mark is one Character that is not `'`, yet PostgreSQL sees a quote byte, so a
-    /// Character-wise replace would let such a name end the SQL literal.
-    func replacingAll(_ target: Unicode.Scalar, with replacement: String) -> String {
-        precondition(target.isASCII, "only ASCII targets are byte-replaceable")
-        let byte = UInt8(target.value)
-        if !utf8.contains(byte) { return self }  // the common case: nothing to replace
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count + 8)
-        for b in utf8 {
-            if b == byte { out.append(contentsOf: replacement.utf8) } else { out.append(b) }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func quoteIdentifier(_ s: String) -> String { Quote.sqlIdentifier(s) }
 }
 
 /// The two exact SQL predicates of one DQL condition.

@@ -1,4 +1,7 @@
 import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Lays all bind values out in one scratch buffer and hands libpq the parallel arrays it wants
 /// (`PQsendQueryParams` / `PQsendQueryPrepared`: types, value pointers, lengths, formats).
@@ -53,24 +56,54 @@ func withBindPointers<R>(
 /// described to libpq (its lengths are `Int32`), so `start` fails such a statement before sending.
 let maxBindBytes = (1 << 30) - 1
 
+/// The protocol counts parameters in an Int16 (`Bind` message), and libpq refuses more than this.
+let maxBindCount = 65_535
+
 extension PostgresQuery {
-    /// The error for a bind larger than `maxBindBytes` (SQLSTATE 54000, program_limit_exceeded,
-    /// what the server itself reports), or nil.
-    var oversizedBindError: PostgresError? {
-        for (i, b) in binds.enumerated() where (b.bytes?.count ?? 0) > maxBindBytes {
-            return .server(PostgresServerError(sqlState: "54000", message: "parameter $\(i + 1) is larger than 1 GB"))
+    /// Why this statement cannot be sent as it is, or nil. Each answer is the error PostgreSQL
+    /// itself reports for the same input (its SQLSTATE), so callers map one code whichever side
+    /// noticed it, and none of them looks like a broken connection:
+    /// - more than 65,535 parameters (54023, too_many_arguments);
+    /// - a parameter over 1 GB (54000, program_limit_exceeded);
+    /// - U+0000 in the SQL text or a text-format parameter (22021, character_not_in_repertoire):
+    ///   libpq passes both as C strings and would silently cut them at the NUL, so `colB\0x`
+    ///   would act on `colB`.
+    var unsendableError: PostgresError? {
+        if binds.count > maxBindCount {
+            return .server(PostgresServerError(sqlState: "54023", message: "the statement has \(binds.count) parameters; PostgreSQL accepts at most \(maxBindCount)"))
+        }
+        if sql.utf8.contains(0) {
+            return .server(PostgresServerError(sqlState: "22021", message: "the statement text contains U+0000 (NUL)"))
+        }
+        for (i, b) in binds.enumerated() {
+            guard let bytes = b.bytes else { continue }
+            if bytes.count > maxBindBytes {
+                return .server(PostgresServerError(sqlState: "54000", message: "parameter $\(i + 1) is larger than 1 GB"))
+            }
+            if !b.isBinary, containsNUL(bytes) {
+                return .server(PostgresServerError(sqlState: "22021", message: "parameter $\(i + 1) contains U+0000 (NUL), which PostgreSQL text cannot hold"))
+            }
         }
         return nil
     }
 }
 
+/// memchr speed: the scan runs over every text parameter of every statement.
+private func containsNUL(_ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { raw in
+        guard let base = raw.baseAddress, raw.count > 0 else { return false }
+        return memchr(base, 0, raw.count) != nil
+    }
+}
+
 extension PostgresConnection.Request {
-    /// The first oversized bind's error of any statement in the request, or nil.
-    var oversizedBindError: PostgresError? {
+    /// The first reason any statement in the request cannot be sent, or nil.
+    var unsendableError: PostgresError? {
         switch self {
-        case .simple: return nil
-        case .statement(let q), .copyIn(let q, _), .copyInStream(let q, _), .copyOut(let q, _): return q.oversizedBindError
-        case .pipeline(let qs): return qs.lazy.compactMap(\.oversizedBindError).first
+        case .simple(let sql):
+            return sql.utf8.contains(0) ? .server(PostgresServerError(sqlState: "22021", message: "the statement text contains U+0000 (NUL)")) : nil
+        case .statement(let q), .copyIn(let q, _), .copyInStream(let q, _), .copyOut(let q, _): return q.unsendableError
+        case .pipeline(let qs): return qs.lazy.compactMap(\.unsendableError).first
         }
     }
 }

@@ -64,8 +64,8 @@ extension PostgresConnection {
             completion.fail(PostgresError.protocolViolation("a statement is already running on this connection"))
             return
         }
-        if let tooLarge = request.oversizedBindError {
-            completion.fail(tooLarge)
+        if let unsendable = request.unsendableError {
+            completion.fail(unsendable)
             return
         }
         let newOp = Operation(completion: completion)

@@ -6,6 +6,9 @@
 ///
 /// Identifiers go through `\(identifier: name)` (quoted and escaped). Raw SQL text can only enter
 /// through the explicitly named `init(unsafeSQL:binds:)` or `\(unsafeRaw:)`.
+
+import Quoting
+
 public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
     public private(set) var sql: String
     public private(set) var binds: [PostgresBind]
@@ -72,13 +75,6 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
         public mutating func appendInterpolation(unsafeRaw text: String) { sql += text }
     }
 
-    /// Quotes an identifier the way PostgreSQL reads it back; NUL bytes are dropped (PostgreSQL
-    /// identifiers cannot hold them).
-    public static func quoteIdentifier(_ name: String) -> String {
-        var out = "\""
-        for ch in name.unicodeScalars where ch != "\0" {
-            if ch == "\"" { out += "\"\"" } else { out.unicodeScalars.append(ch) }
-        }
-        return out + "\""
-    }
+    /// Quotes an identifier the way PostgreSQL reads it back (byte-wise; see `Quoting.Quote`).
+    public static func quoteIdentifier(_ name: String) -> String { Quote.sqlIdentifier(name) }
 }

@@ -78,7 +78,7 @@ enum BinaryColumns {
                     throw StoreError.corrupt("column \(column) is not a version-1 binary jsonb")
                 }
                 do {
-                    return try JSON.parse(UnsafeRawBufferPointer(rebasing: raw[1...]))
+                    return try JSON.parse(UnsafeRawBufferPointer(rebasing: raw[1...]), limits: .stored)
                 } catch {
                     throw StoreError.corrupt("invalid JSON in column \(column): \(error)")
                 }

@@ -4,9 +4,19 @@ import Values
 /// A document's identity in a collection: the `_id` value (a string or an object), stored in the
 /// `documents.id` jsonb column. jsonb equality ignores object key order, so `{"a":1,"b":2}` and
 /// `{"b":2,"a":1}` name the same document.
+///
+/// Equality is byte-exact (Values/ExactText.swift), as PostgreSQL's: the read cache must never
+/// answer for "\u{212A}ate" with a document of "Kate", nor for an NFD `_id` with the NFC one.
+/// (`Value`'s own equality is already byte-exact.)
 struct DocumentKey: Hashable, Sendable {
     var collection: String
     var id: Value
+
+    static func == (a: DocumentKey, b: DocumentKey) -> Bool { a.collection.utf8Equals(b.collection) && a.id == b.id }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(collection)  // byte-equal names hash alike
+        hasher.combine(id)
+    }
 
     /// The id as the jsonb parameter text.
     var idJSON: PostgresJSON { PostgresJSON(JSON.string(id)) }

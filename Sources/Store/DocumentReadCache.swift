@@ -1,3 +1,4 @@
+import Values
 import Synchronization
 
 /// Recently read documents, by collection and string `_id`, so a point read
@@ -40,12 +41,21 @@ import Synchronization
 /// Thread-safety: all state is behind one `Mutex`; every operation is O(1) amortized and
 /// allocation-light, so contention between the event loops stays short.
 public final class DocumentReadCache: Sendable {
+    /// A collection name and the `_id`'s JSON text, compared byte for byte as PostgreSQL does
+    /// (Values/ExactText.swift): synthesized `==` would let "\u{212A}ate" hit "Kate"'s entries
+    /// and an NFD `_id` hit the NFC document.
     public struct Key: Hashable, Sendable {
         public var collection: String
         public var id: String
         public init(collection: String, id: String) {
             self.collection = collection
             self.id = id
+        }
+
+        public static func == (a: Key, b: Key) -> Bool { a.collection.utf8Equals(b.collection) && a.id.utf8Equals(b.id) }
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(collection)  // byte-equal strings hash alike
+            hasher.combine(id)
         }
     }
 

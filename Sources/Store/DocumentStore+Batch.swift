@@ -65,7 +65,7 @@ extension DocumentStore {
                 return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
             }
             recordOwnCommit(txn, changes: changes)
-            knownCollections.withLock { $0.formUnion(registered) }
+            knownCollections.withLock { $0.formUnion(registered.map { ExactString($0) }) }
             return zip(statements, results).map { item, r in
                 var r = r
                 r.transactionID = txn

@@ -23,7 +23,8 @@ public final class DocumentStore: Sendable {
     /// nothing changes it), and tombstones (value NULL) are filtered out.
     let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\"", idColumnMirrorsValueID: true))
     let replica: Mutex<Replica>
-    let knownCollections = Mutex<Set<String>>([])
+    /// Collections known to be registered (byte-exact names, as PostgreSQL keeps them apart).
+    let knownCollections = Mutex<Set<ExactString>>([])
     /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).
     let rememberedStrictMode = Mutex<RememberedSetting?>(nil)
     /// Transactions this instance committed, for its change feed (see `OwnCommits`).
@@ -180,8 +181,24 @@ public final class DocumentStore: Sendable {
         // CONCURRENTLY: build or drop without blocking writers (must run outside a transaction).
         if sql.hasPrefix("CREATE INDEX ") { sql = "CREATE INDEX CONCURRENTLY " + sql.dropFirst("CREATE INDEX ".count) }
         if sql.hasPrefix("DROP INDEX ") { sql = "DROP INDEX CONCURRENTLY " + sql.dropFirst("DROP INDEX ".count) }
-        _ = try await pool.query(PostgresQuery(unsafeSQL: sql))
+        do {
+            _ = try await pool.query(PostgresQuery(unsafeSQL: sql))
+        } catch let e as PostgresError {
+            throw Self.indexError(e, statement) ?? e
+        }
         return ExecuteResult(transactionID: try await currentTransaction(), queryType: statement.queryType)
+    }
+
+    /// The caller's mistakes in CREATE/DROP INDEX, told in DQL's terms rather than as a SQLSTATE.
+    static func indexError(_ e: PostgresError, _ statement: Statement) -> StoreError? {
+        switch (e.sqlState, statement) {
+        case ("42P07", .createIndex(let c)):  // duplicate_table: an index (or a relation) has that name
+            return .conflict("index \(c.name) on \(c.collection) already exists (use CREATE INDEX IF NOT EXISTS)")
+        case ("42704", .dropIndex(let d)):  // undefined_object
+            return .notFound("index \(d.name) on \(d.collection ?? "?") does not exist (use DROP INDEX IF EXISTS)")
+        default:
+            return nil
+        }
     }
 
     // MARK: - Transactions and settings
@@ -221,7 +238,7 @@ public final class DocumentStore: Sendable {
     static func decodeJSON(_ row: PostgresRow, column: Int) throws -> Value {
         try row.withRawValue(column) { raw -> Value in
             guard let raw else { return .null }
-            do { return try JSON.parse(raw) } catch { throw StoreError.corrupt("invalid JSON in column \(column): \(error)") }
+            do { return try JSON.parse(raw, limits: .stored) } catch { throw StoreError.corrupt("invalid JSON in column \(column): \(error)") }
         }
     }
 }

@@ -14,7 +14,7 @@ public struct ExecuteResult: Sendable {
             switch storage {
             case .values(let v): return v
             // The text was produced by `JSON.serialize`, so it always parses; `.null` is unreachable.
-            case .json(let texts): return texts.map { (try? JSON.parse($0)) ?? .null }
+            case .json(let texts): return texts.map { (try? JSON.parse($0, limits: .stored)) ?? .null }
             }
         }
         set { storage = .values(newValue) }

@@ -1,3 +1,4 @@
+import Quoting
 import Values
 
 /// Translates a Ditto legacy query (the `query` of `/api/v4/store/find`, `/count`, and the
@@ -60,7 +61,7 @@ public enum LegacyQuery {
 
     /// A DQL identifier, backtick-quoted (backticks doubled), so any name is safe to splice.
     public static func quoteIdentifier(_ name: String) -> String {
-        "`" + name.replacingOccurrences(of: "`", with: "``") + "`"
+        Quote.dqlIdentifier(name)
     }
 }
 

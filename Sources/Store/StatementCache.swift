@@ -1,4 +1,5 @@
 import DQL
+import Values
 import Synchronization
 
 /// Parsed statements by their exact text, so a client that sends the same statement with new
@@ -14,8 +15,10 @@ import Synchronization
 /// oldest entry is dropped (FIFO: cheap, and a hot statement is simply re-added).
 final class StatementCache: Sendable {
     private struct State {
-        var entries: [String: Statement] = [:]
-        var order: [String] = []
+        // Keyed by the exact bytes: String keys would hand the parse of `WHERE n = 'é'` (NFC) to
+        // the same text with the NFD spelling, a different value to PostgreSQL.
+        var entries: [ExactString: Statement] = [:]
+        var order: [ExactString] = []
         var oldest = 0
         var hits = 0
         var misses = 0
@@ -35,8 +38,9 @@ final class StatementCache: Sendable {
     /// The parsed statement for `text` (from the cache, or parsed now and remembered).
     func statement(for text: String) throws(DQLSyntaxError) -> Statement {
         let cacheable = text.utf8.count <= maxTextBytes
+        let key = ExactString(text)
         if cacheable, let hit = state.withLock({ s -> Statement? in
-            guard let st = s.entries[text] else { return nil }
+            guard let st = s.entries[key] else { return nil }
             s.hits += 1
             return st
         }) {
@@ -46,12 +50,12 @@ final class StatementCache: Sendable {
         guard cacheable else { return parsed }
         state.withLock { s in
             s.misses += 1
-            guard s.entries.updateValue(parsed, forKey: text) == nil else { return }
+            guard s.entries.updateValue(parsed, forKey: key) == nil else { return }
             if s.order.count < capacity {
-                s.order.append(text)
+                s.order.append(key)
             } else {
                 s.entries[s.order[s.oldest]] = nil
-                s.order[s.oldest] = text
+                s.order[s.oldest] = key
                 s.oldest = (s.oldest + 1) % capacity
             }
         }

@@ -12,8 +12,10 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case syntax(DQLSyntaxError)
     /// The statement parses but cannot run (bad arguments, types, paths, limits).
     case invalid(String)
-    /// INSERT with ON ID CONFLICT FAIL (the default) found the document.
+    /// INSERT with ON ID CONFLICT FAIL (the default) found the document; CREATE INDEX of an existing index.
     case conflict(String)
+    /// The statement names something that does not exist (DROP INDEX of a missing index).
+    case notFound(String)
     /// A document would exceed the size limit.
     case tooLarge(String)
     /// The requested transaction number was never reached.
@@ -32,6 +34,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .syntax(let e): "syntax error at \(e.location.line):\(e.location.column): expected \(e.expected), found \(e.found)"
         case .invalid(let m): m
         case .conflict(let m): m
+        case .notFound(let m): m
         case .tooLarge(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
         case .timeout: "the statement timed out"
@@ -46,6 +49,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .syntax, .invalid: 400
         case .conflict: 409
+        case .notFound: 404
         case .tooLarge: 413
         case .unknownTransaction: 404
         case .timeout: 408
@@ -66,8 +70,17 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             if e.isUnavailable { return .unavailable(e) }
             if e.sqlState == "57014" { return .timeout }  // statement_timeout
             // jsonb and text cannot hold U+0000 (22P05) or invalid characters (22021): the input's fault.
-            if e.sqlState == "22P05" || e.sqlState == "22021" {
+            switch e.sqlState {
+            case "22P05", "22021":
                 return .invalid("text containing U+0000 (NUL) or characters invalid in UTF-8 cannot be stored or compared")
+            case "54023":  // too_many_arguments: more than 65,535 binds (refused before sending)
+                return .invalid("the statement needs more than 65,535 parameters; split it into smaller statements")
+            case "54000":  // program_limit_exceeded: a value over 1 GB, an index row too large
+                return .tooLarge("a value is larger than PostgreSQL can store or index")
+            case "54001":  // statement_too_complex (stack depth)
+                return .invalid("the statement is nested too deeply")
+            default:
+                break
             }
             return .database(e)
         default: return .invalid("\(error)")

@@ -1,3 +1,4 @@
+import Quoting
 import CRDT
 import DQL
 import Postgres
@@ -40,7 +41,7 @@ extension DocumentStore {
         }
         recordOwnCommit(txn, changes: changes)
         // Only now, after commit: a rolled-back registration must be tried again next time.
-        knownCollections.withLock { $0.formUnion(registered) }
+        knownCollections.withLock { $0.formUnion(registered.map { ExactString($0) }) }
         // This instance changed settings: the next transaction reads them rather than failing its check.
         if jobs.contains(where: { if case .statement(.system, _) = $0.work { true } else { false } }) { forgetRememberedSettings() }
         return (results, txn)
@@ -468,10 +469,10 @@ struct WriteTransaction {
     /// Records a collection the first time it is written and gives analysts a view of it
     /// (`analytics."name"`: `_id`, `value`, `updated_at` of its live documents).
     mutating func registerCollection(_ name: String) async throws {
-        if registeredCollections.contains(name) || store.knownCollections.withLock({ $0.contains(name) }) { return }
+        if registeredCollections.contains(where: { $0.utf8Equals(name) }) || store.knownCollections.withLock({ $0.contains(ExactString(name)) }) { return }
         let inserted = try await db.query("INSERT INTO bigpeer_collections (name) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING name")
         if !inserted.isEmpty && name != "all_documents" && name.utf8.count <= 63 && !name.contains("\0") {
-            let literal = "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
+            let literal = Quote.sqlLiteral(name)
             try await db.enqueue(PostgresQuery(unsafeSQL: """
                 CREATE VIEW analytics.\(PostgresQuery.quoteIdentifier(name)) AS
                 SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted

@@ -200,7 +200,9 @@ extension SyncSession {
         // commit): the peer learns exactly which changes the server will never hold.
         var permitted: [UploadEntry] = [], positions: [Int] = [], forbidden: [UploadRejection] = []
         for (i, e) in entries.enumerated() {
-            if permissions.write.covers(e.document.collection) {
+            if let problem = NameRules.problem(e.document.collection) {
+                forbidden.append(UploadRejection(index: i, message: "collection name \(problem)"))
+            } else if permissions.write.covers(e.document.collection) {
                 permitted.append(e)
                 positions.append(i)
             } else {

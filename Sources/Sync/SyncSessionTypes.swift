@@ -142,8 +142,11 @@ public struct SyncPermissions: Sendable, Equatable {
 
         public func covers(_ collection: String) -> Bool {
             switch self {
-            case .all: true
-            case .only(let names): names.contains(collection)
+            case .all: return true
+            case .only(let names):
+                // Byte-exact, as PostgreSQL compares: "\u{212A}ate" must not pass for "Kate".
+                guard let i = names.firstIndex(of: collection) else { return false }
+                return names[i].utf8Equals(collection)
             }
         }
     }

@@ -20,6 +20,13 @@ public struct DocumentRef: Hashable, Sendable {
         self.collection = collection
         self.id = id
     }
+
+    /// Byte-exact, as PostgreSQL compares (Values/ExactText.swift; `Value`'s `==` already is).
+    public static func == (a: DocumentRef, b: DocumentRef) -> Bool { a.collection.utf8Equals(b.collection) && a.id == b.id }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(collection)  // byte-equal names hash alike
+        hasher.combine(id)
+    }
 }
 
 /// Whether a document exists after a change (`delete`: it is a tombstone now).

@@ -84,6 +84,8 @@ extension CBORReader {
                 let keyOffset = position
                 guard try peekMajor() == .text else { throw .unexpectedType(offset: keyOffset, expected: "text map key") }
                 let (k, range) = try textWithEncodedRange()
+                // Keys are names (ExactText.swift): a dictionary would merge NFC and NFD spellings.
+                if !k.isNFC { throw .invalidValue(offset: keyOffset, reason: "map key is not in Unicode Normalization Form C") }
                 if let p = previous, !encodedLess(p, range) {
                     if limits.requireCanonical || o[k] != nil { throw .duplicateOrUnsortedKey(offset: keyOffset) }
                 }

@@ -28,14 +28,21 @@ public struct JSONLimits: Sendable, Hashable {
     /// Largest input accepted, in bytes. Every allocation the parser makes is bounded by it.
     public var maxInputBytes: Int
     public var duplicateKeys: DuplicateKeys
+    /// Object keys are names: by default they must be in Unicode NFC (ExactText.swift), because a
+    /// `[String: Value]` merges canonically equivalent keys that PostgreSQL's jsonb keeps apart.
+    /// Off only for text BigPeer itself stored earlier.
+    public var requireNFCKeys: Bool
 
-    public init(maxDepth: Int = 512, maxInputBytes: Int = 64 << 20, duplicateKeys: DuplicateKeys = .reject) {
+    public init(maxDepth: Int = 512, maxInputBytes: Int = 64 << 20, duplicateKeys: DuplicateKeys = .reject, requireNFCKeys: Bool = true) {
         self.maxDepth = maxDepth
         self.maxInputBytes = maxInputBytes
         self.duplicateKeys = duplicateKeys
+        self.requireNFCKeys = requireNFCKeys
     }
 
     public static let `default` = JSONLimits()
+    /// For JSON read back from the database: keys as stored.
+    public static let stored = JSONLimits(requireNFCKeys: false)
 }
 
 /// Why a JSON text was rejected, with the byte offset (0-based) and line/column (1-based, column in bytes).
@@ -50,6 +57,7 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case controlCharacterInString
         case invalidUTF8
         case duplicateKey(String)
+        case keyNotNFC(String)
         case tooDeep(limit: Int)
         case inputTooLarge(limit: Int)
         case trailingContent
@@ -72,6 +80,7 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case .controlCharacterInString: what = "unescaped control character in string"
         case .invalidUTF8: what = "invalid UTF-8"
         case .duplicateKey(let k): what = "duplicate object key \"\(k)\""
+        case .keyNotNFC(let k): what = "object key \"\(k)\" is not in Unicode Normalization Form C (normalize keys to NFC)"
         case .tooDeep(let limit): what = "nesting deeper than \(limit)"
         case .inputTooLarge(let limit): what = "input larger than \(limit) bytes"
         case .trailingContent: what = "unexpected content after the JSON value"
@@ -210,6 +219,7 @@ struct JSONParser {
             guard bytes[index] == UInt8(ascii: "\"") else { throw fail(.unexpectedByte(bytes[index])) }
             let keyOffset = index
             let key = try parseString()
+            if limits.requireNFCKeys, !key.isNFC { throw fail(.keyNotNFC(key), at: keyOffset) }
             skipWhitespace()
             guard index < bytes.count else { throw fail(.unexpectedEndOfInput) }
             guard bytes[index] == UInt8(ascii: ":") else { throw fail(.unexpectedByte(bytes[index])) }

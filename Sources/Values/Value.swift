@@ -6,7 +6,7 @@
 ///
 /// MISSING (an absent field) is deliberately *not* a case: absence is modelled by `Optional<Value>`
 /// where it matters (DQL evaluation, materialized documents), so that NULL and MISSING never blur.
-public enum Value: Sendable, Hashable {
+public enum Value: Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -14,6 +14,44 @@ public enum Value: Sendable, Hashable {
     case string(String)
     case array([Value])
     case object([String: Value])
+}
+
+/// Equality is exact: strings (and object keys) are equal only when their UTF-8 bytes are, as in
+/// PostgreSQL's jsonb, not when they are merely canonically equivalent as Swift's `String ==` has
+/// it (ExactText.swift). Numbers compare as Swift's do (int and double are different cases).
+extension Value: Hashable {
+    public static func == (a: Value, b: Value) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.int(let x), .int(let y)): return x == y
+        case (.double(let x), .double(let y)): return x == y
+        case (.string(let x), .string(let y)): return x.utf8Equals(y)
+        case (.array(let x), .array(let y)): return x == y
+        case (.object(let x), .object(let y)):
+            guard x.count == y.count else { return false }
+            for (k, v) in x {
+                // A dictionary holds at most one key per canonical-equivalence class, so the one
+                // `y` finds for `k` is the only candidate; it must also match byte for byte.
+                guard let i = y.index(forKey: k), y[i].key.utf8Equals(k), y[i].value == v else { return false }
+            }
+            return true
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0 as UInt8)
+        case .bool(let b): hasher.combine(1 as UInt8); hasher.combine(b)
+        case .int(let i): hasher.combine(2 as UInt8); hasher.combine(i)
+        case .double(let d): hasher.combine(3 as UInt8); hasher.combine(d)
+        // String's hash is consistent with byte equality (byte-equal strings hash alike).
+        case .string(let s): hasher.combine(4 as UInt8); hasher.combine(s)
+        case .array(let a): hasher.combine(5 as UInt8); hasher.combine(a)
+        case .object(let o): hasher.combine(6 as UInt8); hasher.combine(o)
+        }
+    }
 }
 
 extension Value {

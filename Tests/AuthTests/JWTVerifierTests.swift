@@ -1,3 +1,4 @@
+import DQL
 import Testing
 import Values
 @testable import Auth
@@ -77,5 +78,28 @@ import Values
             if case .success = v.verify(bad) { Issue.record("accepted \(bad)") }
         }
         #expect(throws: JWTError.secretTooShort(5)) { try JWTVerifier(secret: Array("short".utf8)) }
+    }
+}
+
+/// #16 item 2: scopes match collection names byte for byte, and a name two spellings could match
+/// is refused where a scope is made.
+@Suite struct ScopeIdentityTests {
+    @Test func scopesAreByteExact() throws {
+        let kelvinScoped = CollectionScope.only(["\u{212A}ate"])
+        #expect(!kelvinScoped.covers("Kate"))  // before the fix: true (Set<String> uses canonical equivalence)
+        #expect(!CollectionScope.only(["Kate"]).covers("\u{212A}ate"))
+        #expect(!CollectionScope.only(["caf\u{E9}"]).covers("cafe\u{301}"))
+        #expect(CollectionScope.only(["Kate"]).covers("Kate"))
+        #expect(kelvinScoped.invalidName != nil)
+        let requirement = AccessRequirement(try DQL.parse("SELECT * FROM Kate"))
+        #expect(requirement.missing(read: kelvinScoped, write: .none) != nil)
+    }
+
+    @Test func jwtScopesMustBeNFC() throws {
+        let v = try JWTVerifierTests.verifier(at: 1000)
+        for bad in ["\u{212A}ate", "cafe\u{301}", "a\u{0}b"] {
+            if case .success = v.verify(v.sign(claims: ["exp": 2000, "read": [.string(bad)]])) { Issue.record("accepted \(bad)") }
+        }
+        #expect(try v.verify(v.sign(claims: ["exp": 2000, "read": ["caf\u{E9}"]])).get().read == .only(["caf\u{E9}"]))
     }
 }
