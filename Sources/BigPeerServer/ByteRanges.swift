@@ -6,13 +6,18 @@
 ///     Range: bytes=0-0,-1       more than one range       → full (a server may ignore Range)
 ///     Range: bytes=9999-        starts past the end       → unsatisfiable (416)
 ///     Range: items=0-1, bytes=x malformed / unknown unit  → full (§14.2: ignored)
+///     any Range on an empty representation                → full (200, empty body)
+///
+/// An empty representation has no byte a range could select, and `Content-Range` cannot express
+/// an empty range, so the header is ignored there (§14.2 allows it) rather than answered 416: a
+/// client asking for `bytes=0-1023` of a file it does not know is empty gets the (empty) file.
 enum ByteRangeAnswer: Equatable {
     case full
     case single(Range<Int64>)
     case unsatisfiable
 
     static func evaluate(_ header: String?, length: Int64) -> ByteRangeAnswer {
-        guard let header else { return .full }
+        guard let header, length > 0 else { return .full }
         let trimmed = header.trimmingOWS
         guard let eq = trimmed.firstIndex(of: "="), trimmed[..<eq].trimmingOWS.lowercased() == "bytes" else { return .full }
         let specs = trimmed[trimmed.index(after: eq)...].split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingOWS)

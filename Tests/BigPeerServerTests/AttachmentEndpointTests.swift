@@ -316,8 +316,11 @@ import Values
         #expect(ByteRangeAnswer.evaluate("bytes=-3", length: 10) == .single(7..<10))
         #expect(ByteRangeAnswer.evaluate("bytes=9-", length: 10) == .single(9..<10))
         #expect(ByteRangeAnswer.evaluate("bytes=10-", length: 10) == .unsatisfiable)
-        #expect(ByteRangeAnswer.evaluate("bytes=-1", length: 0) == .unsatisfiable)
-        #expect(ByteRangeAnswer.evaluate("bytes=0-", length: 0) == .unsatisfiable)
+        // An empty attachment: any Range is ignored (200 with the empty body), never 416 — a
+        // schema-valid request for a file the client does not know is empty succeeds.
+        #expect(ByteRangeAnswer.evaluate("bytes=-1", length: 0) == .full)
+        #expect(ByteRangeAnswer.evaluate("bytes=0-", length: 0) == .full)
+        #expect(ByteRangeAnswer.evaluate("bytes=0-1023", length: 0) == .full)
         #expect(ByteRangeAnswer.evaluate("bytes=99999999999999999999999-", length: 10) == .unsatisfiable)
         #expect(ByteRangeAnswer.evaluate("bytes=0-99999999999999999999999", length: 10) == .single(0..<10))
         #expect(ByteRangeAnswer.evaluate("bytes=20-30,0-1", length: 10) == .full)  // several ranges: whole

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A normal client's p99 on an idle server and while a bounded hostile mix runs (regex and LIKE
+# bombs, slow readers of a huge result, a WebSocket session flood): docs/PERFORMANCE.md, "Hostile
+# mix"; the goal (../shared/BENCHMARKS.md) is hostile p99 ≤ 2× idle p99.
+#   Benchmarks/hostile-mix.sh [seconds-per-phase=20]
+# Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300).
+# Starts `bigpeer serve` (release) on its own data dir and a free loopback port; everything stops
+# by itself after three phases (idle, hostile, idle again).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+secs=${1:-20}
+if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
+  swift build -c release --product bigpeer >/dev/null
+  bin=.build/release/bigpeer
+fi
+work=$(mktemp -d /tmp/bigpeer-hostile-XXXX); chmod 711 "$work"
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+"$bin" serve --port "$port" --data-dir "$work/data" --max-body-bytes $((64<<20)) --log-level notice >"$work/server.log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+key=$("$bin" keys create --data-dir "$work/data" --description hostile --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
+echo "==> machine: $(nproc) cores, $(free -h | awk '/Mem:/ {print $2}'); server pid $pid; $secs s per phase"
+python3 Benchmarks/hostile_mix.py "http://127.0.0.1:$port" "$key" "$secs"
+echo "==> server peak RSS: $(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)"

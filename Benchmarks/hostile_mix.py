@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""A normal client's latency on an idle server, then while hostile clients run (#16, "Also").
+
+    hostile_mix.py URL KEY [seconds=20]
+
+Phases (each bounded in time, every hostile worker stops by itself):
+  idle     the normal client alone: point reads by _id through POST /api/v4/store/execute, one
+           request at a time on a keep-alive connection;
+  hostile  the same normal client while, concurrently:
+           - regex bombs: regexp_like(:s, :p) with s = 'a'*25+'b', p = '^(a|a)*$' (catastrophic for a
+             backtracking engine), 2 clients in a loop;
+           - LIKE bombs: a 4,000-character pattern against a 4 MB argument, 2 clients in a loop;
+           - slow readers of a huge result (SELECT * FROM the seeded collection), 4 clients reading
+             4 KiB every 50 ms and starting over when done;
+           - a session flood: up to FLOOD WebSocket upgrades to /api/v4/sync held open (no hello).
+Prints one JSON line per phase: count, p50/p99/max in ms, errors; and the p99 ratio hostile/idle.
+The README of Benchmarks/ and docs/PERFORMANCE.md ("Hostile mix") say how to read it.
+"""
+import base64, http.client, json, os, socket, statistics, sys, threading, time, urllib.parse
+
+URL, KEY = sys.argv[1], sys.argv[2]
+SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else 20.0
+FLOOD = int(os.environ.get("FLOOD", "300"))
+u = urllib.parse.urlparse(URL)
+HOST, PORT = u.hostname, u.port
+HEADERS = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
+
+
+def execute(conn, statement, args=None, timeout_ok=True):
+    body = json.dumps({"statement": statement, "args": args or {}})
+    conn.request("POST", "/api/v4/store/execute", body=body, headers=HEADERS)
+    r = conn.getresponse()
+    data = r.read()
+    return r.status, data
+
+
+def normal_client(stop_at, out):
+    conn = http.client.HTTPConnection(HOST, PORT, timeout=30)
+    lat, errors, i = [], 0, 0
+    while time.monotonic() < stop_at:
+        doc = "d%d" % (i % 1000)
+        i += 1
+        t = time.perf_counter()
+        try:
+            status, _ = execute(conn, "SELECT * FROM hm_small WHERE _id = :id", {"id": doc})
+            if status != 200:
+                errors += 1
+        except Exception:
+            errors += 1
+            conn = http.client.HTTPConnection(HOST, PORT, timeout=30)
+            continue
+        lat.append((time.perf_counter() - t) * 1000)
+        time.sleep(0.005)  # a steady client, not a load generator
+    out.update(count=len(lat), errors=errors,
+               p50=round(statistics.median(lat), 3) if lat else None,
+               p99=round(sorted(lat)[int(len(lat) * 0.99) - 1], 3) if lat else None,
+               max=round(max(lat), 3) if lat else None)
+
+
+def bomb_loop(stop_at, statement, args, counts, name):
+    while time.monotonic() < stop_at:
+        try:
+            conn = http.client.HTTPConnection(HOST, PORT, timeout=60)
+            status, _ = execute(conn, statement, args)
+            counts[name + ":" + str(status)] = counts.get(name + ":" + str(status), 0) + 1
+            conn.close()
+        except Exception as e:
+            counts[name + ":exc"] = counts.get(name + ":exc", 0) + 1
+            time.sleep(0.1)
+
+
+def slow_reader(stop_at, counts):
+    body = json.dumps({"statement": "SELECT * FROM hm_big", "args": {}}).encode()
+    req = (b"POST /api/v4/store/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+           + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    while time.monotonic() < stop_at:
+        s = socket.create_connection((HOST, PORT))
+        s.settimeout(5)
+        s.sendall(req)
+        got = 0
+        try:
+            while time.monotonic() < stop_at:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += len(chunk)
+                time.sleep(0.05)
+        except Exception:
+            pass
+        s.close()
+        counts["slow-reader bytes"] = counts.get("slow-reader bytes", 0) + got
+
+
+def flood(stop_at, counts):
+    socks = []
+    while time.monotonic() < stop_at and len(socks) < FLOOD:
+        try:
+            s = socket.create_connection((HOST, PORT), timeout=5)
+            k = base64.b64encode(os.urandom(16)).decode()
+            s.sendall(("GET /api/v4/sync HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n"
+                       "Authorization: Bearer %s\r\n\r\n" % (k, KEY)).encode())
+            socks.append(s)
+        except Exception:
+            counts["flood refused"] = counts.get("flood refused", 0) + 1
+            time.sleep(0.05)
+    counts["flood held"] = len(socks)
+    while time.monotonic() < stop_at:
+        time.sleep(0.2)
+    for s in socks:
+        s.close()
+
+
+def seed():
+    """1,000 small documents for the normal client; 50,000 ~1 KB documents (~55 MB of JSON) for
+    the huge result."""
+    conn = http.client.HTTPConnection(HOST, PORT, timeout=300)
+    small = ",".join("({'_id': 'd%d', 'n': %d})" % (i, i) for i in range(1000))
+    status, data = execute(conn, "INSERT INTO hm_small DOCUMENTS " + small + " ON ID CONFLICT DO NOTHING")
+    if status != 200:
+        sys.exit("seeding failed: %d %s" % (status, data[:200]))
+    for part in range(5):
+        big = ",".join("({'_id': 'b%d', 'blob': :blob})" % (part * 10000 + i) for i in range(10000))
+        status, data = execute(conn, "INSERT INTO hm_big DOCUMENTS " + big + " ON ID CONFLICT DO NOTHING", {"blob": "x" * 1000})
+        if status != 200:
+            sys.exit("seeding failed: %d %s" % (status, data[:200]))
+
+
+def run_phase(name, hostile):
+    stop_at = time.monotonic() + SECONDS
+    result, counts, threads = {}, {}, []
+    if hostile:
+        for _ in range(2):
+            threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
+                                                                       {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex")))
+            threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
+                                                                       {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like")))
+        for _ in range(4):
+            threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts)))
+        threads.append(threading.Thread(target=flood, args=(stop_at, counts)))
+    for t in threads:
+        t.daemon = True
+        t.start()
+    time.sleep(0.5 if hostile else 0)
+    normal_client(stop_at, result)
+    for t in threads:
+        t.join(timeout=10)
+    result["phase"] = name
+    result["hostile"] = counts
+    print(json.dumps(result), flush=True)
+    return result
+
+
+seed()
+idle = run_phase("idle", False)
+hostile = run_phase("hostile", True)
+idle2 = run_phase("idle-after", False)
+ratio = hostile["p99"] / idle["p99"] if idle["p99"] else None
+print(json.dumps({"p99_ratio_hostile_over_idle": round(ratio, 2) if ratio else None}))
