@@ -80,7 +80,11 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             case "54001":  // statement_too_complex (stack depth)
                 return .invalid("the statement is nested too deeply")
             default:
-                break
+                // Class 22, data exception (a value out of range, a bad cast of a value, ...):
+                // always about a value the caller sent or stored, so the caller's error.
+                if let state = e.sqlState, state.hasPrefix("22"), case .server(let server) = e {
+                    return .invalid("PostgreSQL refused a value: \(server.message) (SQLSTATE \(state))")
+                }
             }
             return .database(e)
         default: return .invalid("\(error)")

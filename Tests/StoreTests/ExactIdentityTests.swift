@@ -81,4 +81,14 @@ import Values
             #expect(try left.map { try $0.decode(0, as: String.self) }.contains { $0.contains("'a'") })
         }
     }
+
+    /// A data exception (class 22) is about a value the caller sent: 400, never 500; program
+    /// limits are the caller's too.
+    @Test func postgresDataExceptionsAreClientErrors() {
+        for (state, status) in [("22003", 400), ("22P02", 400), ("22021", 400), ("54023", 400), ("54000", 413), ("54001", 400),
+                                ("57014", 408), ("42P01", 500)] {
+            let e = PostgresError.server(PostgresServerError(sqlState: state, message: "m"))
+            #expect(StoreError.from(e).httpStatus == status, "\(state)")
+        }
+    }
 }
