@@ -61,3 +61,21 @@ BEGIN
     END IF;
 END
 $$;
+
+-- 3. Nobody but BigPeer's own user creates objects here — analysts included: no temporary tables
+--    (PUBLIC has TEMPORARY on every new database) and, on PostgreSQL 14 and older, nothing in the
+--    `public` schema (PUBLIC had CREATE there until 15). Done only where the migrating user owns
+--    the object (or is superuser); otherwise it is left to the administrator (docs/STORAGE.md).
+DO $$
+DECLARE
+    super boolean := (SELECT rolsuper FROM pg_roles WHERE rolname = current_user);
+BEGIN
+    IF super OR (SELECT pg_has_role(current_user, datdba, 'USAGE') FROM pg_database WHERE datname = current_database()) THEN
+        EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO %I', current_database(), current_user);
+        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+    END IF;
+    IF super OR (SELECT pg_has_role(current_user, nspowner, 'USAGE') FROM pg_namespace WHERE nspname = 'public') THEN
+        REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+    END IF;
+END
+$$;

@@ -71,7 +71,7 @@ import Values
                 #expect(await Self.failure(conn, "SELECT bigpeer_expect_setting('X', NULL)") == "42501")
                 // No objects of its own, anywhere.
                 for sql in ["CREATE TABLE analytics.mine (a int)", "CREATE VIEW analytics.mine AS SELECT 1",
-                            "CREATE TABLE public.mine (a int)", "CREATE SCHEMA mine",
+                            "CREATE TABLE public.mine (a int)", "CREATE TEMPORARY TABLE mine (a int)", "CREATE SCHEMA mine",
                             "CREATE FUNCTION public.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'",
                             "CREATE INDEX mine ON documents (collection)", "ALTER VIEW analytics.cars RENAME TO mine",
                             "DROP VIEW analytics.cars"] {
