@@ -51,7 +51,10 @@ public struct Database: Sendable {
             let conn = try await PostgresConnection.connect(configuration, on: loop)
             defer { Task { await conn.close() } }
             report = try await PostgresMigrator.apply(set.migrations, on: conn)
-            analysts = try await AnalystAccess.check(on: conn)
+            // Advice only: a failed check must not stop a server whose migrations succeeded.
+            do { analysts = try await AnalystAccess.check(on: conn) } catch {
+                analysts = AnalystAccess(problem: "could not check the read-only role \(LocalPostgres.analystRole): \(error)")
+            }
         } catch {
             try? cluster?.stop()  // do not leave a private server running behind a failed start
             throw error

@@ -90,9 +90,17 @@ public final class LocalPostgres: Sendable {
         // ALTER ROLE takes no parameters: the password goes in as a literal, quotes doubled
         // (standard_conforming_strings makes backslashes plain characters).
         let literal = "'" + String(decoding: analystPassword.utf8.flatMap { $0 == UInt8(ascii: "'") ? [$0, $0] : [$0] }, as: UTF8.self) + "'"
-        _ = try await conn.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(PostgresQuery.quoteIdentifier(Self.analystRole)) WITH LOGIN PASSWORD \(literal)"))
+        // Instances starting together would update the role's catalog row at once ("tuple
+        // concurrently updated"): one at a time.
+        try await conn.transaction { c in
+            _ = try await c.query("SELECT pg_advisory_xact_lock(\(Self.analystLoginLock))")
+            _ = try await c.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(PostgresQuery.quoteIdentifier(Self.analystRole)) WITH LOGIN PASSWORD \(literal)"))
+        }
         return true
     }
+
+    /// `pg_advisory_xact_lock` key serialising `enableAnalystLogin` ("bigpeer" and 2).
+    static let analystLoginLock: Int64 = 0x4269_6750_6565_7202
 
     // MARK: - Start
 
