@@ -173,8 +173,20 @@ public final class LocalPostgres: Sendable {
         return secret
     }
 
+    /// `s` for the user-information part of a URL: ASCII letters, digits and `-._~` as they are,
+    /// every other byte percent-encoded (RFC 3986 §2.1).
     static func percentEncoded(_ s: String) -> String {
-        s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? s
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            }
+        }
+        return out
     }
 
     private static func startServer(bin: String, cluster: String, socketDir: String, dataDir: String,
