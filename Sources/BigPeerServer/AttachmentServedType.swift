@@ -12,6 +12,8 @@ import HTTP
 ///   `Content-Disposition: attachment`: a download, never a rendered page.
 /// Every answer carries `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`
 /// (a document opened from here anyway, e.g. by an old browser, gets a unique origin, no script).
+/// Only `sandbox`: a `default-src 'none'` would also apply to the media document a browser builds
+/// around a video or audio file opened directly, and stop it loading the media itself.
 /// The stored metadata is not changed: sync peers and API clients still read the uploader's type.
 enum AttachmentServedType {
     /// Media types a browser only ever decodes as data. Deliberately small: nothing textual
@@ -25,7 +27,7 @@ enum AttachmentServedType {
     /// Sent on every attachment answer (200, 206, 304, 416).
     static let protectiveHeaders: [(String, String)] = [
         ("X-Content-Type-Options", "nosniff"),
-        ("Content-Security-Policy", "sandbox; default-src 'none'"),
+        ("Content-Security-Policy", "sandbox"),
     ]
 
     /// The `Content-Type` to send for a stored type, and whether the content is served inline.

@@ -674,7 +674,7 @@ paths:
         inline as the bare, lowercased `type/subtype`); anything else is served as
         `application/octet-stream` with `Content-Disposition: attachment`, so an uploader cannot
         make the bytes a page in this origin. Every answer carries `X-Content-Type-Options: nosniff`
-        and `Content-Security-Policy: sandbox; default-src 'none'` (docs/API.md, "Attachments").
+        and `Content-Security-Policy: sandbox` (docs/API.md, "Attachments").
       operationId: downloadAttachment
       parameters:
         - name: id
@@ -812,7 +812,7 @@ components:
     AttachmentCSP:
       description: a document opened from an attachment gets a unique origin and runs nothing
       required: true
-      schema: { type: string, enum: ["sandbox; default-src 'none'"] }
+      schema: { type: string, enum: [sandbox] }
     AttachmentDisposition:
       description: present (as `attachment`) whenever the content is not a safe inline media type
       schema: { type: string, enum: [attachment] }

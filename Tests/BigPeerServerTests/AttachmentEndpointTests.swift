@@ -358,7 +358,7 @@ extension AttachmentEndpointTests {
                 #expect(r.headers["Content-Type"] == c.served, "\(c.stored)")
                 #expect(r.headers["Content-Disposition"] == (c.inline ? nil : "attachment"), "\(c.stored)")
                 #expect(r.headers["X-Content-Type-Options"] == "nosniff", "\(c.stored)")
-                #expect(r.headers["Content-Security-Policy"] == "sandbox; default-src 'none'", "\(c.stored)")
+                #expect(r.headers["Content-Security-Policy"] == "sandbox", "\(c.stored)")
 
                 // Partial, conditional, HEAD and unsatisfiable answers say the same.
                 let etag = try #require(r.headers["ETag"])
@@ -368,7 +368,7 @@ extension AttachmentEndpointTests {
                     let other = try await client.execute(HTTPClientRequest(method: method, url: url, headers: headers))
                     #expect(other.status.code == status)
                     #expect(other.headers["X-Content-Type-Options"] == "nosniff", "\(c.stored) \(status)")
-                    #expect(other.headers["Content-Security-Policy"] == "sandbox; default-src 'none'", "\(c.stored) \(status)")
+                    #expect(other.headers["Content-Security-Policy"] == "sandbox", "\(c.stored) \(status)")
                     if status == 206 || (status == 200 && method == .HEAD) {
                         #expect(other.headers["Content-Type"] == c.served, "\(c.stored) \(status)")
                     }
