@@ -170,4 +170,39 @@ import Values
             await superuser.close()
         }
     }
+    /// Views created before migration 0009 (the old, updatable form) are replaced in place by it:
+    /// same rows, no longer writable, readable by the role.
+    @Test func viewsCreatedBeforeTheMigrationBecomeReadOnly() async throws {
+        try await TestPostgres.withDatabase { db in
+            let all = try MigrationSet.embedded()
+            let conn = try await db.connect()
+            _ = try await PostgresMigrator.apply(all.filter { $0.version < 9 }, on: conn)
+            // Exactly what registerCollection created until then, for an ordinary and an odd name.
+            for name in ["old", "it's \"odd\""] {
+                let literal = "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
+                _ = try await conn.query("INSERT INTO bigpeer_collections (name) VALUES (\(name))")
+                _ = try await conn.query(PostgresQuery(unsafeSQL: """
+                    CREATE VIEW analytics.\(PostgresQuery.quoteIdentifier(name)) AS
+                    SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted
+                    """))
+                _ = try await conn.query("""
+                    INSERT INTO documents (collection, id, value, state) VALUES (\(name), '"a"'::jsonb, '{"_id": "a"}'::jsonb, '\\x00'::bytea)
+                    """)
+            }
+            // The old form let anyone with UPDATE (its owner here) write documents through it.
+            #expect(await Self.failure(conn, "UPDATE analytics.old SET value = value") == nil)
+
+            _ = try await PostgresMigrator.apply(all, on: conn)
+            for name in ["old", "it's \"odd\""] {
+                let view = "analytics." + PostgresQuery.quoteIdentifier(name)
+                #expect(await Self.failure(conn, "UPDATE \(view) SET value = value") == "55000", "\(name)")
+                #expect(await Self.failure(conn, "DELETE FROM \(view)") == "55000", "\(name)")
+                let rows = try await conn.query(PostgresQuery(unsafeSQL: "SELECT _id FROM \(view)"))
+                #expect(try rows.map { try $0.decode(0, as: String.self) } == ["a"], "\(name)")
+                let granted = try await conn.query(PostgresQuery(unsafeSQL: "SELECT has_table_privilege('bigpeer_analyst', '\(view.replacingOccurrences(of: "'", with: "''"))', 'SELECT')"))
+                #expect(try granted[0].decode(0, as: Bool.self), "\(name)")
+            }
+            await conn.close()
+        }
+    }
 }
