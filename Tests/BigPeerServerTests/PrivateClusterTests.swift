@@ -31,8 +31,23 @@ import Values
     /// one to stop stops it. The URL printed for analysts is the read-only role's (item 10).
     @Test(.timeLimit(.minutes(5))) func clusterStaysUpWhileAnyInstanceUsesIt() async throws {
         let dir = NSTemporaryDirectory() + "bigpeer-shared-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let started = MutexBox<[ServerProcess]>([])
+        do {
+            try await Self.sharedClusterScenario(dir: dir, started: started)
+        } catch {
+            for server in started.withLock({ $0 }) { await server.kill() }  // none outlives a failed run
+            throw error
+        }
+    }
+
+    static func sharedClusterScenario(dir: String, started: MutexBox<[ServerProcess]>) async throws {
         let args = ["--data-dir", dir, "--insecure-dev"]
-        let first = try await ServerProcess.start(arguments: args, readyTimeout: .seconds(180))
+        func start() async throws -> ServerProcess {
+            let server = try await ServerProcess.start(arguments: args, readyTimeout: .seconds(180))
+            started.withLock { $0.append(server) }
+            return server
+        }
+        let first = try await start()
         // Whatever happens below, the cluster is stopped and deleted when this test process exits.
         // (This object registers as a user too, and stops being one at once.)
         let guardian = try await TestPostgres.startCluster(dataDirectory: dir, options: LocalPostgres.Options())
@@ -40,9 +55,10 @@ import Values
         try await guardian.stopOffPool()
         #expect(await Self.clusterAnswers(dir))
 
-        let second = try await ServerProcess.start(arguments: args, readyTimeout: .seconds(180))
+        let second = try await start()
         #expect(second.log().contains("reused-running-server=true"))
         let client = try HTTPClient()
+        defer { Task { await client.shutdown() } }
         let (created, _) = try await Self.execute(client, second.port, "INSERT INTO shared DOCUMENTS ({_id: 'before', n: 1})")
         #expect(created == 200)
 
@@ -68,11 +84,10 @@ import Values
         await analyst.close()
 
         // A killed instance leaves a registration nobody holds: the last live one still stops the cluster.
-        let killed = try await ServerProcess.start(arguments: args, readyTimeout: .seconds(180))
+        let killed = try await start()
         await killed.kill()
         #expect(await Self.clusterAnswers(dir))
         await second.terminate()
-        await client.shutdown()
         #expect(await !Self.clusterAnswers(dir))
     }
 
@@ -97,11 +112,17 @@ import Values
             let server = try await ServerProcess.start(binary: binary, arguments: ["--database-url", db.url, "--insecure-dev"],
                                                        workingDirectory: empty, environment: environment)
             let client = try HTTPClient()
-            let spec = try await client.get("http://127.0.0.1:\(server.port)/api/v4/openapi.yaml")
-            #expect(spec.status.code == 200)
-            #expect(spec.body == [UInt8](try #require(FileManager.default.contents(atPath: EmbeddedResourcesTests.root + "/openapi.yaml"))))
-            let (status, _) = try await Self.execute(client, server.port, "INSERT INTO copied DOCUMENTS ({_id: 'x'})")
-            #expect(status == 200)
+            do {
+                let spec = try await client.get("http://127.0.0.1:\(server.port)/api/v4/openapi.yaml")
+                #expect(spec.status.code == 200)
+                #expect(spec.body == [UInt8](try #require(FileManager.default.contents(atPath: EmbeddedResourcesTests.root + "/openapi.yaml"))))
+                let (status, _) = try await Self.execute(client, server.port, "INSERT INTO copied DOCUMENTS ({_id: 'x'})")
+                #expect(status == 200)
+            } catch {
+                await client.shutdown()
+                await server.kill()
+                throw error
+            }
             await client.shutdown()
             await server.terminate()
             let conn = try await db.connect()
