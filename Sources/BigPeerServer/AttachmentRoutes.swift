@@ -124,10 +124,12 @@ struct AttachmentRoutes {
             // Content-addressed: the bytes behind an id never change (RFC 9111 §5.2.2; RFC 8246).
             "Cache-Control": "public, max-age=31536000, immutable",
         ]
+        for (name, value) in AttachmentServedType.protectiveHeaders { headers.add(name, value) }
         if EntityTags.noneMatchHits(request.headers["If-None-Match"], etag: etag) {  // RFC 9110 §13.1.2
             return HTTPResponse(status: .notModified, headers: headers)
         }
-        headers.add("Content-Type", info.contentType ?? "application/octet-stream")
+        // Never the uploader's type as such: it could make the bytes a page in our origin.
+        AttachmentServedType.decorate(&headers, stored: info.contentType)
         var answer = ByteRangeAnswer.evaluate(request.headers["Range"], length: info.length)
         if !EntityTags.rangeStillValid(request.headers["If-Range"], etag: etag) { answer = .full }  // §13.1.5
         let range: Range<Int64>
@@ -143,6 +145,7 @@ struct AttachmentRoutes {
         case .unsatisfiable:
             var r = HTTPResponse.error(HTTPStatus(416, "Range Not Satisfiable"), message: "the range is outside the \(info.length) bytes of the attachment", requestID: request.requestID)
             r.headers.add("Content-Range", "bytes */\(info.length)")  // §15.5.17
+            for (name, value) in AttachmentServedType.protectiveHeaders { r.headers.add(name, value) }
             return r
         }
         return HTTPResponse(status: status, headers: headers, body: .sizedStream(length: Int(range.count)) { writer in

@@ -12,7 +12,8 @@ import WebSocket
 ///
 /// Lifecycle: `start` opens the database (starting a private cluster if configured), applies
 /// migrations, then binds the listener; `stop` stops accepting, lets in-flight requests finish
-/// within `shutdownGrace`, closes database sessions, and stops a private cluster it started.
+/// within `shutdownGrace`, closes database sessions, and stops a private cluster unless another
+/// process still uses it (`LocalPostgres.stop`).
 /// Instances keep no state that matters beyond their open connections, so any number may run
 /// against one database.
 public final class BigPeerService: Sendable {
@@ -56,6 +57,7 @@ public final class BigPeerService: Sendable {
     }
 
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
+        let openAPI = try OpenAPIRoute.load()  // before anything starts: a bad BIGPEER_OPENAPI stops nothing
         let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
         let database: Database
         do {
@@ -113,8 +115,6 @@ public final class BigPeerService: Sendable {
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
-        let openAPI = OpenAPIRoute.load(migrationsDirectory: configuration.migrationsDirectory)
-        if openAPI.document == nil { logger.warning("openapi.yaml not found: GET /api/v4/openapi.yaml will answer 404 (set BIGPEER_OPENAPI)") }
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())

@@ -26,7 +26,8 @@ public struct Database: Sendable {
     public var localCluster: LocalPostgres?
     public var migrationReport: PostgresMigrator.Report
 
-    /// Connects (starting a local cluster when asked to), then applies pending migrations.
+    /// Connects (starting a local cluster when asked to), then applies pending migrations: the ones
+    /// built into the binary, or those in `migrationsDirectory` (else `BIGPEER_MIGRATIONS`) if given.
     public static func open(_ source: DatabaseSource, migrationsDirectory: String?, loop: EventLoop, logger: Logger) async throws -> Database {
         let configuration: PostgresConfiguration
         var cluster: LocalPostgres?
@@ -41,17 +42,19 @@ public struct Database: Sendable {
             let local = try await LocalPostgres.start(dataDirectory: dir, loop: loop)
             cluster = local
             configuration = local.configuration()
-            logger.info("local PostgreSQL is up", metadata: [
-                "url": "\(local.url())", "cluster": "\(local.clusterDirectory)",
-                "reused-running-server": "\(!local.ownsServer)",
-            ])
         }
         let report: PostgresMigrator.Report
+        let analysts: AnalystAccess
         do {
-            let migrations = try Migration.load(directory: try MigrationsDirectory.locate(explicit: migrationsDirectory))
+            let set = try MigrationSet.resolve(directory: migrationsDirectory)
+            if set.origin != MigrationSet.builtIn { logger.notice("migrations from \(set.origin), not the ones built in") }
             let conn = try await PostgresConnection.connect(configuration, on: loop)
             defer { Task { await conn.close() } }
-            report = try await PostgresMigrator.apply(migrations, on: conn)
+            report = try await PostgresMigrator.apply(set.migrations, on: conn)
+            // Advice only: a failed check must not stop a server whose migrations succeeded.
+            do { analysts = try await AnalystAccess.check(on: conn) } catch {
+                analysts = AnalystAccess(problem: "could not check the read-only role \(LocalPostgres.analystRole): \(error)")
+            }
         } catch {
             try? cluster?.stop()  // do not leave a private server running behind a failed start
             throw error
@@ -61,28 +64,78 @@ public struct Database: Sendable {
             logger.warning("the database has migrations this binary does not know (a newer release ran here)",
                            metadata: ["versions": "\(report.unknownInDatabase)"])
         }
+        if let problem = analysts.problem { logger.warning("\(problem)") }
+        if let cluster { await announce(cluster, analystsReady: analysts.problem == nil, loop: loop, logger: logger) }
         return Database(configuration: configuration, localCluster: cluster, migrationReport: report)
+    }
+
+    /// Prints the private cluster's URL for analysts' tools: the read-only role's, never the
+    /// superuser's (whose password stays in its file, for administrators).
+    private static func announce(_ cluster: LocalPostgres, analystsReady: Bool, loop: EventLoop, logger: Logger) async {
+        var metadata: Logger.Metadata = [
+            "cluster": "\(cluster.clusterDirectory)", "reused-running-server": "\(!cluster.startedServer)",
+        ]
+        do {
+            if analystsReady, try await cluster.enableAnalystLogin(loop: loop) {
+                metadata["analyst-url"] = "\(cluster.analystURL())"
+            }
+        } catch {
+            logger.warning("could not let the analyst role log in", metadata: ["error": "\(error)"])
+        }
+        logger.info("local PostgreSQL is up (psql and BI tools: analyst-url, read-only)", metadata: metadata)
     }
 }
 
-/// Finds the `migrations/` folder: explicit flag, `BIGPEER_MIGRATIONS`, the working directory,
-/// beside or above the executable (a source checkout's `.build/…/bigpeer`), or the packaged path.
-public enum MigrationsDirectory {
-    public static let packaged = "/usr/share/bigpeer/migrations"
+/// Whether `bigpeer_analyst` (migrations/0009_analyst_role.sql) exists and may read the analytics
+/// views in this database. The migration grants nothing when its user could not create the role;
+/// this check then says at every start what an administrator has to do.
+struct AnalystAccess {
+    var problem: String?
 
-    public static func locate(explicit: String?) throws -> String {
-        var candidates: [String] = []
-        if let explicit { candidates.append(explicit) }
-        if let env = ProcessInfo.processInfo.environment["BIGPEER_MIGRATIONS"] { candidates.append(env) }
-        candidates.append(FileManager.default.currentDirectoryPath + "/migrations")
-        var dir = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<6 {
-            candidates.append(dir.appendingPathComponent("migrations").path)
-            dir = dir.deletingLastPathComponent()
+    static func check(on conn: PostgresConnection) async throws -> AnalystAccess {
+        let role = LocalPostgres.analystRole
+        let rows = try await conn.query("""
+            SELECT has_schema_privilege(oid, 'analytics', 'USAGE') FROM pg_roles WHERE rolname = \(role)
+            """)
+        if rows.isEmpty {
+            return AnalystAccess(problem: "the read-only role \(role) does not exist (the migrating user may not create roles), "
+                + "so analysts have no read-only access: have an administrator run CREATE ROLE \(role) NOLOGIN, then, as this "
+                + "database's BigPeer user, GRANT USAGE ON SCHEMA analytics TO \(role); GRANT SELECT ON ALL TABLES IN SCHEMA "
+                + "analytics TO \(role); ALTER DEFAULT PRIVILEGES IN SCHEMA analytics GRANT SELECT ON TABLES TO \(role) "
+                + "(docs/STORAGE.md, \"Analytics\")")
         }
-        candidates.append(packaged)
-        for c in candidates where FileManager.default.fileExists(atPath: c + "/0001_settings.sql") { return c }
-        if let explicit { throw PostgresError.migration("no migrations found in \(explicit)") }
-        throw PostgresError.migration("cannot find the migrations directory (looked in: \(candidates.joined(separator: ", "))); pass --migrations-dir")
+        if try rows[0].decode(0, as: Bool.self) == false {
+            return AnalystAccess(problem: "the read-only role \(role) exists but may not read this database's analytics views: "
+                + "as this database's BigPeer user, run GRANT USAGE ON SCHEMA analytics TO \(role); GRANT SELECT ON ALL TABLES "
+                + "IN SCHEMA analytics TO \(role); ALTER DEFAULT PRIVILEGES IN SCHEMA analytics GRANT SELECT ON TABLES TO \(role) "
+                + "(docs/STORAGE.md, \"Analytics\")")
+        }
+        return AnalystAccess(problem: nil)
+    }
+}
+
+/// The migrations a database is brought to. By default those built into this binary
+/// (`EmbeddedResources`, generated from the repository's migrations/ by
+/// scripts/embed-resources.py), so a copied binary needs no files beside it. A directory given
+/// with `--migrations-dir`, else in `BIGPEER_MIGRATIONS`, replaces them (writing a new migration
+/// without rebuilding; running an older release's set for a comparison). Nothing is searched for.
+public enum MigrationSet {
+    public static let environmentVariable = "BIGPEER_MIGRATIONS"
+    /// `origin` of the built-in set.
+    public static let builtIn = "built-in"
+
+    /// The migrations built into this binary.
+    public static func embedded() throws(PostgresError) -> [Migration] {
+        try Migration.load(files: EmbeddedResources.migrations)
+    }
+
+    /// The explicit directory's migrations (`directory`, else the environment variable), or the
+    /// built-in ones; `origin` says which.
+    public static func resolve(directory: String?) throws(PostgresError) -> (migrations: [Migration], origin: String) {
+        let env = ProcessInfo.processInfo.environment[environmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+        guard let dir = directory ?? env else { return (try embedded(), builtIn) }
+        let migrations = try Migration.load(directory: dir)
+        if migrations.isEmpty { throw .migration("no NNNN_name.sql migrations in \(dir)") }
+        return (migrations, dir)
     }
 }

@@ -6,14 +6,27 @@ import Postgres
 public final class ServerProcess: Sendable {
     public let pid: pid_t
     public let port: Int
+    /// Where its standard output and error go.
+    public let logPath: String
 
     /// Starts the built `bigpeer` binary (from `swift build`) against `databaseURL` on a free port and
     /// waits until /healthz answers.
     public static func start(databaseURL: String, port: Int? = nil, extraArguments: [String] = []) async throws -> ServerProcess {
-        let binary = try locateBinary()
+        try await start(arguments: ["--database-url", databaseURL] + extraArguments, port: port)
+    }
+
+    /// Starts `binary serve --port P --threads 1 arguments…` (default: the built binary) in
+    /// `workingDirectory` (default: ours) and waits up to `readyTimeout` until /healthz answers.
+    public static func start(binary: String? = nil, arguments: [String], port: Int? = nil, workingDirectory: String? = nil,
+                             environment: [String: String]? = nil, readyTimeout: Duration = .seconds(20)) async throws -> ServerProcess {
+        let binary = try binary ?? locateBinary()
         let chosen = try port ?? LocalPostgres.freeLoopbackPort()
         let log = NSTemporaryDirectory() + "bigpeer-serve-\(chosen)-\(UInt32.random(in: 0...UInt32.max)).log"
-        let argv = [binary, "serve", "--port", String(chosen), "--threads", "1", "--database-url", databaseURL] + extraArguments
+        var argv = [binary, "serve", "--port", String(chosen), "--threads", "1"] + arguments
+        if let workingDirectory {
+            // The shell changes directory, then becomes the server (same pid).
+            argv = ["/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", workingDirectory] + argv
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -22,25 +35,32 @@ public final class ServerProcess: Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { env in env.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { envp?.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, binary, &actions, nil, cargs, environ)
+        let rc = envp.map { posix_spawn(&pid, argv[0], &actions, nil, cargs, $0) } ?? posix_spawn(&pid, argv[0], &actions, nil, cargs, environ)
         guard rc == 0 else { throw ServerProcessError.spawn(String(cString: strerror(rc))) }
-        let server = ServerProcess(pid: pid, port: chosen)
-        for _ in 0..<300 {
+        let server = ServerProcess(pid: pid, port: chosen, logPath: log)
+        let deadline = ContinuousClock.now + readyTimeout
+        while ContinuousClock.now < deadline {
             if await server.answersHealth() { return server }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                throw ServerProcessError.exited((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+                throw ServerProcessError.exited(server.log())
             }
             try await Task.sleep(for: .milliseconds(50))
         }
         await server.kill()
-        throw ServerProcessError.notReady((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        throw ServerProcessError.notReady(server.log())
     }
 
-    private init(pid: pid_t, port: Int) {
+    /// Everything it has printed so far.
+    public func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    private init(pid: pid_t, port: Int, logPath: String) {
         self.pid = pid
         self.port = port
+        self.logPath = logPath
     }
 
     /// SIGKILL and reap: no graceful shutdown, exactly like a crash. Reaps by polling

@@ -144,12 +144,10 @@ public final class TestDatabase: Sendable {
 }
 
 extension TestDatabase {
-    /// Applies the repository's migrations (found from the working directory, as `swift test` runs
-    /// at the package root) to this database.
+    /// Applies the migrations built into BigPeerServer (the repository's migrations/) to this database.
     public func migrate() async throws {
-        let dir = try MigrationsDirectory.locate(explicit: nil)
         let conn = try await connect()
         defer { Task { await conn.close() } }
-        _ = try await PostgresMigrator.apply(try Migration.load(directory: dir), on: conn)
+        _ = try await PostgresMigrator.apply(try MigrationSet.embedded(), on: conn)
     }
 }

@@ -10,9 +10,12 @@ import Sockets
 /// - PostgreSQL refuses to run as root: when we are root, the cluster belongs to the `postgres`
 ///   user and every server command runs through `runuser`.
 /// - Listens on a unix socket inside the cluster directory (trust, reachable only by the owner and
-///   root) and on a loopback TCP port with a generated password (scram-sha-256) for analysts' tools.
-/// - If the cluster is already running (another `bigpeer` on the same data directory), it is reused
-///   and left running on `stop()`.
+///   root: our own sessions, as the superuser) and on a loopback TCP port (scram-sha-256) for tools
+///   on this host: analysts get the read-only role `bigpeer_analyst` (migrations/0009) with a
+///   generated password kept in `<data-dir>/analyst-password` (`analystURL`, `enableAnalystLogin`);
+///   the superuser's password is in `<data-dir>/postgres-password` and is printed nowhere.
+/// - Several processes may use one data directory: if the cluster is already running it is reused,
+///   and `stop()` stops it only when no other live process uses it (`ClusterUsers`).
 public final class LocalPostgres: Sendable {
     public struct Options: Sendable {
         /// Trade durability for speed (fsync off): only for throwaway test clusters.
@@ -25,25 +28,37 @@ public final class LocalPostgres: Sendable {
     public let clusterDirectory: String
     public let socketDirectory: String
     public let port: Int
+    /// The superuser's password (TCP logins; our own sessions use the socket).
     public let password: String
+    /// The password `enableAnalystLogin` gives `bigpeer_analyst`.
+    public let analystPassword: String
     public let databaseName: String
-    /// False when we found the server already running and must not stop it.
-    public let ownsServer: Bool
+    /// True when this process started the server, false when it found it running.
+    public let startedServer: Bool
     private let binDirectory: String
     private let runAs: String?
+    private let users: ClusterUsers
+    /// This process's hold on the cluster, released by `stop()` or when this object goes away.
+    private let registration: ClusterUsers.Registration
 
     public static let superuser = "bigpeer"
+    /// The read-only role for analysts, created by migrations/0009_analyst_role.sql.
+    public static let analystRole = "bigpeer_analyst"
 
-    private init(clusterDirectory: String, socketDirectory: String, port: Int, password: String, databaseName: String,
-                 ownsServer: Bool, binDirectory: String, runAs: String?) {
+    private init(clusterDirectory: String, socketDirectory: String, port: Int, password: String, analystPassword: String,
+                 databaseName: String, startedServer: Bool, binDirectory: String, runAs: String?,
+                 users: ClusterUsers, registration: ClusterUsers.Registration) {
         self.clusterDirectory = clusterDirectory
         self.socketDirectory = socketDirectory
         self.port = port
         self.password = password
+        self.analystPassword = analystPassword
         self.databaseName = databaseName
-        self.ownsServer = ownsServer
+        self.startedServer = startedServer
         self.binDirectory = binDirectory
         self.runAs = runAs
+        self.users = users
+        self.registration = registration
     }
 
     /// Session parameters for our own connections (unix socket, no password needed).
@@ -54,10 +69,38 @@ public final class LocalPostgres: Sendable {
         ])
     }
 
-    /// A URL for tools outside this process (psql, BI tools): loopback TCP with the password.
+    /// The superuser over loopback TCP with its password (tests; never printed).
     public func url(database: String? = nil) -> String {
-        "postgresql://\(Self.superuser):\(password)@127.0.0.1:\(port)/\(database ?? databaseName)"
+        "postgresql://\(Self.superuser):\(Self.percentEncoded(password))@127.0.0.1:\(port)/\(database ?? databaseName)"
     }
+
+    /// The URL for analysts' tools on this host (psql, BI): the read-only role over loopback TCP.
+    /// Logs in once `enableAnalystLogin` has run.
+    public func analystURL(database: String? = nil) -> String {
+        "postgresql://\(Self.analystRole):\(Self.percentEncoded(analystPassword))@127.0.0.1:\(port)/\(database ?? databaseName)"
+    }
+
+    /// Lets `bigpeer_analyst` log in with `analystPassword` (run after migrations, which create
+    /// the role; every start, so a changed password file takes effect). False when the role does
+    /// not exist.
+    public func enableAnalystLogin(loop: EventLoop) async throws -> Bool {
+        let conn = try await PostgresConnection.connect(configuration(), on: loop)
+        defer { Task { await conn.close() } }
+        guard try await !conn.query("SELECT 1 FROM pg_roles WHERE rolname = \(Self.analystRole)").isEmpty else { return false }
+        // ALTER ROLE takes no parameters: the password goes in as a literal, quotes doubled
+        // (standard_conforming_strings makes backslashes plain characters).
+        let literal = "'" + String(decoding: analystPassword.utf8.flatMap { $0 == UInt8(ascii: "'") ? [$0, $0] : [$0] }, as: UTF8.self) + "'"
+        // Instances starting together would update the role's catalog row at once ("tuple
+        // concurrently updated"): one at a time.
+        try await conn.transaction { c in
+            _ = try await c.query("SELECT pg_advisory_xact_lock(\(Self.analystLoginLock))")
+            _ = try await c.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(PostgresQuery.quoteIdentifier(Self.analystRole)) WITH LOGIN PASSWORD \(literal)"))
+        }
+        return true
+    }
+
+    /// `pg_advisory_xact_lock` key serialising `enableAnalystLogin` ("bigpeer" and 2).
+    static let analystLoginLock: Int64 = 0x4269_6750_6565_7202
 
     // MARK: - Start
 
@@ -84,32 +127,66 @@ public final class LocalPostgres: Sendable {
             throw PostgresError.localCluster("the cluster path \(socketDir) is too long for a unix socket; use a shorter --data-dir")
         }
 
-        let passwordFile = dataDir + "/postgres-password"
-        let password: String
-        if let existing = try? String(contentsOfFile: passwordFile, encoding: .utf8) {
-            password = existing.trimmingCharacters(in: .whitespacesAndNewlines)
-        } else {
-            password = randomToken()
-            try write(password + "\n", to: passwordFile, mode: 0o600)
+        // One process at a time creates, starts or stops the cluster (ClusterUsers); this one
+        // registers as a user before the server is started or found running.
+        let users = ClusterUsers(dataDirectory: dataDir)
+        let pg = try users.exclusively { () throws -> LocalPostgres in
+            let password = try readOrCreateSecret(dataDir + "/postgres-password")
+            let analystPassword = try readOrCreateSecret(dataDir + "/analyst-password")
+            if !FileManager.default.fileExists(atPath: cluster + "/PG_VERSION") {
+                // Outside the cluster directory: initdb wants it empty.
+                let pwfile = (cluster as NSString).deletingLastPathComponent + "/.initdb-pw-\(getpid())"
+                try write(password + "\n", to: pwfile, mode: 0o600, owner: runAs)
+                defer { unlink(pwfile) }
+                var args = ["-D", cluster, "-U", superuser, "--auth-local=trust", "--auth-host=scram-sha-256",
+                            "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C.UTF-8"]
+                if options.ephemeral { args.append("--no-sync") }
+                try run(bin + "/initdb", args, as: runAs)
+            }
+            let registration = try users.register()
+            let (port, started) = try startServer(bin: bin, cluster: cluster, socketDir: socketDir, dataDir: dataDir,
+                                                  options: options, runAs: runAs)
+            return LocalPostgres(clusterDirectory: cluster, socketDirectory: socketDir, port: port, password: password,
+                                 analystPassword: analystPassword, databaseName: options.databaseName, startedServer: started,
+                                 binDirectory: bin, runAs: runAs, users: users, registration: registration)
         }
-
-        if !FileManager.default.fileExists(atPath: cluster + "/PG_VERSION") {
-            // Outside the cluster directory: initdb wants it empty.
-            let pwfile = (cluster as NSString).deletingLastPathComponent + "/.initdb-pw-\(getpid())"
-            try write(password + "\n", to: pwfile, mode: 0o600, owner: runAs)
-            defer { unlink(pwfile) }
-            var args = ["-D", cluster, "-U", superuser, "--auth-local=trust", "--auth-host=scram-sha-256",
-                        "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C.UTF-8"]
-            if options.ephemeral { args.append("--no-sync") }
-            try run(bin + "/initdb", args, as: runAs)
+        do {
+            try await pg.createDatabaseIfMissing(options.databaseName, loop: loop)
+        } catch {
+            try? pg.stop()
+            throw error
         }
-
-        let (port, owns) = try startServer(bin: bin, cluster: cluster, socketDir: socketDir, dataDir: dataDir,
-                                           options: options, runAs: runAs)
-        let pg = LocalPostgres(clusterDirectory: cluster, socketDirectory: socketDir, port: port, password: password,
-                               databaseName: options.databaseName, ownsServer: owns, binDirectory: bin, runAs: runAs)
-        try await pg.createDatabaseIfMissing(options.databaseName, loop: loop)
         return pg
+    }
+
+    /// A generated password kept in `path` (0600), created on first use.
+    static func readOrCreateSecret(_ path: String) throws -> String {
+        if let existing = try? String(contentsOfFile: path, encoding: .utf8) {
+            let secret = existing.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !secret.isEmpty, !secret.utf8.contains(0) else {
+                throw PostgresError.localCluster("\(path) holds no usable password; delete it to have a new one generated")
+            }
+            return secret
+        }
+        let secret = randomToken()
+        try write(secret + "\n", to: path, mode: 0o600)
+        return secret
+    }
+
+    /// `s` for the user-information part of a URL: ASCII letters, digits and `-._~` as they are,
+    /// every other byte percent-encoded (RFC 3986 §2.1).
+    static func percentEncoded(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            }
+        }
+        return out
     }
 
     private static func startServer(bin: String, cluster: String, socketDir: String, dataDir: String,
@@ -144,10 +221,15 @@ public final class LocalPostgres: Sendable {
 
     // MARK: - Stop
 
-    /// Stops the server (fast shutdown: open sessions are disconnected, data is safe).
+    /// Stops using the cluster, and stops the server (fast shutdown: open sessions are
+    /// disconnected, data is safe) unless another live process still uses it. Blocks for as long
+    /// as PostgreSQL takes to stop; calling it again only repeats that check.
     public func stop() throws {
-        guard ownsServer else { return }
-        try Self.run(binDirectory + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "stop"], as: runAs)
+        try users.exclusively {
+            registration.release()
+            guard Self.runningPort(clusterDirectory) != nil, users.liveUsers() == 0 else { return }
+            try Self.run(binDirectory + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "stop"], as: runAs)
+        }
     }
 
     /// Restarts the server in place (tests use it to prove the pool recovers).

@@ -19,18 +19,28 @@ public struct Migration: Sendable, Equatable {
         do { files = try FileManager.default.contentsOfDirectory(atPath: directory) } catch {
             throw .migration("cannot read migrations directory \(directory): \(error.localizedDescription)")
         }
-        var out: [Migration] = []
+        var contents: [(name: String, sql: String)] = []
         for file in files.sorted() where file.hasSuffix(".sql") {
-            let digits = file.prefix { $0.isNumber }
-            guard !digits.isEmpty, let version = Int(digits), file.dropFirst(digits.count).first == "_" else {
+            guard let data = FileManager.default.contents(atPath: directory + "/" + file),
+                  let sql = String(data: data, encoding: .utf8) else {
+                throw .migration("cannot read \(file) as UTF-8 text")
+            }
+            contents.append((file, sql))
+        }
+        return try load(files: contents)
+    }
+
+    /// Migrations from `(file name, SQL)` pairs (a directory's files, or the ones compiled into
+    /// the binary), ordered by version; names must be `NNNN_description.sql`, versions unique.
+    public static func load(files: [(name: String, sql: String)]) throws(PostgresError) -> [Migration] {
+        var out: [Migration] = []
+        for (file, sql) in files {
+            let digits = file.prefix { $0.isASCII && $0.isNumber }
+            guard file.hasSuffix(".sql"), !digits.isEmpty, let version = Int(digits), file.dropFirst(digits.count).first == "_" else {
                 throw .migration("\(file): migration files are named NNNN_description.sql")
             }
             if let other = out.first(where: { $0.version == version }) {
                 throw .migration("\(file) and \(other.name) share version \(version)")
-            }
-            guard let data = FileManager.default.contents(atPath: directory + "/" + file),
-                  let sql = String(data: data, encoding: .utf8) else {
-                throw .migration("cannot read \(file) as UTF-8 text")
             }
             out.append(Migration(version: version, name: file, sql: sql))
         }

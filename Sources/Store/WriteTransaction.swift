@@ -467,7 +467,10 @@ struct WriteTransaction {
     }
 
     /// Records a collection the first time it is written and gives analysts a view of it
-    /// (`analytics."name"`: `_id`, `value`, `updated_at` of its live documents).
+    /// (`analytics."name"`: `_id`, `value`, `updated_at` of its live documents). The FROM item is
+    /// a subquery so the view is not automatically updatable: nobody, its owner included, can
+    /// write `documents` through it behind the CRDT state (migrations/0009_analyst_role.sql).
+    /// Analysts' SELECT on it comes from that migration's default privileges.
     mutating func registerCollection(_ name: String) async throws {
         if registeredCollections.contains(where: { $0.utf8Equals(name) }) || store.knownCollections.withLock({ $0.contains(ExactString(name)) }) { return }
         let inserted = try await db.query("INSERT INTO bigpeer_collections (name) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING name")
@@ -475,7 +478,7 @@ struct WriteTransaction {
             let literal = Quote.sqlLiteral(name)
             try await db.enqueue(PostgresQuery(unsafeSQL: """
                 CREATE VIEW analytics.\(PostgresQuery.quoteIdentifier(name)) AS
-                SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted
+                SELECT _id, value, updated_at FROM (SELECT id #>> '{}' AS _id, value, updated_at FROM documents WHERE collection = \(literal) AND NOT deleted) AS live
                 """))
         }
         registeredCollections.append(name)

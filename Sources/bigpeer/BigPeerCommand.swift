@@ -25,6 +25,6 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Directory for BigPeer's local state and private PostgreSQL cluster.")
     var dataDirectory = "./.bigpeer"
 
-    @Option(name: .customLong("migrations-dir"), help: "Directory of NNNN_name.sql migrations (default: found automatically).")
+    @Option(name: .customLong("migrations-dir"), help: "Directory of NNNN_name.sql migrations to apply instead of the ones built into this binary (also $BIGPEER_MIGRATIONS).")
     var migrationsDirectory: String?
 }

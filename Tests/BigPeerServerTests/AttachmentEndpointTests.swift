@@ -330,3 +330,72 @@ import Values
         }
     }
 }
+
+extension AttachmentEndpointTests {
+    /// An uploader's `Content-Type` cannot turn an attachment into a page in the server's origin:
+    /// active and unknown types download as `application/octet-stream` + `attachment`, safe media
+    /// types are served inline as their bare essence, and every answer says `nosniff` and
+    /// `sandbox`. The stored type is left as uploaded.
+    @Test func uploadedTypesCannotBecomeActiveContent() async throws {
+        try await Self.withService { service, client, db in
+            let page = Array("<html><script>alert(document.cookie)</script></html>".utf8)
+            let cases: [(stored: String, served: String, inline: Bool)] = [
+                ("text/html", "application/octet-stream", false),
+                ("image/svg+xml", "application/octet-stream", false),
+                ("application/xhtml+xml", "application/octet-stream", false),
+                ("text/plain", "application/octet-stream", false),
+                ("application/pdf", "application/octet-stream", false),
+                ("image/png, text/html", "application/octet-stream", false),  // a list: browsers take the last
+                ("text/html; x=\"image/png\"", "application/octet-stream", false),
+                ("IMAGE/PNG; name=\"a.png\"", "image/png", true),
+                ("video/mp4", "video/mp4", true),
+            ]
+            for (i, c) in cases.enumerated() {
+                let content = page + Array(" \(i)".utf8)  // distinct bytes: each upload stores its own type
+                let up = try await Self.upload(client, service.port, content, contentType: c.stored)
+                let id = try #require(try JSON.parse(up.body)["id"]?.stringValue)
+                let url = "http://127.0.0.1:\(service.port)/api/v4/attachments/\(id)"
+                let r = try await client.get(url)
+                #expect(r.status.code == 200, "\(c.stored)")
+                #expect(r.body == content)
+                #expect(r.headers["Content-Type"] == c.served, "\(c.stored)")
+                #expect(r.headers["Content-Disposition"] == (c.inline ? nil : "attachment"), "\(c.stored)")
+                #expect(r.headers["X-Content-Type-Options"] == "nosniff", "\(c.stored)")
+                #expect(r.headers["Content-Security-Policy"] == "sandbox", "\(c.stored)")
+
+                // Partial, conditional, HEAD and unsatisfiable answers say the same.
+                let etag = try #require(r.headers["ETag"])
+                for (method, headers, status) in [(HTTPMethod.GET, ["Range": "bytes=0-3"] as HTTPHeaders, 206),
+                                                  (.GET, ["If-None-Match": etag], 304), (.HEAD, [:], 200),
+                                                  (.GET, ["Range": "bytes=999999-"], 416)] {
+                    let other = try await client.execute(HTTPClientRequest(method: method, url: url, headers: headers))
+                    #expect(other.status.code == status)
+                    #expect(other.headers["X-Content-Type-Options"] == "nosniff", "\(c.stored) \(status)")
+                    #expect(other.headers["Content-Security-Policy"] == "sandbox", "\(c.stored) \(status)")
+                    if status == 206 || (status == 200 && method == .HEAD) {
+                        #expect(other.headers["Content-Type"] == c.served, "\(c.stored) \(status)")
+                    }
+                }
+
+                // The metadata keeps what the uploader said.
+                let conn = try await db.connect()
+                let stored = try await conn.query("SELECT content_type FROM bigpeer_attachments WHERE id = \(id)")[0].decode(0, as: String.self)
+                await conn.close()
+                #expect(stored == c.stored)
+            }
+        }
+    }
+
+    @Test func mediaTypeEssence() {
+        #expect(AttachmentServedType.essence(of: " Image/PNG ; q=1") == "image/png")
+        #expect(AttachmentServedType.essence(of: "image/png, text/html") == nil)
+        #expect(AttachmentServedType.essence(of: "image/png/x") == nil)
+        #expect(AttachmentServedType.essence(of: "/png") == nil)
+        #expect(AttachmentServedType.essence(of: "image/") == nil)
+        #expect(AttachmentServedType.essence(of: "image /png") == nil)
+        let none = AttachmentServedType.served(stored: nil)
+        #expect(none.contentType == "application/octet-stream" && !none.inline)
+        let audio = AttachmentServedType.served(stored: "audio/mpeg")
+        #expect(audio.contentType == "audio/mpeg" && audio.inline)
+    }
+}
