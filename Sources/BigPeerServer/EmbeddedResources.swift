@@ -375,7 +375,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
         "404":
-          description: the transaction named by X-DITTO-TXN-ID was not reached in time
+          description: the transaction named by X-DITTO-TXN-ID was not reached in time, or DROP INDEX named an index that does not exist
           content:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
@@ -388,7 +388,7 @@ paths:
                   - $ref: "#/components/schemas/ExecuteError"
                   - $ref: "#/components/schemas/ServerError"
         "409":
-          description: INSERT found an existing document (ON ID CONFLICT FAIL, the default)
+          description: INSERT found an existing document (ON ID CONFLICT FAIL, the default), or CREATE INDEX an existing index
           content:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
@@ -569,12 +569,22 @@ paths:
                                 path: { type: string }
                                 value: {}
                       - type: object
-                        required: [method, collection]
+                        description: remove the documents matching a legacy query (and no `id`)
+                        required: [method, collection, query]
                         properties:
                           method: { const: remove }
                           collection: { type: string, minLength: 1, maxLength: 255 }
-                          query: { type: [string, "null"] }
-                          id: { oneOf: [{ type: string }, { type: object }, { type: "null" }] }
+                          query: { type: string }
+                          args: { type: [object, "null"] }
+                          id: { type: "null" }
+                      - type: object
+                        description: remove one document by `_id` (and no `query`)
+                        required: [method, collection, id]
+                        properties:
+                          method: { const: remove }
+                          collection: { type: string, minLength: 1, maxLength: 255 }
+                          id: { oneOf: [{ type: string }, { type: object }] }
+                          query: { type: "null" }
       responses:
         "200":
           description: one result per command, in order, and the commit's transaction number
@@ -829,6 +839,7 @@ components:
       properties:
         statement:
           type: string
+          minLength: 1
           description: one DQL statement; named parameters are written `:name`
         args:
           type: object
