@@ -16,7 +16,9 @@ extension SyncSession {
     /// Decides the next store read, if none is outstanding. Initial syncs run one at a time, in the
     /// order requested, and pause live delivery (the cursor stays; the log is read afterwards).
     mutating func pump(now: UInt64, into out: inout [SyncSessionAction]) {
-        guard suspended == nil, credit > 0 else { return }
+        // Credit and room in the transport (`sendWindow`): a peer that stops reading stops the
+        // session here, whatever credit it granted.
+        guard suspended == nil, sendWindow > 0 else { return }
         if case .page? = outstanding { return readAhead(into: &out) }
         guard outstanding == nil else { return }
         if !pendingWants.isEmpty {
@@ -60,7 +62,7 @@ extension SyncSession {
     mutating func requestPage(_ sub: Subscription, after: Value?, into out: inout [SyncSessionAction]) {
         outstanding = .page(sub.id)
         pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: after, ahead: false))
-        let budget = max(1, min(Int(clamping: credit), peerMaxMessage - 4096))
+        let budget = max(1, min(Int(clamping: sendWindow), peerMaxMessage - 4096))
         out.append(.readPage(subscription: sub.id, generation: sub.generation, query: QueryBox(value: sub.query),
                              after: after, limit: configuration.pageRows, maxBytes: budget))
     }
@@ -78,7 +80,7 @@ extension SyncSession {
         guard pageReads.count == 1, let first = pageReads.first, !first.stale, let boundary = first.boundary, !boundary.isLast, boundary.nextAfter != nil,
               let sub = subscriptions[first.subscription], sub.generation == first.generation, case .paging = sub.phase else { return }
         let perRow = Int64(Self.estimatedEntryOverhead + sub.query.collection.utf8.count)
-        let room = credit - Int64(boundary.stateBytes) - Int64(boundary.rows) * perRow
+        let room = sendWindow - Int64(boundary.stateBytes) - Int64(boundary.rows) * perRow
         guard room > 0 else { return }
         pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: boundary.nextAfter, ahead: true))
         pagesReadAhead += 1
@@ -146,9 +148,9 @@ extension SyncSession {
             for i in pageReads.indices { pageReads[i].stale = true }
             return
         }
-        if read.ahead, credit <= 0 {
-            // Read ahead, and the peer has not made room since: not buffered; read again from the
-            // same place once credit returns. A read ahead behind it started after this page: stale.
+        if read.ahead, sendWindow <= 0 {
+            // Read ahead, and the peer (or its socket) has not made room since: not buffered;
+            // read again from the same place once credit returns or the transport drains. A read ahead behind it started after this page: stale.
             for i in pageReads.indices { pageReads[i].stale = true }
             pagesDroppedWithoutCredit += 1
             return
