@@ -1,5 +1,6 @@
 import Auth
 import Logging
+import Sockets
 import Sync
 import SyncProtocol
 import Synchronization
@@ -39,12 +40,19 @@ final class SyncSessionRegistry: Sendable {
         state.withLock { $0.entries[id] = Entry(connection: connection, outbox: outbox) }
     }
 
-    /// The socket closed: the session's slot is free again.
+    /// The socket closed: the session's slot is free again. A session that had a lot queued
+    /// asks for its memory to go back to the kernel (glibc keeps freed heap otherwise: `HeapTrim`).
     func remove(_ id: UInt64) {
-        state.withLock { s in
-            if let e = s.entries.removeValue(forKey: id), e.admitted { s.admitted -= 1 }
+        let removed = state.withLock { s -> Entry? in
+            let e = s.entries.removeValue(forKey: id)
+            if e?.admitted == true { s.admitted -= 1 }
+            return e
         }
+        if let removed, removed.outbox.peakQueuedBytes >= Self.trimAfterQueuedBytes { HeapTrim.request() }
     }
+
+    /// A closed session that once queued this much makes the heap worth trimming.
+    static let trimAfterQueuedBytes = 256 << 10
 
     /// Takes a slot for a session whose credentials were accepted. False at the cap (or when the
     /// socket closed meanwhile).

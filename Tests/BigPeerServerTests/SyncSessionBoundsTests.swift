@@ -290,3 +290,58 @@ import WebSocket
         }
     }
 }
+
+/// Not a regression test: the memory measurement of issue #16 item 5, run on demand
+/// (`BIGPEER_MEASURE_SYNC_RSS=1 swift test --filter SyncSessionMemoryMeasurement`): 100 peers that
+/// grant 1 GiB of credit, subscribe to ~8 MB and never read. Prints the process's RSS before,
+/// while they are connected, after they left (the server trims the heap itself: `HeapTrim`), and
+/// after one more `malloc_trim` (what is left to gain).
+@Suite struct SyncSessionMemoryMeasurement {
+    static func rssKB() -> Int {
+        guard let f = fopen("/proc/self/status", "r") else { return -1 }
+        defer { fclose(f) }
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, Int32(line.count), f) != nil {
+            let s = String(cString: line)
+            if s.hasPrefix("VmRSS:") { return Int(s.split(separator: " ").dropFirst().first ?? "") ?? -1 }
+        }
+        return -1
+    }
+
+    @Test(.enabled(if: getenv("BIGPEER_MEASURE_SYNC_RSS") != nil))
+    func hundredPeersThatNeverRead() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await SyncSessionBoundsTests.insecureServer(db) { $0.maxBodyBytes = 64 << 20 }
+            defer { Task { await service.stop() } }
+            let http = try HTTPClient()
+            try await SyncSessionBoundsTests.insert(128, into: "big", blob: String(repeating: "y", count: 64 << 10), http, service.port)
+            let before = Self.rssKB()
+            var fds: [Int32] = []
+            for i in 0..<100 {
+                let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+                fds.append(fd)
+                try await RawSocket.upgrade(fd, port: service.port)
+                let hello = SyncMessage.hello(Hello(site: UInt64(1000 + i), peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
+                try await RawSocket.sendFrame(fd, hello.encode())
+                try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            }
+            _ = await SyncEndpointTests.eventually(.seconds(30)) {
+                let s = service.syncQueueStatistics
+                return s.count == 100 && s.allSatisfy { $0.queued >= 1 << 20 }
+            }
+            try await Task.sleep(for: .seconds(1))
+            let connected = Self.rssKB()
+            let stats = service.syncQueueStatistics
+            let peak = stats.map(\.peak).max() ?? 0
+            let queued = stats.map(\.queued).reduce(0, +)
+            for fd in fds { close(fd) }
+            _ = await SyncEndpointTests.eventually(.seconds(20)) { service.syncConnections == 0 }
+            try await Task.sleep(for: .seconds(2))  // the server's own trim runs 1 s after the sessions end
+            let after = Self.rssKB()
+            typealias Trim = @convention(c) (Int) -> Int32
+            if let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") { _ = unsafeBitCast(sym, to: Trim.self)(0) }
+            let trimmed = Self.rssKB()
+            print("SYNC-RSS before=\(before / 1024) MB connected=\(connected / 1024) MB (queued \(queued >> 20) MiB in total, peak per session \(peak >> 10) KiB) after=\(after / 1024) MB after-trim=\(trimmed / 1024) MB")
+        }
+    }
+}
