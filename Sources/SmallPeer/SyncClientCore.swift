@@ -217,7 +217,9 @@ final class SyncClientCore: WebSocketClientHandler {
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran
             case .refused(let code, let reason):
-                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion, .policy].map(\.rawValue).contains(code)
+                // 4003 is not final: "too many sessions" passes (PROTOCOL.md §4.2); the backoff
+                // keeps the other policy refusals (a denied peer key) cheap for the server.
+                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion].map(\.rawValue).contains(code)
                 status.withLock { s in
                     s.lastError = "the server refused the session (\(code)): \(reason)"
                     if fatal { s.phase = .failed }
