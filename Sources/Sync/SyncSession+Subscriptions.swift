@@ -98,6 +98,13 @@ extension SyncSession {
         guard subscriptions.count < configuration.limits.maxSubscriptions else {
             return send(.subscriptionError(id: s.id, message: "at most \(configuration.limits.maxSubscriptions) subscriptions per session"), into: &out)
         }
+        if let have = s.have, !have.isEmpty {
+            let pending = subscriptions.values.reduce(0) { $0 + $1.have.count }
+            let limit = configuration.maxTrackedDocuments
+            guard held.count + pending + have.count <= limit else {
+                return send(.subscriptionError(id: s.id, message: "resume refused: the session would track more than \(limit) documents (held and have); subscribe without cp"), into: &out)
+            }
+        }
         let query: SubscriptionQuery
         do {
             query = try Self.validate(s.query, arguments: s.arguments, now: now)

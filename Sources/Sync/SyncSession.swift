@@ -41,6 +41,10 @@ public struct SyncSession: Sendable {
         /// Bytes the session lets wait in its transport (sent, not yet taken by the socket) before
         /// it stops producing `docs`/`changes`, whatever credit the peer granted.
         public var maxQueuedBytes = 1 << 20
+        /// Documents a session tracks as held, counting the `have` lists of resumes not yet
+        /// checked: without a bound, repeated `sub`s with 16 MiB `have`s (2 million hashes each)
+        /// would grow the server's memory without end (~16 bytes a hash as a set member).
+        public var maxTrackedDocuments = 1 << 22
 
         public init(serverSite: UInt64, sessionID: String) {
             self.serverSite = serverSite

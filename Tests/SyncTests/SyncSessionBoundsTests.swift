@@ -97,3 +97,16 @@ import Values
         #expect(a.contains(.close(code: 4001, reason: "the API key has been revoked")))
     }
 }
+
+@Suite struct SyncSessionTrackedDocumentsTests {
+    /// Repeated resumes with large `have`s cannot grow the session's memory without end.
+    @Test func resumesWithHaves_beyondTheTrackedLimit_getSubError() {
+        #expect(SyncSession.Configuration(serverSite: 1, sessionID: "s").maxTrackedDocuments == 1 << 22)
+        var h = SessionHarness.ready(configure: { $0.maxTrackedDocuments = 1000 })
+        let first = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars", checkpoint: 5, have: (0..<UInt64(500)).map { $0 })))
+        #expect(!sent(first).contains { if case .subscriptionError = $0 { true } else { false } })
+        let second = h.receive(.subscribe(Subscribe(id: 2, query: "SELECT * FROM trucks", checkpoint: 5, have: (0..<UInt64(501)).map { $0 })))
+        guard case .subscriptionError(2, let msg)? = sent(second).first else { Issue.record("\(second)"); return }
+        #expect(msg.contains("resume refused"))
+    }
+}
