@@ -44,9 +44,9 @@ struct SyncRoute {
                                maxQueuedBytes: sync.maxMessageSize + (4 << 20), writeStallTimeout: .seconds(30))
     }
 
-    /// Where a session stops producing: one byte past the socket's high-water mark, so the TCP
-    /// queue is above that mark when the session waits, and its drain notification fires.
-    static func sessionQueueLimit(_ limits: WebSocketConfiguration) -> Int { limits.highWaterMark + 1 }
+    /// Where a session stops producing: the socket's high-water mark (where the WebSocket layer
+    /// also stops reading from the peer); it goes on at the low-water mark (`webSocketDidDrain`).
+    static func sessionQueueLimit(_ limits: WebSocketConfiguration) -> Int { limits.highWaterMark }
 
     /// WebSockets the endpoint holds at once: the admitted sessions plus room for peers still in
     /// their handshake (at most 10 s each) and for refusals to be delivered as 4003, not as a 503.

@@ -157,7 +157,8 @@ extension SyncSession {
         }
         if read.ahead, sendWindow <= 0 {
             // Read ahead, and the peer (or its socket) has not made room since: not buffered;
-            // read again from the same place once credit returns or the transport drains. A read ahead behind it started after this page: stale.
+            // read again from the same place once credit returns or the transport drains. A
+            // read ahead behind it started after this page: stale.
             for i in pageReads.indices { pageReads[i].stale = true }
             pagesDroppedWithoutCredit += 1
             return
