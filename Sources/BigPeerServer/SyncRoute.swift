@@ -143,9 +143,12 @@ final class SyncSocketHandler: WebSocketHandler {
                 return decision
             }) { hello in
             var decision = await authentication.decide(hello.credentials)
-            if case .accept(let permissions) = decision,
-               !registry.admit(number, credentials: hello.credentials, permissions: permissions) {
-                decision = .refuse(code: .policy, reason: "too many sync sessions on this server (at most \(registry.maxSessions)); retry later")
+            if case .accept(let permissions) = decision {
+                switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
+                case .admitted: break
+                case .full: decision = .refuse(code: .policy, reason: "too many sync sessions on this server (at most \(registry.maxSessions)); retry later")
+                case .closed: return .refuse(code: .normal, reason: "connection closed")  // nobody left to tell
+                }
             }
             switch decision {
             case .accept(let permissions):

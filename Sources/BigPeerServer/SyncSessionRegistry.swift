@@ -54,17 +54,20 @@ final class SyncSessionRegistry: Sendable {
     /// A closed session that once queued this much makes the heap worth trimming.
     static let trimAfterQueuedBytes = 256 << 10
 
-    /// Takes a slot for a session whose credentials were accepted. False at the cap (or when the
-    /// socket closed meanwhile).
-    func admit(_ id: UInt64, credentials: SyncCredentials?, permissions: SyncPermissions) -> Bool {
+    enum Admission { case admitted, full, closed }
+
+    /// Takes a slot for a session whose credentials were accepted: `.full` at the cap, `.closed`
+    /// when its socket closed meanwhile.
+    func admit(_ id: UInt64, credentials: SyncCredentials?, permissions: SyncPermissions) -> Admission {
         state.withLock { s in
-            guard var e = s.entries[id], !e.admitted, s.admitted < maxSessions else { return false }
+            guard var e = s.entries[id], !e.admitted else { return .closed }
+            guard s.admitted < maxSessions else { return .full }
             e.admitted = true
             e.credentials = credentials
             e.permissions = permissions
             s.entries[id] = e
             s.admitted += 1
-            return true
+            return .admitted
         }
     }
 
