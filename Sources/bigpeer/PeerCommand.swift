@@ -145,7 +145,8 @@ struct PeerCommand: AsyncParsableCommand {
     /// The token in `path` without surrounding whitespace; nil when unreadable or empty.
     static func readToken(_ path: String) -> String? {
         guard let bytes = JWTOptions.readFile(path), bytes.count <= 16 << 10 else { return nil }
-        let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters()
+        let space: Set<UInt8> = [9, 10, 13, 32]  // a file written by `echo` ends with a newline
+        let token = String(decoding: bytes.drop { space.contains($0) }.reversed().drop { space.contains($0) }.reversed(), as: UTF8.self)
         return token.isEmpty ? nil : token
     }
 
