@@ -250,14 +250,29 @@ extension SyncSession {
         var entries: [ChangeEntry] = []
         for d in docs where matchesLive(d.document, d.value) {
             entries.append(ChangeEntry(document: d.document, kind: .upsert, payload: .state(d.state)))
-            held.insert(DocumentHash.of(d.document))
         }
         switch purpose {
         case .want:
+            // Only what the window takes now (credit, and room in the transport); the rest is
+            // asked for again later, not held: a `want` of many large documents cannot fill the
+            // queue past the window by more than one document.
+            var window = sendWindow
+            var fits: [ChangeEntry] = [], later: [DocumentRef] = []
+            for e in entries {
+                if window > 0 {
+                    fits.append(e)
+                    window -= Int64(e.encodedSize)
+                    held.insert(DocumentHash.of(e.document))
+                } else {
+                    later.append(e.document)
+                }
+            }
+            pendingWants.insert(contentsOf: later, at: 0)
             // Inside a transaction read in pieces, `changes` of it may have gone out: never a lower txn.
             let txn = (cursor ?? 0) + (partialSeq == nil ? 0 : 1)
-            sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
+            sendBatched(fits, into: &out) { .changes(txn: txn, entries: $0) }
         case .entering:
+            for e in entries { held.insert(DocumentHash.of(e.document)) }
             resumeSuspended(with: entries, now: now, into: &out)
         }
     }

@@ -110,3 +110,25 @@ import Values
         #expect(msg.contains("resume refused"))
     }
 }
+
+extension SyncSessionTransportAndCredentialTests {
+    /// `want`ed documents go out only as far as the window allows; the rest are fetched again
+    /// once the transport drains, so a `want` of many large documents cannot fill the queue.
+    @Test func wantedDocuments_beyondTheWindow_waitForTheDrain() {
+        var h = Self.synced(credit: 1 << 30, limit: 50_000)
+        let refs = (1...3).map { DocumentRef(collection: "cars", id: .string("w\($0)")) }
+        let a = h.receive(.want(refs))
+        guard case .fetchDocuments(let request, let asked)? = a.first else { Issue.record("\(a)"); return }
+        #expect(asked == refs)
+        let big = [UInt8](repeating: 7, count: 40_000)
+        let docs = refs.map { FetchedDocument(document: $0, state: big, value: ["_id": $0.id, "color": "red"]) }
+        let b = h.feed(.fetched(request: request, docs))
+        let delivered = sent(b).flatMap { m -> [Value] in if case .changes(_, let e) = m { e.map(\.document.id) } else { [] } }
+        #expect(delivered == ["w1", "w2"], "the window (50 000 bytes) takes two of the three")
+        #expect(h.session.isWaitingForTransport)
+        h.transportQueued = 0
+        let c = h.feed(.transportDrained)
+        guard case .fetchDocuments(_, let again)? = c.first else { Issue.record("\(c)"); return }
+        #expect(again == [refs[2]])
+    }
+}
