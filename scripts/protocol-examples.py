@@ -49,6 +49,8 @@ EXAMPLES = [
     ("ping", {"t": "ping", "n": 7}),
     ("pong", {"t": "pong", "n": 7}),
     ("bye", {"t": "bye", "code": 1000, "reason": ""}),
+    ("auth", {"t": "auth", "cred": {"jwt": "eyJhbGciOiJIUzI1NiJ9.e30.sig"}}),
+    ("auth_ok", {"t": "auth_ok"}),
 ]
 
 def fnv1a64(collection, id_value):

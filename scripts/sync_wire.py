@@ -83,6 +83,7 @@ SCHEMAS = {
     "ping": lambda m: is_uint(m.get("n")),
     "pong": lambda m: is_uint(m.get("n")),
     "bye": lambda m: is_uint(m.get("code")) and isinstance(m.get("reason"), str) and len(m["reason"].encode()) <= 123,
+    "auth_ok": lambda m: True,  # the answer to an `auth` (credentials refreshed in the session)
 }
 
 

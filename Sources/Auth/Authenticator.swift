@@ -88,9 +88,23 @@ public final class Authenticator: Sendable {
         guard let token = Self.bearerToken(authorization).flatMap({ APIKeyToken(parsing: $0) }) else {
             return .failure(.malformedCredentials)
         }
+        return await verify(token, keys: keys, maxAge: cacheTTL).map(\.principal)
+    }
+
+    /// An API key given as such (not in a header: a sync `hello` or `auth`), with the key's expiry.
+    /// `maxAge` (at most `cacheTTL`) bounds how old a cached verification may be: a caller that
+    /// re-checks every `interval` passes `cacheTTL - interval`, so a revocation still reaches it
+    /// within `cacheTTL` (sync sessions: docs/PROTOCOL.md §4.1.1).
+    public func authenticate(apiKey: String, maxAge: Duration? = nil) async -> Result<(principal: Principal, expiresAt: PostgresTimestamp?), AuthError> {
+        guard let keys else { return .success((Self.everything, nil)) }
+        guard let token = APIKeyToken(parsing: Substring(apiKey)) else { return .failure(.malformedCredentials) }
+        return await verify(token, keys: keys, maxAge: min(maxAge ?? cacheTTL, cacheTTL))
+    }
+
+    private func verify(_ token: APIKeyToken, keys: APIKeyStore, maxAge: Duration) async -> Result<(principal: Principal, expiresAt: PostgresTimestamp?), AuthError> {
         let now = monotonic()
         var entry = cache.withLock { c -> Entry? in
-            guard let e = c[token.id], now - e.loadedAt < cacheTTL else { return nil }
+            guard let e = c[token.id], now - e.loadedAt < maxAge else { return nil }
             return e
         }
         if entry == nil {
@@ -113,7 +127,7 @@ public final class Authenticator: Sendable {
             }
         }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
-        return .success(Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write))
+        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write), entry.key.expiresAt))
     }
 
     /// How many keys are cached now (for tests and metrics).

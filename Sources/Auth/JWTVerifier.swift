@@ -45,6 +45,12 @@ public struct JWTVerifier: Sendable {
 
     /// The principal a valid token describes, or why the token is refused.
     public func verify(_ token: String) -> Result<Principal, JWTError> {
+        verifyWithExpiry(token).map(\.principal)
+    }
+
+    /// `verify`, and the first second (since the epoch) at which the token is refused as expired:
+    /// `exp + leeway + 1` (a sync session ends then: docs/PROTOCOL.md §4.1.1).
+    public func verifyWithExpiry(_ token: String) -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
         let bytes = Array(token.utf8)
         guard bytes.count <= Self.maxTokenBytes else { return .failure(.malformed("token longer than \(Self.maxTokenBytes) bytes")) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
@@ -89,7 +95,8 @@ public struct JWTVerifier: Sendable {
         }
         var subject: String?
         if case .string(let sub)? = claims["sub"] { subject = sub }
-        return .success(Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write))
+        let (end, overflow) = exp.addingReportingOverflow(leewaySeconds + 1)
+        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write), overflow ? Int64.max : end))
     }
 
     /// NumericDate (RFC 7519 §2): seconds, possibly fractional; nil for anything else.

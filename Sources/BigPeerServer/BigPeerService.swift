@@ -34,15 +34,18 @@ public final class BigPeerService: Sendable {
     /// connections any more, so the HTTP drain does not see them).
     private let webSocketEndpoints: [WebSocketEndpoint]
     private let syncEndpoint: WebSocketEndpoint
+    /// The admitted sync sessions: the cap, their credentials and the re-check of API keys.
+    private let syncSessions: SyncSessionRegistry
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, feed: ChangeFeed, listener: PostgresListener,
-                 follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+                 follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
         self.syncEndpoint = syncEndpoint
+        self.syncSessions = syncSessions
         self.feed = feed
         self.listener = listener
         self.follower = follower
@@ -119,11 +122,12 @@ public final class BigPeerService: Sendable {
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
         syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
-        let syncRoute = SyncRoute(store: store, feed: feed,
+        var syncRoute = SyncRoute(store: store, feed: feed,
                                   authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
-                                  session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits), logger: logger)
-        var syncEndpoint = syncRoute.register(on: &router)
-        syncEndpoint.maxConnections = configuration.maxSyncSessions
+                                  session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
+                                  maxSessions: configuration.maxSyncSessions, logger: logger)
+        syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
         webSocketEndpoints.append(syncEndpoint)
         if configuration.enableEcho {
             logger.critical("""
@@ -158,7 +162,7 @@ public final class BigPeerService: Sendable {
         ])
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, feed: feed, listener: listener, follower: follower,
-                              syncEndpoint: syncEndpoint, webSocketEndpoints: webSocketEndpoints, logger: logger)
+                              syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -170,6 +174,13 @@ public final class BigPeerService: Sendable {
     /// Sync WebSockets open on this instance now.
     public var syncConnections: Int { syncEndpoint.openConnections }
 
+    /// Sync sessions admitted now (credentials accepted, counted against `maxSyncSessions`).
+    public var syncSessionCount: Int { syncSessions.admittedCount }
+
+    /// Per open sync session: bytes waiting for its socket now and the most there ever were
+    /// (bounded by the session's queue limit, whatever credit the peer granted).
+    public var syncQueueStatistics: [(queued: Int, peak: Int)] { syncSessions.queueStatistics() }
+
     /// The port actually bound (differs from the configuration when it asked for port 0).
     public var port: Int { http.localPort ?? configuration.port }
 
@@ -179,6 +190,7 @@ public final class BigPeerService: Sendable {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
         await http.shutdown(deadline: configuration.shutdownGrace)
+        syncSessions.stopMonitor()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

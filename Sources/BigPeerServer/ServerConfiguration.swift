@@ -50,8 +50,14 @@ public struct ServerConfiguration: Sendable {
     /// Accepts sync peers presenting an HS256 JWT signed with this secret (`--jwt-secret-file`,
     /// `BIGPEER_JWT_SECRET`); nil: only API keys are accepted.
     public var jwt: JWTVerifier?
-    /// Sync sessions this instance holds at once (each idle one costs a few KB; beyond it 503).
-    public var maxSyncSessions = 50_000
+    /// Sync sessions this instance admits at once (`--max-sync-sessions`): a peer beyond it is
+    /// refused with 4003 after its credentials check. Each costs ~15 KB idle and at most about
+    /// 1 MiB of queued output (a peer that stops reading). Sockets still in their handshake get
+    /// a quarter more room (at least 64); beyond that, upgrades get 503.
+    public var maxSyncSessions = 10_000
+    /// How often the API keys of open sync sessions are verified again: with `authCacheTTL`, a
+    /// revoked key ends its sessions within `authCacheTTL` (as it stops REST requests).
+    public var syncCredentialRecheck: Duration = .seconds(1)
     /// Sync heartbeat interval announced in `welcome` (a silent peer is closed after twice this).
     public var syncHeartbeat: Duration = .seconds(20)
     /// WebSocket limits of the sync endpoint (nil: `SyncRoute.webSocketLimits`, sized for the

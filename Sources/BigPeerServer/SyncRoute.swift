@@ -27,33 +27,56 @@ struct SyncRoute {
     let authentication: SyncAuthentication
     let session: SyncSession.Configuration
     let limits: WebSocketConfiguration
+    /// Sessions admitted at once (`--max-sync-sessions`); beyond, `refuse` 4003.
+    let maxSessions: Int
+    /// How often the API keys of open sessions are verified again (revocation, scope changes).
+    var credentialRecheck: Duration = .seconds(1)
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
     /// per-socket queue is bounded even for a peer that grants huge credit and stops reading
-    /// (dropped with 1008 when the queue passes `maxQueuedBytes` or stalls for 30 s).
+    /// (dropped with 1008 when the queue passes `maxQueuedBytes` or stalls for 30 s). The session
+    /// itself stops producing at the high-water mark (`sessionQueueLimit`), so in practice the
+    /// queue stays near 1 MiB and the drop is for a peer that stalls.
     static func webSocketLimits(_ sync: SyncLimits) -> WebSocketConfiguration {
         WebSocketConfiguration(maxFrameSize: sync.maxMessageSize, maxMessageSize: sync.maxMessageSize,
                                pingInterval: .seconds(30), highWaterMark: 1 << 20, lowWaterMark: 256 << 10,
                                maxQueuedBytes: sync.maxMessageSize + (4 << 20), writeStallTimeout: .seconds(30))
     }
 
-    func register(on router: inout HTTPRouter) -> WebSocketEndpoint {
+    /// Where a session stops producing: the socket's high-water mark (where the WebSocket layer
+    /// also stops reading from the peer); it goes on at the low-water mark (`webSocketDidDrain`).
+    static func sessionQueueLimit(_ limits: WebSocketConfiguration) -> Int { limits.highWaterMark }
+
+    /// WebSockets the endpoint holds at once: the admitted sessions plus room for peers still in
+    /// their handshake (at most 10 s each) and for refusals to be delivered as 4003, not as a 503.
+    static func maxSockets(sessions: Int) -> Int { sessions + max(64, sessions / 4) }
+
+    /// Registers the route; returns its endpoint (shutdown closes its sockets) and the session
+    /// registry (its credential monitor runs until `stopMonitor`).
+    func register(on router: inout HTTPRouter) -> (WebSocketEndpoint, SyncSessionRegistry) {
         let route = self
         let sessions = Atomic<UInt64>(0)
-        // No permessage-deflate: its per-socket zlib state (~100–300 KB with context takeover)
-        // would dominate the memory of an idle peer; CRDT deltas are small and already compact.
-        let endpoint = WebSocketEndpoint(
-            handshake: WebSocketServerHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol], requireSubprotocol: true),
+        let registry = SyncSessionRegistry(maxSessions: maxSessions)
+        registry.startMonitor(authentication, interval: credentialRecheck, logger: logger)
+        // No permessage-deflate (`deflate: nil`, so an offer gets no extension in the 101): its
+        // per-socket zlib state (~100–300 KB with context takeover) would dominate the memory of
+        // an idle peer; CRDT deltas are small and already compact.
+        var endpoint = WebSocketEndpoint(
+            handshake: WebSocketServerHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol], requireSubprotocol: true,
+                                                deflate: nil),
             configuration: limits,
             makeHandler: { request, _ in
                 let number = sessions.add(1, ordering: .relaxed).newValue
                 var config = route.session
                 config.sessionID = "\(route.session.sessionID)-\(number)"
-                return SyncSocketHandler(route: route, configuration: config, remote: request.remoteAddress ?? "-")
+                config.maxQueuedBytes = Self.sessionQueueLimit(route.limits)
+                return SyncSocketHandler(route: route, registry: registry, number: number, configuration: config,
+                                         remote: request.remoteAddress ?? "-")
             })
+        endpoint.maxConnections = Self.maxSockets(sessions: maxSessions)
         router.get(Self.path, endpoint.httpHandler)
-        return endpoint
+        return (endpoint, registry)
     }
 }
 
@@ -64,33 +87,69 @@ struct SyncRoute {
 /// through a `LoopBound` inside `loop.execute`.
 final class SyncSocketHandler: WebSocketHandler {
     let route: SyncRoute
+    let registry: SyncSessionRegistry
+    let number: UInt64
     let configuration: SyncSession.Configuration
     let remote: String
     var connection: SyncConnection?
+    let outbox = SyncOutbox()
 
-    init(route: SyncRoute, configuration: SyncSession.Configuration, remote: String) {
+    init(route: SyncRoute, registry: SyncSessionRegistry, number: UInt64, configuration: SyncSession.Configuration, remote: String) {
         self.route = route
+        self.registry = registry
+        self.number = number
         self.configuration = configuration
         self.remote = remote
     }
 
     func webSocketDidOpen(_ socket: WebSocketServerAdapter) {
         let bound = LoopBound(socket, loop: socket.loop)
-        let outbox = SyncOutbox()
+        let outbox = self.outbox
+        let number = self.number
         let transport = SyncConnection.Transport(
             send: { bytes in
                 guard outbox.append(bytes) else { return }  // a drain is already scheduled
                 bound.loop.execute {
-                    try? bound.value.send(contentsOf: outbox.takeAll().map { .binary($0) })
+                    let adapter = bound.value
+                    try? adapter.send(contentsOf: outbox.takeAll().map { .binary($0) })
+                    outbox.noteSocket(queued: adapter.socketQueuedBytes)
                 }
             },
-            close: { code, reason in bound.loop.execute { bound.value.close(WebSocketCloseCode(code), reason: reason) } })
+            close: { code, reason in bound.loop.execute { bound.value.close(WebSocketCloseCode(code), reason: reason) } },
+            queuedBytes: { outbox.queuedBytes },
+            notifyWhenDrained: {
+                guard outbox.requestDrain() else { return }  // already asked
+                // Behind any drain job already queued (FIFO), so the socket holds those bytes too.
+                bound.loop.execute {
+                    let adapter = bound.value
+                    outbox.noteSocket(queued: adapter.socketQueuedBytes)
+                    guard !adapter.requestDrainNotification() else { return }  // webSocketDidDrain follows
+                    outbox.takeDrainRequest()?.transportDrained()
+                }
+            })
         let authentication = route.authentication
         let logger = route.logger
+        let registry = self.registry
         let sessionID = configuration.sessionID, remote = self.remote
-        let connection = SyncConnection(configuration: configuration, store: route.store, feed: route.feed, transport: transport,
-                                        executor: socket.loop) { hello in
-            let decision = await authentication.decide(hello)
+        let connection = SyncConnection(
+            configuration: configuration, store: route.store, feed: route.feed, transport: transport, executor: socket.loop,
+            reauthenticate: { credentials, epoch in
+                let decision = await authentication.decide(credentials)
+                if case .accept(let granted) = decision {
+                    registry.replaceCredentials(number, credentials, epoch: epoch, permissions: granted)
+                }
+                logger.info("sync credentials refreshed", metadata: [
+                    "session": "\(sessionID)", "outcome": "\(decision)"])
+                return decision
+            }) { hello in
+            var decision = await authentication.decide(hello.credentials)
+            if case .accept(let permissions) = decision {
+                switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
+                case .admitted: break
+                case .full: decision = .refuse(code: .policy, reason: "too many sync sessions on this server (at most \(registry.maxSessions)); retry later")
+                case .closed: return .refuse(code: .normal, reason: "connection closed")  // nobody left to tell
+                }
+            }
             switch decision {
             case .accept(let permissions):
                 logger.info("sync session accepted", metadata: [
@@ -102,7 +161,9 @@ final class SyncSocketHandler: WebSocketHandler {
             }
             return decision
         }
+        outbox.attach(connection)
         self.connection = connection
+        registry.register(number, connection: connection, outbox: outbox)
         connection.start()
     }
 
@@ -113,27 +174,54 @@ final class SyncSocketHandler: WebSocketHandler {
         case .text:
             // PROTOCOL.md §2: every message is a binary CBOR map; text is a protocol violation.
             socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "sync messages are binary (CBOR), not text")
-            connection?.transportClosed()
-            connection = nil
+            finish()
         }
     }
 
+    func webSocketDidDrain(_ socket: WebSocketServerAdapter) {
+        outbox.noteSocket(queued: socket.socketQueuedBytes)
+        outbox.takeDrainRequest()?.transportDrained()
+    }
+
     func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String) {
+        finish()
+    }
+
+    private func finish() {
         connection?.transportClosed()
         connection = nil
+        registry.remove(number)
+        outbox.release()
     }
 }
 
-/// Messages a session produced and its loop has not written yet. The first message of a burst
-/// schedules one drain on the loop; the rest join it, so a fan-out step that sends `changes` and
-/// `checkpoint` costs one loop job and one syscall. FIFO: appends and drains keep the order.
+/// Messages a session produced and its loop has not written yet, and how many bytes wait for the
+/// socket (the session's `transportQueued`). The first message of a burst schedules one drain on
+/// the loop; the rest join it, so a fan-out step that sends `changes` and `checkpoint` costs one
+/// loop job and one syscall. FIFO: appends and drains keep the order.
 final class SyncOutbox: Sendable {
-    private let queue = Mutex<(messages: [[UInt8]], drainScheduled: Bool)>(([], false))
+    private struct State {
+        var messages: [[UInt8]] = []
+        var drainScheduled = false
+        /// Bytes in `messages`.
+        var pendingBytes = 0
+        /// Bytes in the socket's output queue when the loop last looked.
+        var socketBytes = 0
+        var peak = 0
+        /// The session waits for `transportDrained`.
+        var drainRequested = false
+        /// The session to tell; released with the socket (it holds this outbox through its
+        /// transport, so the reference is a cycle until then).
+        var connection: SyncConnection?
+    }
+    private let state = Mutex(State())
 
     /// Queues `bytes`; true when the caller must schedule the drain.
     func append(_ bytes: [UInt8]) -> Bool {
-        queue.withLock { q in
+        state.withLock { q in
             q.messages.append(bytes)
+            q.pendingBytes += bytes.count
+            q.peak = max(q.peak, q.pendingBytes + q.socketBytes)
             if q.drainScheduled { return false }
             q.drainScheduled = true
             return true
@@ -141,29 +229,79 @@ final class SyncOutbox: Sendable {
     }
 
     func takeAll() -> [[UInt8]] {
-        queue.withLock { q in
+        state.withLock { q in
             q.drainScheduled = false
+            // Moved to the socket's queue: counted there until `noteSocket` says what it took.
+            q.socketBytes += q.pendingBytes
+            q.pendingBytes = 0
             defer { q.messages.removeAll(keepingCapacity: false) }
             return q.messages
         }
     }
+
+    /// What the socket's output queue holds now (on the loop, after a write or a drain).
+    func noteSocket(queued: Int) {
+        state.withLock { q in
+            q.socketBytes = queued
+            q.peak = max(q.peak, q.pendingBytes + q.socketBytes)
+        }
+    }
+
+    /// Bytes the session has sent that the socket has not taken yet (as last seen).
+    var queuedBytes: Int { state.withLock { $0.pendingBytes + $0.socketBytes } }
+    /// The most bytes that ever waited at once (tests, metrics).
+    var peakQueuedBytes: Int { state.withLock { $0.peak } }
+
+    /// Marks the session as waiting for a drain; false when it already was.
+    func requestDrain() -> Bool {
+        state.withLock { q in
+            if q.drainRequested { return false }
+            q.drainRequested = true
+            return true
+        }
+    }
+
+    func attach(_ connection: SyncConnection) { state.withLock { $0.connection = connection } }
+
+    /// The session to tell, once, when it was waiting for a drain.
+    func takeDrainRequest() -> SyncConnection? {
+        state.withLock { q in
+            defer { q.drainRequested = false }
+            return q.drainRequested ? q.connection : nil
+        }
+    }
+
+    /// The socket closed: nothing queued here will be written.
+    func release() {
+        state.withLock { q in
+            q.messages = []
+            q.pendingBytes = 0
+            q.socketBytes = 0
+            q.connection = nil
+        }
+    }
 }
 
-/// Checks a peer's `hello` credentials: an API key (the same keys and scopes as the REST API) or
-/// an HS256 JWT signed with the configured secret. Scopes become the session's permissions.
+/// Checks a peer's credentials (`hello.cred`, `auth.cred`): an API key (the same keys and scopes
+/// as the REST API) or an HS256 JWT signed with the configured secret. Scopes become the session's
+/// permissions; the credentials' expiry becomes the session's deadline (`validForMillis`).
 struct SyncAuthentication: Sendable {
     let keys: Authenticator
     let jwt: JWTVerifier?
+    /// Wall clock in milliseconds since the epoch (expiry is wall-clock time).
+    var wallClockMillis: @Sendable () -> Int64 = { APIKeyStore.now().microsecondsSince1970 / 1000 }
 
-    func decide(_ hello: Hello) async -> AuthDecision {
+    /// `maxAge`: how old a cached API-key verification may be (the periodic re-check passes less
+    /// than the cache period, see `SyncSessionRegistry`).
+    func decide(_ credentials: SyncCredentials?, maxAge: Duration? = nil) async -> AuthDecision {
         if keys.isInsecureDevelopment { return .accept(SyncPermissions(read: .all, write: .all, principal: nil)) }
-        switch hello.credentials {
+        switch credentials {
         case nil:
             return .refuse(code: .unauthorized, reason: "credentials required: an API key or a JWT in hello.cred")
         case .apiKey(let key):
-            switch await keys.authenticate(authorization: "Bearer " + key) {
-            case .success(let principal):
-                return .accept(Self.permissions(principal))
+            switch await keys.authenticate(apiKey: key, maxAge: maxAge) {
+            case .success(let (principal, expiresAt)):
+                return .accept(permissions(principal, validUntilMillis: expiresAt.map { $0.microsecondsSince1970 / 1000 }))
             case .failure(.unavailable):
                 return .refuse(code: .tryAgainLater, reason: "credentials cannot be checked right now; retry later")
             case .failure(.malformedCredentials), .failure(.missingCredentials):
@@ -175,15 +313,18 @@ struct SyncAuthentication: Sendable {
             guard let jwt else {
                 return .refuse(code: .unauthorized, reason: "this server does not accept JWTs (no JWT secret configured)")
             }
-            switch jwt.verify(token) {
-            case .success(let principal): return .accept(Self.permissions(principal))
+            switch jwt.verifyWithExpiry(token) {
+            case .success(let (principal, refusedFrom)):
+                let (millis, overflow) = refusedFrom.multipliedReportingOverflow(by: 1000)
+                return .accept(permissions(principal, validUntilMillis: overflow ? nil : millis))
             case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
             }
         }
     }
 
-    static func permissions(_ p: Principal) -> SyncPermissions {
-        SyncPermissions(read: scope(p.read), write: scope(p.write), principal: p.keyID)
+    func permissions(_ p: Principal, validUntilMillis: Int64?) -> SyncPermissions {
+        let validFor = validUntilMillis.map { UInt64(clamping: $0 - wallClockMillis()) }
+        return SyncPermissions(read: Self.scope(p.read), write: Self.scope(p.write), principal: p.keyID, validForMillis: validFor)
     }
 
     static func scope(_ s: CollectionScope) -> SyncPermissions.Scope {

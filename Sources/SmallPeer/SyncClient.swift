@@ -49,6 +49,8 @@ public final class SyncClient: Sendable {
         public var lastError: String?
         public var subscriptionErrors: [String: String] = [:]
         public var rejectedUploads: [String] = []
+        /// New credentials the server accepted in a session (`updateCredentials`).
+        public var credentialRefreshes = 0
     }
 
     public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -102,6 +104,18 @@ public final class SyncClient: Sendable {
             }
             do { try await Task.sleep(for: .milliseconds(20)) } catch { throw .timedOut("cancelled") }
         }
+    }
+
+    /// Replaces the credentials (a fresh JWT before the old one expires, a new API key): a session
+    /// in progress gets them at once (`auth`, PROTOCOL.md §4.13) and keeps going with their
+    /// permissions, and every later connection presents them. A server that refuses them closes
+    /// the session with 4001.
+    public func updateCredentials(jwt: String) { updateCredentials(.jwt(jwt)) }
+    public func updateCredentials(apiKey: String) { updateCredentials(.apiKey(apiKey)) }
+
+    func updateCredentials(_ credentials: SyncCredentials) {
+        let bound = core
+        bound.loop.execute { bound.value.updateCredentials(credentials) }
     }
 
     /// Says `bye`, closes the link and stops the loop. The peer stays open.

@@ -29,6 +29,12 @@ final class SyncClientCore: WebSocketClientHandler {
     private var tickTimer: TimerID?
     private var stopped = false
     private var tls: TLSContext?
+    /// The newest credentials (`SyncClient.updateCredentials`); the next `hello` carries them.
+    private var credentials: SyncCredentials?
+    /// What this link's session runs on: its `hello`'s credentials, then each accepted `auth`.
+    private var sessionCredentials: SyncCredentials?
+    /// Credentials sent with `auth`, not yet answered (one refresh at a time).
+    private var refreshInFlight: SyncCredentials?
 
     init(peer: SmallPeer, configuration: SyncClient.Configuration, url: WebSocketURL, loop: EventLoop, status: Locked<SyncClient.Status>) {
         self.peer = peer
@@ -36,6 +42,7 @@ final class SyncClientCore: WebSocketClientHandler {
         self.url = url
         self.loop = loop
         self.status = status
+        credentials = configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) }
     }
 
     static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
@@ -93,7 +100,9 @@ final class SyncClientCore: WebSocketClientHandler {
             return
         }
         var c = SyncClientSession.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
-                                                deviceName: configuration.deviceName, credentials: configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) })
+                                                deviceName: configuration.deviceName, credentials: credentials)
+        sessionCredentials = credentials
+        refreshInFlight = nil
         c.metadata = ["client": .string("SmallPeer")]
         var s = SyncClientSession(configuration: c)
         let actions = s.start(now: Self.nowMillis())
@@ -172,6 +181,27 @@ final class SyncClientCore: WebSocketClientHandler {
         setPhase(.stopped)
     }
 
+    /// New credentials: sent at once to a session in progress (`auth`), else used by the next
+    /// `hello`. A client that had failed on refused credentials tries again with them.
+    func updateCredentials(_ new: SyncCredentials) {
+        credentials = new
+        if status.withLock({ $0.phase == .failed }), !stopped {
+            status.withLock { $0.phase = .connecting }
+            failedAttempts = 0
+            if socket == nil, reconnectTimer == nil { connect() }
+            return
+        }
+        sendRefreshIfNeeded()
+    }
+
+    private func sendRefreshIfNeeded() {
+        guard refreshInFlight == nil, let credentials, credentials != sessionCredentials, var s = session, s.state == .ready else { return }
+        let actions = s.refreshCredentials(credentials)
+        session = s
+        refreshInFlight = credentials
+        perform(actions)
+    }
+
     // MARK: - Working
 
     private func perform(_ actions: [SyncClientSession.Action]) {
@@ -185,8 +215,11 @@ final class SyncClientCore: WebSocketClientHandler {
                 failedAttempts = 0
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
+                sendRefreshIfNeeded()  // updated while the handshake ran
             case .refused(let code, let reason):
-                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion, .policy].map(\.rawValue).contains(code)
+                // 4003 is not final: "too many sessions" passes (PROTOCOL.md §4.2); the backoff
+                // keeps the other policy refusals (a denied peer key) cheap for the server.
+                let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion].map(\.rawValue).contains(code)
                 status.withLock { s in
                     s.lastError = "the server refused the session (\(code)): \(reason)"
                     if fatal { s.phase = .failed }
@@ -216,6 +249,11 @@ final class SyncClientCore: WebSocketClientHandler {
                 }
             case .subscriptionFailed(let key, let message):
                 status.withLock { $0.subscriptionErrors[key] = message }
+            case .credentialsRefreshed:
+                sessionCredentials = refreshInFlight
+                refreshInFlight = nil
+                status.withLock { $0.credentialRefreshes += 1 }
+                sendRefreshIfNeeded()  // updated again meanwhile
             case .fullResyncFinished(let key, let delivered):
                 guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
                 do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }

@@ -65,6 +65,8 @@ public struct SyncClientSession: Sendable {
         /// A resumed subscription was fully re-sent (the server's log did not reach back to its
         /// checkpoint): evict what the peer holds for it that was not delivered again (§4.5).
         case fullResyncFinished(key: String, delivered: Set<DocumentRef>)
+        /// The server accepted the credentials sent with `refreshCredentials` (`auth_ok`).
+        case credentialsRefreshed
     }
 
     public private(set) var state: State = .idle
@@ -105,6 +107,15 @@ public struct SyncClientSession: Sendable {
     }
 
     // MARK: - Inputs
+
+    /// Sends new credentials for this session (`auth`, PROTOCOL.md §4.13): a fresh token before
+    /// the old one expires. The server answers `auth_ok`, or closes with 4001 if it refuses them.
+    /// Only in [ready] (before, the next `hello` carries them); one at a time (the driver waits
+    /// for `credentialsRefreshed` before sending another).
+    mutating func refreshCredentials(_ credentials: SyncCredentials) -> [Action] {
+        guard state == .ready else { return [] }
+        return [.send(SyncMessage.refreshAuth(credentials).encode())]
+    }
 
     /// The link is up: say hello.
     mutating func start(now: UInt64) -> [Action] {
@@ -191,7 +202,9 @@ public struct SyncClientSession: Sendable {
         case .bye(let code, let reason):
             state = .closed
             return [.close(code: code, reason: reason)]
-        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want:
+        case .authRefreshed:
+            return [.credentialsRefreshed]
+        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }
     }

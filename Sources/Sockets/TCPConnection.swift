@@ -292,6 +292,15 @@ public final class TCPConnection {
         if output.isEmpty && state == .closingAfterFlush { halfCloseAndLinger() }
     }
 
+    /// Asks for `connectionDidDrain` once the queue falls to the low-water mark, even if it never
+    /// passed the high mark: for a producer that paused at a watermark of its own. False when the
+    /// queue already is at or below the low mark (nothing will be called; go on at once).
+    public func requestDrainNotification() -> Bool {
+        guard state != .closed, output.count > limits.lowWaterMark else { return false }
+        wasAboveHighWater = true
+        return true
+    }
+
     // MARK: - Closing
 
     /// Closes once queued output is written: half-close, then read and discard until the peer

@@ -27,9 +27,18 @@ public final class SyncConnection: Sendable {
     public struct Transport: Sendable {
         public var send: @Sendable ([UInt8]) -> Void
         public var close: @Sendable (UInt16, String) -> Void
-        public init(send: @escaping @Sendable ([UInt8]) -> Void, close: @escaping @Sendable (UInt16, String) -> Void) {
+        /// Bytes sent and not yet taken by the socket (the session stops producing at its
+        /// `maxQueuedBytes`). Transports without a queue of their own report 0.
+        public var queuedBytes: @Sendable () -> Int
+        /// Asks for one `SyncConnection.transportDrained()` once the queue has gone down (at once
+        /// if it already has). Called when the session paused for a full transport.
+        public var notifyWhenDrained: @Sendable () -> Void
+        public init(send: @escaping @Sendable ([UInt8]) -> Void, close: @escaping @Sendable (UInt16, String) -> Void,
+                    queuedBytes: @escaping @Sendable () -> Int = { 0 }, notifyWhenDrained: @escaping @Sendable () -> Void = {}) {
             self.send = send
             self.close = close
+            self.queuedBytes = queuedBytes
+            self.notifyWhenDrained = notifyWhenDrained
         }
     }
 
@@ -38,6 +47,8 @@ public final class SyncConnection: Sendable {
     let feed: ChangeFeed
     let transport: Transport
     let authenticate: @Sendable (Hello) async -> AuthDecision
+    /// Checks credentials the peer sends with `auth` (for credential epoch `UInt64`).
+    let reauthenticate: @Sendable (SyncCredentials, UInt64) async -> AuthDecision
     let clock: @Sendable () -> UInt64
     /// Where store requests, page reads and the heartbeat run (see the top of this file).
     let executor: any TaskExecutor
@@ -53,8 +64,12 @@ public final class SyncConnection: Sendable {
     public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
                 executor: (any TaskExecutor)? = nil,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
+                reauthenticate: @escaping @Sendable (SyncCredentials, UInt64) async -> AuthDecision = { _, _ in
+                    .refuse(code: .unauthorized, reason: "this server does not accept new credentials in a session")
+                },
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
+        self.reauthenticate = reauthenticate
         self.executor = executor ?? store.pool.preferredLoop
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.store = store
@@ -95,6 +110,12 @@ public final class SyncConnection: Sendable {
     /// The link is gone: stop everything (unacknowledged uploads are re-sent by the peer).
     public func transportClosed() { deliver(.transportClosed) }
 
+    /// The transport's queue went down after `Transport.notifyWhenDrained`.
+    public func transportDrained() { deliver(.transportDrained) }
+
+    /// A re-check of the credentials of epoch `epoch` (revocation, expiry, scope changes).
+    public func credentialsChecked(_ decision: AuthDecision, epoch: UInt64) { deliver(.credentialsChecked(decision, epoch: epoch)) }
+
     public var state: SyncSession.State { session.withLock { $0.state } }
 
     /// Read-only view of the session (tests, metrics).
@@ -106,13 +127,14 @@ public final class SyncConnection: Sendable {
     }
 
     func deliver(_ input: SyncSessionInput) {
-        let (actions, closed) = session.withLock { s -> ([SyncSessionAction], Bool) in
+        let (actions, closed, waiting) = session.withLock { s -> ([SyncSessionAction], Bool, Bool) in
+            s.noteTransportQueue(transport.queuedBytes())
             let actions = s.handle(input, now: clock())
             for case .send(let bytes, _) in actions { transport.send(bytes) }
-            return (actions, s.state == .closed)
+            return (actions, s.state == .closed, s.isWaitingForTransport)
         }
         for action in actions { perform(action) }
-        if closed { stop() }
+        if closed { stop() } else if waiting { transport.notifyWhenDrained() }
     }
 
     func perform(_ action: SyncSessionAction) {
@@ -124,6 +146,10 @@ public final class SyncConnection: Sendable {
         case .authenticate(let hello):
             // On the cooperative pool, whatever the caller's executor (see the top of this file).
             Task(executorPreference: globalConcurrentExecutor) { self.deliver(.authenticated(await self.authenticate(hello))) }
+        case .reauthenticate(let credentials, let epoch):
+            Task(executorPreference: globalConcurrentExecutor) {
+                self.deliver(.reauthenticated(await self.reauthenticate(credentials, epoch), epoch: epoch))
+            }
         case .readPage(let id, let generation, let query, let after, let limit, let maxBytes):
             readPage(id, generation, query.value, after: after, limit: limit, maxBytes: maxBytes)
         case .checkResume(let id, let generation, let checkpoint):
@@ -132,8 +158,8 @@ public final class SyncConnection: Sendable {
             // About what the peer's credit lets the session send, at most the feed's page: a large
             // transaction is read in pieces the peer can take. At least 256 KiB: rows read past
             // the credit are dropped and read again, but a read per few rows costs more.
-            let credit = session.withLock { $0.credit }
-            let budget = Int(clamping: min(max(credit, 256 << 10), Int64(feed.readBytes)))
+            let window = session.withLock { $0.sendWindow }
+            let budget = Int(clamping: min(max(window, 256 << 10), Int64(feed.readBytes)))
             // Up-to-date sessions are served from the ring at once; only laggards need a task.
             if let batch = feed.cachedRead(after: after, maxBytes: budget) { return deliver(.log(batch)) }
             run { .log(try await self.feed.read(after: after, maxBytes: budget)) }

@@ -66,8 +66,10 @@ extension SyncSession {
         var rest = entries
         var sent = sentChanges
         while let first = rest.first {
-            if credit <= 0 {
-                // Not buffered: the rest is dropped and re-read from the position when credit returns.
+            let window = sendWindow
+            if window <= 0 {
+                // Not buffered: the rest is dropped and re-read from the position when credit
+                // returns or the transport drains.
                 return finishBatch(sent: sent, now: now, into: &out)
             }
             let txn = first.txn
@@ -82,7 +84,7 @@ extension SyncSession {
                 i += 1
                 // The payload and the collection dominate an entry (ChangeEntry.encodedSize).
                 for e in built[count...] { bytes += e.payload.bytes.count + e.document.collection.utf8.count + 24 }
-                if Int64(bytes) >= credit { break }
+                if Int64(bytes) >= window { break }
             }
             let run = rest[rest.startIndex..<i]
             rest = rest[i...]
@@ -106,7 +108,9 @@ extension SyncSession {
     mutating func resumeSuspended(with entering: [ChangeEntry], now: UInt64, into out: inout [SyncSessionAction]) {
         guard let s = suspended else { return }
         suspended = nil
-        let sent = finishRun(s.txn, upTo: s.runEnd, s.built + entering, now: now, into: &out) || s.sentChanges
+        // The permissions may have narrowed while the full states were fetched.
+        let built = (s.built + entering).filter { permissions.read.covers($0.document.collection) }
+        let sent = finishRun(s.txn, upTo: s.runEnd, built, now: now, into: &out) || s.sentChanges
         process(s.remaining, end: s.end, sentChanges: sent, now: now, into: &out)
     }
 
@@ -155,6 +159,12 @@ extension SyncSession {
     mutating func decide(_ e: LogEntry, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
         if e.kind == .evict { return }  // the server dropped its copy; peers keep theirs
         let hash = DocumentHash.of(e.document)
+        guard permissions.read.covers(e.document.collection) else {
+            // Not readable any more (refreshed or re-checked credentials): not even the change
+            // that would make it leave; the peer learned of the end with `sub_error`.
+            held.remove(hash)
+            return
+        }
         let isHeld = held.contains(hash)
         let matches = matchesLive(e.document, e.value)
         if let origin = e.origin, origin == peer?.site {

@@ -16,7 +16,9 @@ extension SyncSession {
     /// Decides the next store read, if none is outstanding. Initial syncs run one at a time, in the
     /// order requested, and pause live delivery (the cursor stays; the log is read afterwards).
     mutating func pump(now: UInt64, into out: inout [SyncSessionAction]) {
-        guard suspended == nil, credit > 0 else { return }
+        // Credit and room in the transport (`sendWindow`): a peer that stops reading stops the
+        // session here, whatever credit it granted.
+        guard suspended == nil, sendWindow > 0 else { return }
         if case .page? = outstanding { return readAhead(into: &out) }
         guard outstanding == nil else { return }
         if !pendingWants.isEmpty {
@@ -60,7 +62,7 @@ extension SyncSession {
     mutating func requestPage(_ sub: Subscription, after: Value?, into out: inout [SyncSessionAction]) {
         outstanding = .page(sub.id)
         pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: after, ahead: false))
-        let budget = max(1, min(Int(clamping: credit), peerMaxMessage - 4096))
+        let budget = max(1, min(Int(clamping: sendWindow), peerMaxMessage - 4096))
         out.append(.readPage(subscription: sub.id, generation: sub.generation, query: QueryBox(value: sub.query),
                              after: after, limit: configuration.pageRows, maxBytes: budget))
     }
@@ -78,7 +80,7 @@ extension SyncSession {
         guard pageReads.count == 1, let first = pageReads.first, !first.stale, let boundary = first.boundary, !boundary.isLast, boundary.nextAfter != nil,
               let sub = subscriptions[first.subscription], sub.generation == first.generation, case .paging = sub.phase else { return }
         let perRow = Int64(Self.estimatedEntryOverhead + sub.query.collection.utf8.count)
-        let room = credit - Int64(boundary.stateBytes) - Int64(boundary.rows) * perRow
+        let room = sendWindow - Int64(boundary.stateBytes) - Int64(boundary.rows) * perRow
         guard room > 0 else { return }
         pageReads.append(PageRead(subscription: sub.id, generation: sub.generation, after: boundary.nextAfter, ahead: true))
         pagesReadAhead += 1
@@ -95,6 +97,13 @@ extension SyncSession {
         }
         guard subscriptions.count < configuration.limits.maxSubscriptions else {
             return send(.subscriptionError(id: s.id, message: "at most \(configuration.limits.maxSubscriptions) subscriptions per session"), into: &out)
+        }
+        if let have = s.have, !have.isEmpty {
+            let pending = subscriptions.values.reduce(0) { $0 + $1.have.count }
+            let limit = configuration.maxTrackedDocuments
+            guard held.count + pending + have.count <= limit else {
+                return send(.subscriptionError(id: s.id, message: "resume refused: the session would track more than \(limit) documents (held and have); subscribe without cp"), into: &out)
+            }
         }
         let query: SubscriptionQuery
         do {
@@ -146,9 +155,10 @@ extension SyncSession {
             for i in pageReads.indices { pageReads[i].stale = true }
             return
         }
-        if read.ahead, credit <= 0 {
-            // Read ahead, and the peer has not made room since: not buffered; read again from the
-            // same place once credit returns. A read ahead behind it started after this page: stale.
+        if read.ahead, sendWindow <= 0 {
+            // Read ahead, and the peer (or its socket) has not made room since: not buffered;
+            // read again from the same place once credit returns or the transport drains. A
+            // read ahead behind it started after this page: stale.
             for i in pageReads.indices { pageReads[i].stale = true }
             pagesDroppedWithoutCredit += 1
             return
@@ -240,14 +250,29 @@ extension SyncSession {
         var entries: [ChangeEntry] = []
         for d in docs where matchesLive(d.document, d.value) {
             entries.append(ChangeEntry(document: d.document, kind: .upsert, payload: .state(d.state)))
-            held.insert(DocumentHash.of(d.document))
         }
         switch purpose {
         case .want:
+            // Only what the window takes now (credit, and room in the transport); the rest is
+            // asked for again later, not held: a `want` of many large documents cannot fill the
+            // queue past the window by more than one document.
+            var window = sendWindow
+            var fits: [ChangeEntry] = [], later: [DocumentRef] = []
+            for e in entries {
+                if window > 0 {
+                    fits.append(e)
+                    window -= Int64(e.encodedSize)
+                    held.insert(DocumentHash.of(e.document))
+                } else {
+                    later.append(e.document)
+                }
+            }
+            pendingWants.insert(contentsOf: later, at: 0)
             // Inside a transaction read in pieces, `changes` of it may have gone out: never a lower txn.
             let txn = (cursor ?? 0) + (partialSeq == nil ? 0 : 1)
-            sendBatched(entries, into: &out) { .changes(txn: txn, entries: $0) }
+            sendBatched(fits, into: &out) { .changes(txn: txn, entries: $0) }
         case .entering:
+            for e in entries { held.insert(DocumentHash.of(e.document)) }
             resumeSuspended(with: entries, now: now, into: &out)
         }
     }

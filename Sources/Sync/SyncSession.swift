@@ -12,6 +12,12 @@
 // of an initial sync, the second read ahead within the credit), and the uploads awaiting commit
 // (bounded by the upload credit). Nothing is queued for a peer without
 // credit: the session just stops reading the log and resumes from its cursor when credit returns.
+//
+// Credit is only the peer's promise. What the session has handed to its transport and the socket
+// has not taken yet (`transportQueued`, reported by the driver) is the truth: at
+// `maxQueuedBytes` the session stops producing exactly as without credit, and goes on when the
+// driver reports the queue drained (`.transportDrained`). So a peer that grants a huge credit and
+// never reads holds at most about `maxQueuedBytes` plus one message of server memory.
 
 import SyncProtocol
 import DQL
@@ -32,6 +38,13 @@ public struct SyncSession: Sendable {
         public var idleCheckpointMillis: UInt64 = 5_000
         public var limits = SyncLimits.default
         public var supportedVersions: [UInt64] = [SyncProtocol.version]
+        /// Bytes the session lets wait in its transport (sent, not yet taken by the socket) before
+        /// it stops producing `docs`/`changes`, whatever credit the peer granted.
+        public var maxQueuedBytes = 1 << 20
+        /// Documents a session tracks as held, counting the `have` lists of resumes not yet
+        /// checked: without a bound, repeated `sub`s with 16 MiB `have`s (2 million hashes each)
+        /// would grow the server's memory without end (~16 bytes a hash as a set member).
+        public var maxTrackedDocuments = 1 << 22
 
         public init(serverSite: UInt64, sessionID: String) {
             self.serverSite = serverSite
@@ -89,6 +102,16 @@ public struct SyncSession: Sendable {
 
     /// Download credit left (may go negative by one message, PROTOCOL.md §6).
     public internal(set) var credit: Int64 = 0
+    /// Bytes waiting in the transport: reported by the driver before each step
+    /// (`noteTransportQueue`), plus what the step itself sends.
+    public internal(set) var transportQueued = 0
+    /// Bumped each time the peer's `auth` is accepted: re-checks made for older credentials are
+    /// ignored (`.credentialsChecked`).
+    public internal(set) var credentialEpoch: UInt64 = 0
+    /// The epoch an `auth` being checked will get; nil when none is.
+    var refreshInFlight: UInt64?
+    /// When the credentials stop being valid (session clock); nil: never.
+    public internal(set) var credentialDeadline: UInt64?
     public internal(set) var uploadCredit: Int64 = 0
     /// Everything in the change log up to this transaction has been handled for the live subscriptions.
     public internal(set) var cursor: Int64?
@@ -131,6 +154,17 @@ public struct SyncSession: Sendable {
 
     public var subscriptionCount: Int { subscriptions.count }
 
+    /// What the session may still produce: the peer's credit, but no more than the room left
+    /// under `maxQueuedBytes` in the transport.
+    public var sendWindow: Int64 { min(credit, Int64(configuration.maxQueuedBytes - transportQueued)) }
+
+    /// The session has credit but stopped producing because its transport is full: the driver
+    /// must send `.transportDrained` when the queue goes down.
+    public var isWaitingForTransport: Bool { state == .ready && credit > 0 && sendWindow <= 0 }
+
+    /// The driver's measure of the bytes waiting in the transport, before a step.
+    public mutating func noteTransportQueue(_ bytes: Int) { transportQueued = max(0, bytes) }
+
     /// When the driver should call `.tick` at the latest.
     public var nextDeadline: UInt64 {
         switch state {
@@ -140,6 +174,7 @@ public struct SyncSession: Sendable {
             let hb = configuration.heartbeatMillis
             var next = lastReceived + 3 * hb
             next = min(next, max(lastReceived, lastPingSent) + hb)
+            if let credentialDeadline { next = min(next, credentialDeadline) }
             // The same conditions as in `tick`: a deadline `tick` would not act on stays in the
             // past, and the driver's timer loop would spin on it (it did, for a whole initial sync).
             if let cursor, cursor > lastCheckpointSent, suspended == nil, !isSyncing {
@@ -182,6 +217,16 @@ public struct SyncSession: Sendable {
             tick(now: now, into: &out)
         case .transportClosed:
             state = .closed
+        case .transportDrained:
+            break  // the pump below goes on if the window opened
+        case .reauthenticated(let decision, let epoch):
+            reauthenticated(decision, epoch: epoch, now: now, into: &out)
+        case .credentialsChecked(let decision, let epoch):
+            guard epoch == credentialEpoch, refreshInFlight == nil else { break }
+            switch decision {
+            case .refuse(_, let reason): close(.unauthorized, reason, into: &out)
+            case .accept(let granted): replacePermissions(granted, now: now, into: &out)
+            }
         }
         if state == .ready { pump(now: now, into: &out) }
         return out
@@ -236,6 +281,12 @@ public struct SyncSession: Sendable {
             send(.pong(n), into: &out)
         case (.ready, .pong):
             break  // any message counts as a sign of life (lastReceived)
+        case (.ready, .refreshAuth(let credentials)):
+            guard refreshInFlight == nil else {
+                return close(.protocolViolation, "auth sent while the previous auth is being checked", into: &out)
+            }
+            refreshInFlight = credentialEpoch + 1
+            out.append(.reauthenticate(credentials, epoch: credentialEpoch + 1))
         default:
             close(.protocolViolation, "unexpected \"\(message.typeName)\" in state \(state)", into: &out)
         }
@@ -268,6 +319,7 @@ public struct SyncSession: Sendable {
             refuse(code, reason, into: &out)
         case .accept(let granted):
             permissions = granted
+            credentialDeadline = granted.validForMillis.map { now + $0 }
             state = .ready
             credit = Int64(peer.credit)
             uploadCredit = Int64(configuration.uploadCredit)
@@ -278,6 +330,33 @@ public struct SyncSession: Sendable {
             let pipelined = early
             early = []
             for (message, size) in pipelined where state == .ready { dispatch(message, size: size, now: now, into: &out) }
+        }
+    }
+
+    /// The answer to the peer's `auth`: new permissions and expiry, or the end of the session.
+    mutating func reauthenticated(_ decision: AuthDecision, epoch: UInt64, now: UInt64, into out: inout [SyncSessionAction]) {
+        guard state == .ready, refreshInFlight == epoch else { return }
+        refreshInFlight = nil
+        switch decision {
+        case .refuse(let code, let reason):
+            close(code, reason, into: &out)
+        case .accept(let granted):
+            credentialEpoch = epoch
+            replacePermissions(granted, now: now, into: &out)
+            send(.authRefreshed, into: &out)
+        }
+    }
+
+    /// Credentials' scopes replace the old ones (they are not merged): a subscription on a
+    /// collection no longer readable ends with `sub_error`, and nothing more of that collection is
+    /// delivered (`decide` forgets held documents there as their changes pass).
+    mutating func replacePermissions(_ granted: SyncPermissions, now: UInt64, into out: inout [SyncSessionAction]) {
+        permissions = granted
+        credentialDeadline = granted.validForMillis.map { now + $0 }
+        for id in order {
+            guard let sub = subscriptions[id], !granted.read.covers(sub.query.collection) else { continue }
+            unsubscribe(id)
+            send(.subscriptionError(id: id, message: "not permitted to read collection \(sub.query.collection) (credentials changed)"), into: &out)
         }
     }
 
@@ -293,6 +372,9 @@ public struct SyncSession: Sendable {
         case .awaitingHello, .authenticating:
             if now >= openedAt + configuration.handshakeTimeoutMillis { close(.timeout, "no handshake within \(configuration.handshakeTimeoutMillis) ms", into: &out) }
         case .ready:
+            if let credentialDeadline, now >= credentialDeadline {
+                return close(.unauthorized, "credentials expired", into: &out)
+            }
             let hb = configuration.heartbeatMillis
             let idle = now >= lastReceived ? now - lastReceived : 0
             if idle >= 3 * hb { return close(.timeout, "nothing received for \(idle) ms", into: &out) }
@@ -315,6 +397,7 @@ public struct SyncSession: Sendable {
     mutating func send(_ m: SyncMessage, capacity: Int = 64, into out: inout [SyncSessionAction]) {
         let bytes = m.encode(capacity: capacity)
         if m.consumesCredit { credit -= Int64(bytes.count) }
+        transportQueued += bytes.count
         out.append(.send(bytes, m))
     }
 

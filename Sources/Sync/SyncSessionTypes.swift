@@ -154,11 +154,15 @@ public struct SyncPermissions: Sendable, Equatable {
     public var write: Scope
     /// Who the peer is, for logs (an API key id, `jwt:<sub>`, or nil in insecure development mode).
     public var principal: String?
+    /// How long, from the decision, the credentials stay valid (a JWT's `exp`, an API key's
+    /// expiry); the session closes with 4001 when it passes. nil: no expiry.
+    public var validForMillis: UInt64?
 
-    public init(read: Scope, write: Scope, principal: String? = nil) {
+    public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil) {
         self.read = read
         self.write = write
         self.principal = principal
+        self.validForMillis = validForMillis
     }
 
     public static let everything = SyncPermissions(read: .all, write: .all)
@@ -186,6 +190,16 @@ public enum SyncSessionInput: Sendable {
     case tick
     /// The link went away: the session ends without sending anything.
     case transportClosed
+    /// The transport's queue fell below the low-water mark: a session that stopped producing
+    /// because of it (`isWaitingForTransport`) may go on (the queued bytes come with every step).
+    case transportDrained
+    /// Answer to `reauthenticate` (the peer's `auth`): accepted credentials replace the session's
+    /// permissions and expiry (`auth_ok`), a refusal closes the session with its code.
+    case reauthenticated(AuthDecision, epoch: UInt64)
+    /// A periodic re-check of the session's current credentials (revocation, scope change), made
+    /// for credential `epoch`: a refusal closes the session with 4001, an acceptance replaces the
+    /// permissions. Ignored when the credentials changed since (`credentialEpoch`).
+    case credentialsChecked(AuthDecision, epoch: UInt64)
 }
 
 public enum SyncSessionAction: Sendable, Equatable {
@@ -193,6 +207,9 @@ public enum SyncSessionAction: Sendable, Equatable {
     case send([UInt8], SyncMessage)
     /// Check the credentials and connection policy; answer with `.authenticated`.
     case authenticate(Hello)
+    /// Check credentials the peer sent with `auth`; answer with `.reauthenticated` for `epoch`
+    /// (the session's `credentialEpoch` once they are accepted).
+    case reauthenticate(SyncCredentials, epoch: UInt64)
     /// Read the next page of a subscription's initial sync: at most `limit` rows whose states add up
     /// to at most `maxBytes` (but always at least one row); answer with `.page`, and if possible
     /// first with `.pageBoundary`. At most two page reads are outstanding (one read ahead).

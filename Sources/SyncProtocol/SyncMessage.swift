@@ -169,6 +169,10 @@ public enum SyncMessage: Sendable, Equatable {
     case ping(UInt64)                                             // "ping"
     case pong(UInt64)                                             // "pong"
     case bye(code: UInt16, reason: String)                        // "bye"
+    /// The peer replaces its credentials mid-session (a fresh token before the old one expires).
+    case refreshAuth(SyncCredentials)                             // "auth"
+    /// The server accepted `auth`: the new credentials' permissions and expiry apply from now.
+    case authRefreshed                                            // "auth_ok"
 
     /// The `"t"` value on the wire.
     public var typeName: String {
@@ -190,6 +194,8 @@ public enum SyncMessage: Sendable, Equatable {
         case .ping: "ping"
         case .pong: "pong"
         case .bye: "bye"
+        case .refreshAuth: "auth"
+        case .authRefreshed: "auth_ok"
         }
     }
 
@@ -208,6 +214,8 @@ public enum SyncCloseCode: UInt16, Sendable {
     case goingAway = 1001
     case internalError = 1011
     case tryAgainLater = 1013
+    /// Missing or invalid credentials at `hello`, or, during a session, credentials that expired,
+    /// were revoked, or were refused by `auth`.
     case unauthorized = 4001
     case unsupportedVersion = 4002
     case policy = 4003

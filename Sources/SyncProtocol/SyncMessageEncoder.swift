@@ -44,14 +44,7 @@ extension CBORWriter {
             key("v"); unsigned(h.version)
             key("key"); byteString(h.peerKey)
             key("max"); unsigned(h.maxMessageSize)
-            if let c = h.credentials {
-                key("cred")
-                mapHeader(1)
-                switch c {
-                case .jwt(let s): key("jwt"); text(s)
-                case .apiKey(let s): key("apiKey"); text(s)
-                }
-            }
+            if let c = h.credentials { key("cred"); write(c) }
             key("meta"); value(.object(h.metadata))
             key("name"); text(h.deviceName)
             key("site"); unsigned(h.site)
@@ -167,6 +160,22 @@ extension CBORWriter {
             type("bye")
             key("code"); unsigned(UInt64(code))
             key("reason"); text(reason)
+        case .refreshAuth(let c):
+            mapHeader(2)
+            type("auth")
+            key("cred"); write(c)
+        case .authRefreshed:
+            mapHeader(1)
+            type("auth_ok")
+        }
+    }
+
+    /// `{"jwt": text}` or `{"apiKey": text}` (`hello.cred`, `auth.cred`).
+    mutating func write(_ c: SyncCredentials) {
+        mapHeader(1)
+        switch c {
+        case .jwt(let s): key("jwt"); text(s)
+        case .apiKey(let s): key("apiKey"); text(s)
         }
     }
 

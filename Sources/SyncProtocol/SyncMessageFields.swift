@@ -36,6 +36,10 @@ struct Fields {
         case "ping": return .ping(try uint("n"))
         case "pong": return .pong(try uint("n"))
         case "bye": return .bye(code: try code(), reason: try text("reason", max: limits.maxReasonBytes))
+        case "auth":
+            guard let c = try credentials() else { throw .missingField(type: type, field: "cred") }
+            return .refreshAuth(c)
+        case "auth_ok": return .authRefreshed
         default: throw .unknownType(type)
         }
     }
@@ -48,22 +52,25 @@ struct Fields {
         guard meta.count <= limits.maxMetadataEntries, metaSize <= limits.maxMetadataBytes else {
             throw .outOfRange(type: type, field: "meta", reason: "at most \(limits.maxMetadataEntries) entries and \(limits.maxMetadataBytes) bytes")
         }
-        var credentials: SyncCredentials? = nil
-        if let c = items["cred"] {
-            guard c.size <= limits.maxCredentialBytes else { throw .outOfRange(type: type, field: "cred", reason: "larger than \(limits.maxCredentialBytes) bytes") }
-            guard case .map(let m) = c.item, m.count == 1 else { throw .wrongType(type: type, field: "cred", expected: "a map with one key, \"apiKey\" or \"jwt\"") }
-            switch (m["apiKey"], m["jwt"]) {
-            case (.text(let k)?, nil): credentials = .apiKey(k)
-            case (nil, .text(let j)?): credentials = .jwt(j)
-            default: throw .wrongType(type: type, field: "cred", expected: "{\"apiKey\": text} or {\"jwt\": text}")
-            }
-        }
+        let credentials = try credentials()
         let site = try uint("site")
         guard site != 0 else { throw .outOfRange(type: type, field: "site", reason: "site id 0 is reserved") }
         let key = try bytes("key", max: limits.maxPeerKeyBytes)
         guard !key.isEmpty else { throw .outOfRange(type: type, field: "key", reason: "must not be empty") }
         return Hello(version: try uint("v"), site: site, peerKey: key, deviceName: try text("name", max: limits.maxDeviceNameBytes),
                      metadata: meta, credentials: credentials, credit: try uint("credit"), maxMessageSize: try uint("max"))
+    }
+
+    /// `cred` of `hello` and `auth` (nil when absent).
+    func credentials() throws(E) -> SyncCredentials? {
+        guard let c = items["cred"] else { return nil }
+        guard c.size <= limits.maxCredentialBytes else { throw .outOfRange(type: type, field: "cred", reason: "larger than \(limits.maxCredentialBytes) bytes") }
+        guard case .map(let m) = c.item, m.count == 1 else { throw .wrongType(type: type, field: "cred", expected: "a map with one key, \"apiKey\" or \"jwt\"") }
+        switch (m["apiKey"], m["jwt"]) {
+        case (.text(let k)?, nil): return .apiKey(k)
+        case (nil, .text(let j)?): return .jwt(j)
+        default: throw .wrongType(type: type, field: "cred", expected: "{\"apiKey\": text} or {\"jwt\": text}")
+        }
     }
 
     func subscribe() throws(E) -> Subscribe {

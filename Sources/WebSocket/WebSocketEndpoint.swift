@@ -22,11 +22,15 @@ public protocol WebSocketHandler: AnyObject {
     /// Called exactly once, when the WebSocket is closed (handshake done, failed, timed out, or
     /// the transport ended). The adapter drops its reference to the handler afterwards.
     func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String)
+    /// The socket's output queue fell to the low-water mark after having been above the high mark
+    /// (or after `requestDrainNotification`): a producer that paused may go on.
+    func webSocketDidDrain(_ socket: WebSocketServerAdapter)
 }
 
 extension WebSocketHandler {
     public func webSocketDidOpen(_ socket: WebSocketServerAdapter) {}
     public func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String) {}
+    public func webSocketDidDrain(_ socket: WebSocketServerAdapter) {}
 }
 
 /// One WebSocket endpoint: its handshake policy (subprotocols, origin, permessage-deflate),

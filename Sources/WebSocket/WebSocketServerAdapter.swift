@@ -66,6 +66,16 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
     public var isOpen: Bool { driver.isOpen }
     /// Bytes handed to the socket layer and not yet written (for application-level flow control).
     public var queuedBytes: Int { driver.queuedBytes }
+    /// Bytes in the TCP output queue right now (exact after a flush, unlike `queuedBytes`, which
+    /// is updated on the next step).
+    public var socketQueuedBytes: Int { connection.pendingOutputBytes }
+
+    /// Asks for `webSocketDidDrain` once the output queue falls to the low-water mark. False when
+    /// it already is there (no call follows).
+    public func requestDrainNotification() -> Bool {
+        loop.assertInLoop()
+        return connection.requestDrainNotification()
+    }
 
     /// Sends a message. Throws `.notOpen` once closing; a peer that does not read is dropped by
     /// the connection's limits (1008) rather than buffered without bound.
@@ -106,7 +116,10 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
 
     public func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { driver.received(bytes) }
     public func connectionDidReadEOF(_ connection: TCPConnection) { driver.readEOF() }
-    public func connectionDidDrain(_ connection: TCPConnection) { driver.drained() }
+    public func connectionDidDrain(_ connection: TCPConnection) {
+        driver.drained()
+        handler?.webSocketDidDrain(self)
+    }
     public func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         driver.transportDidClose()
         handler = nil

@@ -32,6 +32,9 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(help: "A JWT sent in the sync handshake instead of an API key (see `bigpeer token`).")
     var jwt: String?
 
+    @Option(name: .customLong("jwt-file"), help: "A file holding the JWT; re-read every 5 s, and a new token is sent to the server in the running session (docs/PROTOCOL.md §4.13).")
+    var jwtFile: String?
+
     @Option(name: .customLong("subscribe"), help: "A sync subscription: SELECT * FROM collection [WHERE ...] (repeatable).")
     var subscriptions: [String] = []
 
@@ -53,7 +56,7 @@ struct PeerCommand: AsyncParsableCommand {
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if syncOnce && url == nil { throw ValidationError("--sync-once needs --url") }
-        if key != nil && jwt != nil { throw ValidationError("--key and --jwt exclude each other") }
+        if [key != nil, jwt != nil, jwtFile != nil].filter({ $0 }).count > 1 { throw ValidationError("--key, --jwt and --jwt-file exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
 
@@ -93,12 +96,33 @@ struct PeerCommand: AsyncParsableCommand {
         var config = SyncClient.Configuration(url: url, apiKey: key)
         config.deviceName = name
         config.jwt = jwt
+        if let jwtFile {
+            guard let token = Self.readToken(jwtFile) else {
+                Output.error("cannot read a JWT from \(jwtFile)")
+                throw ExitCode.failure
+            }
+            config.jwt = token
+        }
         if syncOnce { config.maxConnectAttempts = 3 }
         let client: SyncClient
         do { client = try SyncClient(peer: peer, configuration: config) } catch {
             Output.error("\(error)")
             throw ExitCode.failure
         }
+        let initialToken = config.jwt
+        let rereader = jwtFile.map { path in
+            Task {
+                var current = initialToken
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(5))
+                    // A file being rewritten may read empty or cut: only a new, non-empty token counts.
+                    guard let token = Self.readToken(path), token != current else { continue }
+                    current = token
+                    client.updateCredentials(jwt: token)
+                }
+            }
+        }
+        defer { rereader?.cancel() }
         if syncOnce {
             do {
                 try await client.waitUntilCaughtUp(timeout: .seconds(timeout))
@@ -116,6 +140,14 @@ struct PeerCommand: AsyncParsableCommand {
         }
         prompt(peer, local: local)
         await client.stop()
+    }
+
+    /// The token in `path` without surrounding whitespace; nil when unreadable or empty.
+    static func readToken(_ path: String) -> String? {
+        guard let bytes = JWTOptions.readFile(path), bytes.count <= 16 << 10 else { return nil }
+        let space: Set<UInt8> = [9, 10, 13, 32]  // a file written by `echo` ends with a newline
+        let token = String(decoding: bytes.drop { space.contains($0) }.reversed().drop { space.contains($0) }.reversed(), as: UTF8.self)
+        return token.isEmpty ? nil : token
     }
 
     /// Reads statements from stdin until EOF; runs each locally.

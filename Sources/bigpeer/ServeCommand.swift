@@ -26,6 +26,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
+    @Option(name: .customLong("max-sync-sessions"), help: "Sync sessions admitted at once; a peer beyond it is refused with close code 4003 (docs/PROTOCOL.md §4.2).")
+    var maxSyncSessions = ServerConfiguration().maxSyncSessions
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
     @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
@@ -37,6 +39,7 @@ struct ServeCommand: AsyncParsableCommand {
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
+        if !(1...1_000_000).contains(maxSyncSessions) { throw ValidationError("--max-sync-sessions must be 1...1000000") }
     }
 
     func run() async throws {
@@ -66,6 +69,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho
+        config.maxSyncSessions = maxSyncSessions
         do {
             config.jwt = try jwt.verifier()
         } catch {

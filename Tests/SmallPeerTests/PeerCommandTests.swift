@@ -50,6 +50,29 @@ struct PeerCommandTests {
         }
     }
 
+    /// `--jwt-file`: the token comes from a file (re-read while the peer runs; the refresh in the
+    /// session is `SyncClient.updateCredentials`, tested in SmallPeerServerTests); an unreadable
+    /// file is a clear error.
+    @Test func jwtFile_providesTheToken() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-file', 'color': 'red'})")
+            let tokenPath = dir.path + "/token"
+            let token = try server.jwt(read: ["cars"], write: ["cars"])
+            guard let f = fopen(tokenPath, "w") else { Issue.record("cannot write \(tokenPath)"); return }
+            fputs(token + "\n", f)
+            fclose(f)
+            let ok = try await Self.run(["--data", dir.path + "/peer", "--url", server.url, "--jwt-file", tokenPath,
+                                         "--subscribe", "SELECT * FROM cars", "--sync-once"])
+            #expect(ok.status == 0, "\(ok.err)")
+            #expect(try Self.lines(ok.out).contains { $0["_id"] == "from-file" })
+            let missing = try await Self.run(["--data", dir.path + "/peer", "--url", server.url, "--jwt-file", dir.path + "/absent", "--sync-once"])
+            #expect(missing.status != 0)
+            #expect(missing.err.contains("cannot read a JWT"), "\(missing.err)")
+        }
+    }
+
     @Test func failures_exitNonZero_withAClearMessage() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }

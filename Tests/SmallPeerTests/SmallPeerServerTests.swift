@@ -182,6 +182,35 @@ struct SmallPeerServerTests {
         }
     }
 
+    /// `SyncClient.updateCredentials` sends the new token in the running session (`auth`): the
+    /// session goes on (no reconnect) under the new token's scopes, so a narrowed token stops the
+    /// delivery of the collection it no longer reads.
+    @Test func updateCredentials_refreshesTheTokenInTheSession_andANarrowerOneStopsADroppedCollection() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestServer.with { server in
+            let peer = try openPeer(dir.path)
+            _ = try peer.subscribe(Self.all)
+            _ = try peer.subscribe("SELECT * FROM secrets")
+            let client = try server.client(peer, jwt: try server.jwt(read: ["cars", "secrets"], write: ["cars"]))
+            try await client.waitUntilCaughtUp(timeout: .seconds(20))
+            try await server.execute("INSERT INTO secrets DOCUMENTS ({'_id': 'before', 'n': 1})")
+            try await eventually("the secret reaches the peer") { try Self.snapshot(peer, "secrets").count == 1 }
+
+            client.updateCredentials(jwt: try server.jwt(read: ["cars"], write: ["cars"]))
+            try await eventually("the server accepted the new token") { client.status.credentialRefreshes == 1 }
+            #expect(client.status.sessions == 1, "the session went on")
+            try await eventually("the secrets subscription ended") {
+                client.status.subscriptionErrors.keys.contains { $0.hasPrefix("SELECT * FROM secrets") }
+            }
+            try await server.execute("INSERT INTO secrets DOCUMENTS ({'_id': 'after', 'n': 2})")
+            try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'after', 'n': 3})")
+            try await eventually("cars still arrive") { try Self.snapshot(peer).contains(["_id": "after", "n": 3]) }
+            #expect(try Self.snapshot(peer, "secrets") == [["_id": "before", "n": 1]], "nothing of secrets after the narrowing")
+            await client.stop()
+        }
+    }
+
     @Test func serverRestart_clientReconnectsWithBackoff_andUploadsWhatWasWrittenMeanwhile() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }

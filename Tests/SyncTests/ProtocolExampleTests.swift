@@ -34,6 +34,8 @@ import Values
         "ping": .ping(7),
         "pong": .pong(7),
         "bye": .bye(code: 1000, reason: ""),
+        "auth": .refreshAuth(.jwt("eyJhbGciOiJIUzI1NiJ9.e30.sig")),
+        "auth_ok": .authRefreshed,
     ]
 
     /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.

@@ -27,7 +27,13 @@ struct SessionHarness {
         return h
     }
 
-    mutating func feed(_ input: SyncSessionInput) -> [SyncSessionAction] { session.handle(input, now: now) }
+    /// What the transport holds before each step (the driver reports it; 0: it takes everything).
+    var transportQueued = 0
+
+    mutating func feed(_ input: SyncSessionInput) -> [SyncSessionAction] {
+        session.noteTransportQueue(transportQueued)
+        return session.handle(input, now: now)
+    }
     mutating func receive(_ m: SyncMessage) -> [SyncSessionAction] { feed(.received(m.encode())) }
     mutating func advance(_ ms: UInt64) -> [SyncSessionAction] {
         now += ms

@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <malloc.h>  // malloc_trim: give freed heap back to the kernel (HeapTrim)
 #include <fcntl.h>
 #include <errno.h>
 #include <unistd.h>

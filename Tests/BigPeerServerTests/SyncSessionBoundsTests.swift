@@ -1,0 +1,347 @@
+import Auth
+import BigPeerServer
+import BigPeerTestSupport
+import Glibc
+import HTTP
+import Postgres
+import Sockets
+import SyncProtocol
+import Testing
+import Values
+import WebSocket
+
+/// Issue #16 items 5, 6 and 9 through a real server, real WebSockets and a real PostgreSQL: the
+/// session cap (4003), a bounded queue for a peer that grants huge credit and never reads, no
+/// permessage-deflate on sync, and credentials re-checked during a session (revoked API key,
+/// expired JWT, `auth` refreshing and narrowing them).
+@Suite struct SyncSessionBoundsTests {
+    static let loops = SyncEndpointTests.loops
+    static let secret = SyncEndpointTests.jwtSecret
+
+    static func insecureServer(_ db: TestDatabase, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) async throws -> BigPeerService {
+        var config = SyncEndpointTests.configuration(db)
+        config.insecureDevelopment = true
+        adjust(&config)
+        return try await BigPeerService.start(config)
+    }
+
+    // MARK: - Item 5: the session cap
+
+    @Test func sessionCap_refusesThePeerBeyondItWith4003_andAClosedSessionFreesItsSlot() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await Self.insecureServer(db) { $0.maxSyncSessions = 2 }
+            defer { Task { await service.stop() } }
+            let first = try await SyncEndpointTests.connect(service.port, site: 1, .apiKey("dev"))
+            _ = try await SyncEndpointTests.connect(service.port, site: 2, .apiKey("dev"))
+            #expect(service.syncSessionCount == 2)
+
+            let third = try await SyncTestClient(port: service.port, loop: Self.loops.next())
+            third.send(SyncEndpointTests.hello(site: 3, .apiKey("dev")))
+            let answer = try await third.nextMessage()
+            guard case .refuse(let code, let reason) = answer else { Issue.record("expected refuse, got \(answer)"); return }
+            #expect(code == 4003)
+            #expect(reason.contains("too many sync sessions"), "\(reason)")
+            #expect(await third.closeCode() == 4003)
+
+            first.send(.bye(code: 1000, reason: ""))
+            #expect(await first.closeCode() == 1000)
+            #expect(await SyncEndpointTests.eventually(.seconds(10)) { service.syncSessionCount == 1 })
+            _ = try await SyncEndpointTests.connect(service.port, site: 4, .apiKey("dev"))
+            #expect(service.syncSessionCount == 2)
+        }
+    }
+
+    // MARK: - Item 5: a peer that never reads
+
+    /// The peer grants 1 GiB of credit, subscribes to ~8 MB of documents, ~8 MB more are written
+    /// live, and it reads nothing (4 KB receive buffer): the session stops producing at its queue
+    /// limit (~1 MiB) instead of queueing everything the credit allows. Then the peer reads, and
+    /// everything arrives: the session went on as the queue drained.
+    @Test func aPeerWithHugeCreditThatNeverReads_holdsABoundedQueue_andGetsEverythingOnceItReads() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await Self.insecureServer(db) { $0.maxBodyBytes = 64 << 20 }
+            defer { Task { await service.stop() } }
+            let http = try HTTPClient()
+            let documents = 128, blob = String(repeating: "y", count: 64 << 10)
+            try await Self.insert(documents, into: "big", blob: blob, http, service.port)
+
+            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            defer { close(fd) }
+            try await RawSocket.upgrade(fd, port: service.port)
+            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
+            try await RawSocket.sendFrame(fd, hello.encode())
+            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 2, query: "SELECT * FROM live")).encode())
+            // The session fills its queue and stops.
+            #expect(await SyncEndpointTests.eventually(.seconds(20)) { (service.syncQueueStatistics.first?.queued ?? 0) >= 1 << 20 })
+            try await Self.insert(documents, into: "live", blob: blob, http, service.port)
+            try await Task.sleep(for: .milliseconds(500))  // room for the session to (wrongly) go on
+
+            let limit = 1 << 20
+            let stats = service.syncQueueStatistics
+            #expect(stats.count == 1)
+            let peak = stats.first?.peak ?? 0
+            // The limit plus what one step may add past it: one entry (~64 KiB) and control messages.
+            #expect(peak >= 1 << 20 && peak <= limit + (256 << 10), "peak queued bytes \(peak), limit \(limit)")
+
+            // Reading now: every document of both subscriptions arrives.
+            var big = Set<Value>(), live = Set<Value>(), synced = false
+            let end = ContinuousClock.now + .seconds(60)
+            while !(synced && big.count == documents && live.count == documents), ContinuousClock.now < end {
+                guard let payload = try await Self.readDataFrame(fd) else { continue }
+                switch try SyncMessageDecoder.decode(payload) {
+                case .documents(1, let entries): big.formUnion(entries.map(\.document.id))
+                case .synced(1, _): synced = true
+                case .changes(_, let entries), .documents(2, let entries):
+                    live.formUnion(entries.filter { $0.document.collection == "live" }.map(\.document.id))
+                default: break
+                }
+            }
+            #expect(synced && big.count == documents && live.count == documents, "big \(big.count), live \(live.count), synced \(synced)")
+            #expect((service.syncQueueStatistics.first?.peak ?? 0) <= limit + (256 << 10))
+        }
+    }
+
+    static func insert(_ count: Int, into collection: String, blob: String, _ http: HTTPClient, _ port: Int) async throws {
+        for batch in 0..<(count / 32) {
+            var args: [String: Value] = [:]
+            for i in 0..<32 { args["d\(i)"] = ["_id": .string("doc-\(batch)-\(i)"), "blob": .string(blob)] }
+            let list = (0..<32).map { "(:d\($0))" }.joined(separator: ", ")
+            _ = try await SyncEndpointTests.execute(http, port, key: "unused", "INSERT INTO \(collection) DOCUMENTS \(list)", args)
+        }
+    }
+
+    /// The payload of the next binary frame; nil for a control frame (a keep-alive Ping).
+    static func readDataFrame(_ fd: Int32) async throws -> [UInt8]? {
+        func read(_ n: Int) async throws -> [UInt8] {
+            var out: [UInt8] = []
+            while out.count < n {
+                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: .seconds(10)) {
+                case .data(let bytes): out += bytes
+                case .closed: throw RawSocket.Failure(what: "closed")
+                case .timedOut: throw RawSocket.Failure(what: "no frame")
+                }
+            }
+            return out
+        }
+        let h = try await read(2)
+        var length = Int(h[1] & 0x7F)
+        if length == 126 { length = try await read(2).reduce(0) { $0 << 8 | Int($1) } }
+        if length == 127 { length = try await read(8).reduce(0) { $0 << 8 | Int($1) } }
+        let payload = try await read(length)
+        return h[0] & 0x0F == 2 ? payload : nil
+    }
+
+    // MARK: - Item 6: no permessage-deflate on sync
+
+    @Test func permessageDeflate_isNotNegotiatedOnSync_butStaysOnTheEchoEndpoint() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await Self.insecureServer(db) { $0.enableEcho = true }
+            defer { Task { await service.stop() } }
+            let offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+            let sync = try await Self.upgradeHead(service.port, path: "/api/v4/sync", extra: "Sec-WebSocket-Protocol: bigpeer-sync.v1\r\n" + offer)
+            #expect(sync.hasPrefix("HTTP/1.1 101"), "\(sync)")
+            #expect(!sync.lowercased().contains("sec-websocket-extensions"), "sync negotiated an extension: \(sync)")
+            let echo = try await Self.upgradeHead(service.port, path: "/api/v4/_echo", extra: offer)
+            #expect(echo.hasPrefix("HTTP/1.1 101"), "\(echo)")
+            #expect(echo.lowercased().contains("sec-websocket-extensions: permessage-deflate"), "echo lost deflate: \(echo)")
+        }
+    }
+
+    /// The response head of an upgrade request to `path`.
+    static func upgradeHead(_ port: Int, path: String, extra: String) async throws -> String {
+        let fd = try RawSocket.connect(port: port, receiveBuffer: 1 << 16)
+        defer { close(fd) }
+        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" + extra + "\r\n"
+        try await RawSocket.write(fd, Array(request.utf8))
+        var head: [UInt8] = []
+        while !head.ends(with: [13, 10, 13, 10]) {
+            switch try await DescriptorWait.receive(fd, upTo: 1, timeout: .seconds(5)) {
+            case .data(let byte): head += byte
+            case .closed, .timedOut: return String(decoding: head, as: UTF8.self)
+            }
+        }
+        return String(decoding: head, as: UTF8.self)
+    }
+
+    // MARK: - Item 9: credentials during a session
+
+    static func token(ttl: Int64, read: [String]? = nil, leeway: Int64 = 0) throws -> String {
+        var verifier = try JWTVerifier(secret: secret)
+        verifier.leewaySeconds = leeway
+        let readClaim: Value = read.map { .array($0.map(Value.string)) } ?? "*"
+        return verifier.sign(claims: ["sub": "device-1", "exp": .int(JWTVerifier.wallClockSeconds() + ttl), "read": readClaim, "write": "*"])
+    }
+
+    /// A server with auth on, JWTs verified without leeway (so `exp` is the end), and an API key.
+    static func withAuthServer(_ body: (BigPeerService, String, HTTPClient) async throws -> Void) async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = SyncEndpointTests.configuration(db)
+            var verifier = try JWTVerifier(secret: secret)
+            verifier.leewaySeconds = 0
+            config.jwt = verifier
+            let service = try await BigPeerService.start(config)
+            do {
+                let now = APIKeyStore.now()
+                let (_, key) = try await APIKeyStore(pool: service.pool).create(
+                    description: "bounds test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
+                    read: .all, write: .all)
+                try await body(service, key.text, try HTTPClient())
+            } catch {
+                await service.stop()
+                throw error
+            }
+            await service.stop()
+        }
+    }
+
+    @Test func aRevokedAPIKey_endsItsSessionWith4001_withinTheCachePeriod() async throws {
+        try await Self.withAuthServer { service, key, http in
+            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB1, .apiKey(key))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            guard let id = APIKeyToken(parsing: key)?.id else { Issue.record("unparsable key"); return }
+            #expect(try await APIKeyStore(pool: service.pool).revoke(id: id))
+            // REST stops within the 5 s cache period; so does the session (re-checked every second).
+            let end = ContinuousClock.now + .seconds(15)
+            var closed: (UInt16, String)?
+            while closed == nil, ContinuousClock.now < end {
+                switch await peer.next(timeout: .seconds(1)) {
+                case .closed(let code, let reason)?: closed = (code, reason)
+                default: continue
+                }
+            }
+            #expect(closed?.0 == 4001, "\(String(describing: closed))")
+            #expect(closed?.1.contains("revoked") == true, "\(String(describing: closed))")
+            _ = http
+        }
+    }
+
+    @Test func anExpiringJWT_endsTheSessionWith4001_atExp() async throws {
+        try await Self.withAuthServer { service, _, _ in
+            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB2, .jwt(try Self.token(ttl: 2)))
+            peer.send(.ping(1))
+            _ = try await peer.waitFor { $0 == .pong(1) }  // alive before exp
+            var closed: (UInt16, String)?
+            let end = ContinuousClock.now + .seconds(15)
+            while closed == nil, ContinuousClock.now < end {
+                if case .closed(let code, let reason)? = await peer.next(timeout: .seconds(1)) { closed = (code, reason) }
+            }
+            #expect(closed?.0 == 4001, "\(String(describing: closed))")
+            #expect(closed?.1 == "credentials expired", "\(String(describing: closed))")
+        }
+    }
+
+    @Test func auth_withAFreshToken_extendsTheSession_andABadOneEndsIt() async throws {
+        try await Self.withAuthServer { service, key, http in
+            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB3, .jwt(try Self.token(ttl: 2)))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            peer.send(.refreshAuth(.jwt(try Self.token(ttl: 3600))))
+            _ = try await peer.waitFor { $0 == .authRefreshed }
+            // Past the first token's exp the session still runs and delivers.
+            try await Task.sleep(for: .seconds(4))
+            _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO cars DOCUMENTS ({'_id': 'after-exp'})")
+            _ = try await peer.waitFor { m in
+                if case .changes(_, let e) = m { e.contains { $0.document.id == "after-exp" } } else { false }
+            }
+            // A token that does not verify is refused, and the session ends.
+            peer.send(.refreshAuth(.jwt("not.a.token")))
+            #expect(await peer.closeCode() == 4001)
+        }
+    }
+
+    @Test func auth_withANarrowerScope_endsTheDroppedSubscription_andStopsItsDelivery() async throws {
+        try await Self.withAuthServer { service, key, http in
+            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB4, .jwt(try Self.token(ttl: 3600, read: ["a", "b"])))
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM a")))
+            peer.send(.subscribe(Subscribe(id: 2, query: "SELECT * FROM b")))
+            _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO b DOCUMENTS ({'_id': 'b-held'})")
+            var seen: [SyncMessage] = []
+            var synced = Set<UInt32>()
+            while synced.count < 2 || !Self.delivers(seen, "b-held") {
+                let m = try await peer.nextMessage()
+                seen.append(m)
+                if case .synced(let id, _) = m { synced.insert(id) }
+            }
+            peer.send(.refreshAuth(.jwt(try Self.token(ttl: 3600, read: ["a"]))))
+            let answer = try await peer.waitFor { $0 == .authRefreshed }
+            #expect(answer.contains { if case .subscriptionError(2, let msg) = $0 { msg.contains("not permitted to read collection b") } else { false } },
+                    "\(answer)")
+            // b changes (a held document and a new one) are not delivered any more; a still is.
+            _ = try await SyncEndpointTests.execute(http, service.port, key: key, "UPDATE b SET v = 1 WHERE _id = 'b-held'")
+            _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO b DOCUMENTS ({'_id': 'b-new'})")
+            _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO a DOCUMENTS ({'_id': 'a-new'})")
+            let after = try await peer.waitFor { Self.delivers([$0], "a-new") }
+            let leaked = after.contains { m in
+                if case .changes(_, let e) = m { e.contains { $0.document.collection == "b" } } else { false }
+            }
+            #expect(!leaked, "b was delivered after the scope narrowed: \(after)")
+        }
+    }
+
+    static func delivers(_ messages: [SyncMessage], _ id: Value) -> Bool {
+        messages.contains { m in
+            switch m {
+            case .documents(_, let e), .changes(_, let e): e.contains { $0.document.id == id }
+            default: false
+            }
+        }
+    }
+}
+
+/// Not a regression test: the memory measurement of issue #16 item 5, run on demand
+/// (`BIGPEER_MEASURE_SYNC_RSS=1 swift test --filter SyncSessionMemoryMeasurement`): 100 peers that
+/// grant 1 GiB of credit, subscribe to ~8 MB and never read. Prints the process's RSS before,
+/// while they are connected, after they left (the server trims the heap itself: `HeapTrim`), and
+/// after one more `malloc_trim` (what is left to gain).
+@Suite struct SyncSessionMemoryMeasurement {
+    static func rssKB() -> Int {
+        guard let f = fopen("/proc/self/status", "r") else { return -1 }
+        defer { fclose(f) }
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, Int32(line.count), f) != nil {
+            let s = String(cString: line)
+            if s.hasPrefix("VmRSS:") { return Int(s.split(separator: " ").dropFirst().first ?? "") ?? -1 }
+        }
+        return -1
+    }
+
+    @Test(.enabled(if: getenv("BIGPEER_MEASURE_SYNC_RSS") != nil))
+    func hundredPeersThatNeverRead() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await SyncSessionBoundsTests.insecureServer(db) { $0.maxBodyBytes = 64 << 20 }
+            defer { Task { await service.stop() } }
+            let http = try HTTPClient()
+            try await SyncSessionBoundsTests.insert(128, into: "big", blob: String(repeating: "y", count: 64 << 10), http, service.port)
+            let before = Self.rssKB()
+            var fds: [Int32] = []
+            for i in 0..<100 {
+                let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+                fds.append(fd)
+                try await RawSocket.upgrade(fd, port: service.port)
+                let hello = SyncMessage.hello(Hello(site: UInt64(1000 + i), peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
+                try await RawSocket.sendFrame(fd, hello.encode())
+                try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+            }
+            _ = await SyncEndpointTests.eventually(.seconds(30)) {
+                let s = service.syncQueueStatistics
+                return s.count == 100 && s.allSatisfy { $0.queued >= 1 << 20 }
+            }
+            try await Task.sleep(for: .seconds(1))
+            let connected = Self.rssKB()
+            let stats = service.syncQueueStatistics
+            let peak = stats.map(\.peak).max() ?? 0
+            let queued = stats.map(\.queued).reduce(0, +)
+            for fd in fds { close(fd) }
+            _ = await SyncEndpointTests.eventually(.seconds(20)) { service.syncConnections == 0 }
+            try await Task.sleep(for: .seconds(2))  // the server's own trim runs 1 s after the sessions end
+            let after = Self.rssKB()
+            typealias Trim = @convention(c) (Int) -> Int32
+            if let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") { _ = unsafeBitCast(sym, to: Trim.self)(0) }
+            let trimmed = Self.rssKB()
+            print("SYNC-RSS before=\(before / 1024) MB connected=\(connected / 1024) MB (queued \(queued >> 20) MiB in total, peak per session \(peak >> 10) KiB) after=\(after / 1024) MB after-trim=\(trimmed / 1024) MB")
+        }
+    }
+}
