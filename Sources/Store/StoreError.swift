@@ -16,6 +16,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case conflict(String)
     /// A document would exceed the size limit.
     case tooLarge(String)
+    /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (400: the
+    /// statement, not the request body, must change).
+    case resultTooLarge(String)
     /// The requested transaction number was never reached.
     case unknownTransaction(Int64)
     /// The statement ran longer than allowed.
@@ -33,6 +36,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .invalid(let m): m
         case .conflict(let m): m
         case .tooLarge(let m): m
+        case .resultTooLarge(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
         case .timeout: "the statement timed out"
         case .unavailable: "the database is unavailable; retry later"
@@ -44,7 +48,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// HTTP status for the REST API.
     public var httpStatus: Int {
         switch self {
-        case .syntax, .invalid: 400
+        case .syntax, .invalid, .resultTooLarge: 400
         case .conflict: 409
         case .tooLarge: 413
         case .unknownTransaction: 404

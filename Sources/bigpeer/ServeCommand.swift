@@ -25,6 +25,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
+    @Option(name: .customLong("max-buffered-result-bytes"), help: "Most document bytes one read may hold when its result cannot stream (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses); 400 above.")
+    var maxBufferedResultBytes = 64 << 20
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
@@ -62,6 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
+        guard maxBufferedResultBytes > 0 else { throw ValidationError("--max-buffered-result-bytes must be positive") }
+        config.maxBufferedResultBytes = maxBufferedResultBytes
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
