@@ -83,6 +83,7 @@ public final class BigPeerService: Sendable {
         do {
             var readLimits = ReadLimits()
             readLimits.maxBufferedResultBytes = configuration.maxBufferedResultBytes
+            readLimits.maxConcurrentStreams = configuration.maxConcurrentStreamedResults ?? max(1, configuration.databaseConnections / 4)
             store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes, readLimits: readLimits)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)

@@ -59,12 +59,15 @@ public final class DocumentStore: Sendable {
 
     /// Bounds on large reads: the probe size, cursor batches, the in-memory budget.
     public let readLimits: ReadLimits
+    /// Streamed reads open now (each holds a pooled session while its reader reads).
+    let streamSlots: StreamSlots
 
     init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(),
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
         self.readLimits = readLimits
+        self.streamSlots = StreamSlots(limit: readLimits.maxConcurrentStreams)
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
@@ -187,8 +190,19 @@ public final class DocumentStore: Sendable {
     /// allows it and the caller can take it; else collected within `maxBufferedResultBytes`.
     func largeSelect(sql: String, binds: [PostgresBind], memory: SelectQuery, mayStream: Bool) async throws -> ReadOutcome {
         let stream = mayStream ? SelectStream(memory) : nil
-        let connection = try await pool.acquire()
-        let cursor = try await SelectCursor.open(pool: pool, connection: connection, sql: sql, binds: binds,
+        var slot: StreamSlots?
+        if stream != nil {
+            guard streamSlots.tryAcquire() else {
+                throw StoreError.busy("\(streamSlots.limit) large results are being streamed already; retry later")
+            }
+            slot = streamSlots
+        }
+        let connection: PostgresConnection
+        do { connection = try await pool.acquire() } catch {
+            slot?.release()
+            throw error
+        }
+        let cursor = try await SelectCursor.open(pool: pool, connection: connection, slot: slot, sql: sql, binds: binds,
                                                  limits: readLimits, stream: stream)
         if stream != nil { return .streaming(cursor) }
         var documents: [Value] = []

@@ -16,11 +16,16 @@ public struct ReadLimits: Sendable {
     public var probeRows = 64
     /// About this many stored-JSON bytes of documents per FETCH: the first FETCH asks for
     /// `firstBatchRows`, later ones for as many rows as the documents so far suggest, between
-    /// `minBatchRows` and `maxBatchRows`.
-    public var batchBytes = 1 << 20
+    /// `minBatchRows` and `maxBatchRows`. A batch is decoded, evaluated and serialized on an event
+    /// loop in one go, so it is also the longest slice of loop time a stream takes at once.
+    public var batchBytes = 512 << 10
     public var firstBatchRows = 32
     public var minBatchRows = 4
     public var maxBatchRows = 8192
+    /// Streamed reads open at once. Each holds a pooled session for as long as its reader takes
+    /// (a reader that trickles keeps the HTTP write timeout from firing), so they get a share of
+    /// the pool, not all of it; past it a read that would stream gets 503 + Retry-After.
+    public var maxConcurrentStreams = 8
 
     public init() {}
 }
@@ -30,6 +35,26 @@ public struct ReadLimits: Sendable {
 public enum ReadOutcome: Sendable {
     case complete(ExecuteResult)
     case streaming(SelectCursor)
+}
+
+/// Counts the streamed reads open at once (`ReadLimits.maxConcurrentStreams`).
+final class StreamSlots: Sendable {
+    private let inUse = Mutex(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    func tryAcquire() -> Bool {
+        inUse.withLock { n in
+            guard n < limit else { return false }
+            n += 1
+            return true
+        }
+    }
+
+    func release() { inUse.withLock { $0 -= 1 } }
+
+    var count: Int { inUse.withLock { $0 } }
 }
 
 /// A large SELECT read through a PostgreSQL cursor, one FETCH per `next()`:
@@ -48,6 +73,8 @@ public final class SelectCursor: Sendable {
     public let transactionID: Int64
     private let pool: PostgresPool
     private let limits: ReadLimits
+    /// The stream slot this cursor holds, given back with its session.
+    private let slot: StreamSlots?
     private let state: Mutex<State>
 
     struct State: Sendable {
@@ -63,9 +90,9 @@ public final class SelectCursor: Sendable {
 
     static let cursorName = "bp_select"
 
-    /// Opens the cursor on `connection` (leased by the caller; released by this object from now on,
-    /// on every path) and fetches the first batch.
-    static func open(pool: PostgresPool, connection: PostgresConnection, sql: String, binds: [PostgresBind],
+    /// Opens the cursor on `connection` (leased by the caller) and fetches the first batch. From
+    /// the call on, this object hands back the session and `slot` on every path, failures included.
+    static func open(pool: PostgresPool, connection: PostgresConnection, slot: StreamSlots?, sql: String, binds: [PostgresBind],
                      limits: ReadLimits, stream: SelectStream?) async throws -> SelectCursor {
         let rows = max(1, limits.firstBatchRows)
         let results: [PostgresResult]
@@ -76,7 +103,7 @@ public final class SelectCursor: Sendable {
                 PostgresQuery(unsafeSQL: "FETCH \(rows) FROM \(cursorName)"),
             ])
         } catch {
-            await Self.end(connection, pool: pool, commit: false)
+            await Self.end(connection, pool: pool, slot: slot, commit: false)
             throw error
         }
         let first = results[2]
@@ -86,28 +113,32 @@ public final class SelectCursor: Sendable {
             guard let row = first.first else { throw StoreError.corrupt("a cursor over the transaction counter returned no row") }
             txn = try row.decode(0, as: Int64.self)
         } catch {
-            await Self.end(connection, pool: pool, commit: false)
+            await Self.end(connection, pool: pool, slot: slot, commit: false)
             throw error
         }
         var state = State(connection: connection, batchRows: rows, stream: stream)
         do { try Self.take(first, into: &state, limits: limits) } catch {
-            await Self.end(connection, pool: pool, commit: false)
+            await Self.end(connection, pool: pool, slot: slot, commit: false)
             throw error
         }
-        return SelectCursor(transactionID: txn, pool: pool, limits: limits, state: state)
+        return SelectCursor(transactionID: txn, pool: pool, limits: limits, slot: slot, state: state)
     }
 
-    private init(transactionID: Int64, pool: PostgresPool, limits: ReadLimits, state: State) {
+    private init(transactionID: Int64, pool: PostgresPool, limits: ReadLimits, slot: StreamSlots?, state: State) {
         self.transactionID = transactionID
         self.pool = pool
         self.limits = limits
+        self.slot = slot
         self.state = Mutex(state)
     }
 
     deinit {
         // Abandoned (the response was never sent): the session is still inside the cursor's
         // transaction, so the pool closes it instead of reusing it.
-        if let connection = state.withLock({ $0.connection }) { pool.release(connection) }
+        if let connection = state.withLock({ $0.connection }) {
+            pool.release(connection)
+            slot?.release()
+        }
     }
 
     /// The next batch: result rows when the cursor streams, else documents. nil once the result
@@ -125,7 +156,7 @@ public final class SelectCursor: Sendable {
             state.withLock { $0 = s }
             return out
         } catch {
-            if let connection = s.connection { await Self.end(connection, pool: pool, commit: false) }
+            if let connection = s.connection { await Self.end(connection, pool: pool, slot: slot, commit: false) }
             throw StoreError.from(error)
         }
     }
@@ -140,7 +171,7 @@ public final class SelectCursor: Sendable {
             s.connection = nil
             return c
         }
-        if let connection { await Self.end(connection, pool: pool, commit: false) }
+        if let connection { await Self.end(connection, pool: pool, slot: slot, commit: false) }
     }
 
     private func advance(_ s: inout State) async throws -> [Value]? {
@@ -152,7 +183,7 @@ public final class SelectCursor: Sendable {
         }
         if s.pending.isEmpty && s.exhausted {
             s.connection = nil
-            await Self.end(connection, pool: pool, commit: true)
+            await Self.end(connection, pool: pool, slot: slot, commit: true)
             return nil
         }
         let documents = s.pending
@@ -188,8 +219,9 @@ public final class SelectCursor: Sendable {
 
     /// COMMIT (or ROLLBACK) and hand the session back; a failure here leaves the session in a
     /// transaction or broken, and the pool then closes it.
-    private static func end(_ connection: PostgresConnection, pool: PostgresPool, commit: Bool) async {
+    private static func end(_ connection: PostgresConnection, pool: PostgresPool, slot: StreamSlots?, commit: Bool) async {
         if !connection.isBroken { _ = try? await connection.query(commit ? "COMMIT" : "ROLLBACK") }
         pool.release(connection)
+        slot?.release()
     }
 }

@@ -23,6 +23,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case unknownTransaction(Int64)
     /// The statement ran longer than allowed.
     case timeout
+    /// The server is at a capacity limit (e.g. `ReadLimits.maxConcurrentStreams`): 503, retry later.
+    case busy(String)
     /// The database is unreachable or restarting.
     case unavailable(PostgresError)
     /// A database error that is not the caller's fault (logged in full; clients see the SQLSTATE only).
@@ -37,6 +39,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .conflict(let m): m
         case .tooLarge(let m): m
         case .resultTooLarge(let m): m
+        case .busy(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
         case .timeout: "the statement timed out"
         case .unavailable: "the database is unavailable; retry later"
@@ -53,7 +56,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .tooLarge: 413
         case .unknownTransaction: 404
         case .timeout: 408
-        case .unavailable: 503
+        case .unavailable, .busy: 503
         case .database, .corrupt: 500
         }
     }

@@ -27,6 +27,8 @@ struct ServeCommand: AsyncParsableCommand {
     var insecureDevelopment = false
     @Option(name: .customLong("max-buffered-result-bytes"), help: "Most document bytes one read may hold when its result cannot stream (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses); 400 above.")
     var maxBufferedResultBytes = 64 << 20
+    @Option(name: .customLong("max-streamed-results"), help: "Large results streamed at once, each holding a database session while its client reads (503 above); default: a quarter of --db-connections.")
+    var maxStreamedResults: Int?
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
@@ -66,6 +68,10 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxBodyBytes = maxBodyBytes
         guard maxBufferedResultBytes > 0 else { throw ValidationError("--max-buffered-result-bytes must be positive") }
         config.maxBufferedResultBytes = maxBufferedResultBytes
+        if let maxStreamedResults {
+            guard maxStreamedResults > 0 else { throw ValidationError("--max-streamed-results must be positive") }
+            config.maxConcurrentStreamedResults = maxStreamedResults
+        }
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes

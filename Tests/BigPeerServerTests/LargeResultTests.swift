@@ -178,6 +178,44 @@ import Values
         }
     }
 
+    /// Each stream holds a database session while its client reads: past the cap, 503 + Retry-After
+    /// (the rest of the pool stays free for everything else); the slot comes back when the reader leaves.
+    @Test func streamsPastTheCapAre503AndTheSlotComesBack() async throws {
+        try await TestPostgres.withDatabase { db in
+            var config = ServerConfiguration.forTest(db, insecureDevelopment: true)
+            config.maxConcurrentStreamedResults = 1
+            let service = try await BigPeerService.start(config)
+            try await Self.fill(db, count: 20_000)  // ~6.6 MB: more than the kernel buffers take for a stalled reader
+            let stalled = try RawHTTPSocket(port: service.port, receiveBuffer: 32 << 10)
+            try stalled.send(Self.request(Self.selectAll))
+            let head = try stalled.read(upTo: 16 << 10)
+            #expect(String(decoding: head.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
+            let client = try HTTPClient()
+            let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
+            func selectAll() async throws -> HTTPClientResponse {
+                try await client.execute(HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json"],
+                                                           body: Array(#"{"statement":"SELECT * FROM big LIMIT 100"}"#.utf8)))
+            }
+            let refused = try await selectAll()
+            #expect(refused.status.code == 503)
+            #expect(refused.headers["Retry-After"] != nil)
+            #expect(try JSON.parse(refused.body)["error"]?["description"]?.stringValue?.contains("retry later") == true)
+            // Small reads are not streams and are not limited.
+            let small = try await client.execute(HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json"],
+                                                                   body: Array(#"{"statement":"SELECT * FROM big LIMIT 5"}"#.utf8)))
+            #expect(small.status.code == 200)
+            stalled.close()
+            var status = 0
+            for _ in 0..<250 where status != 200 {
+                status = try await selectAll().status.code
+                if status != 200 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(status == 200)
+            await client.shutdown()
+            await service.stop()
+        }
+    }
+
     static func request(_ body: [UInt8]) -> [UInt8] {
         Array("POST /api/v4/store/execute HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
     }
