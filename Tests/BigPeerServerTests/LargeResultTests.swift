@@ -3,6 +3,7 @@ import BigPeerTestSupport
 import Foundation
 import HTTP
 import Postgres
+import Sockets
 import Testing
 import Values
 
@@ -86,8 +87,18 @@ import Values
             let socket = try RawHTTPSocket(port: service.port, receiveBuffer: 32 << 10)
             defer { socket.close() }
             try socket.send(Self.request(Self.selectAll))
-            var received: [UInt8] = []
-            for _ in 0..<40 {  // ~1.3 MB, in small reads with pauses: the server fills whatever it may
+            var received = try socket.read(upTo: 32 << 10)
+            // Stop reading until the server's queue for us has passed the high-water mark
+            // (256 KiB): the kernel buffers are full and the stream had to wait for this reader.
+            let highWaterMark = WriteLimits().highWaterMark
+            var waited = 0
+            while service.http.peakQueuedOutputBytes <= highWaterMark && waited < 1500 {
+                try await Task.sleep(for: .milliseconds(20))
+                waited += 1
+            }
+            let stalled = service.http.peakQueuedOutputBytes
+            #expect(stalled > highWaterMark, "the reader never held the stream back")
+            for _ in 0..<20 {  // then a little at a time, with pauses
                 received += try socket.read(upTo: 32 << 10)
                 try await Task.sleep(for: .milliseconds(5))
             }

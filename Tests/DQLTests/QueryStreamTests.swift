@@ -16,7 +16,7 @@ import Values
     @Test(arguments: [
         "SELECT * FROM cars",
         "SELECT * FROM cars WHERE make = :m",
-        "SELECT make, price * 2 AS double, specs.doors FROM cars WHERE year > 2012",
+        "SELECT make, price AS cost, specs.doors FROM cars WHERE year > 2012",
         "SELECT * FROM cars LIMIT 2",
         "SELECT * FROM cars OFFSET 3",
         "SELECT _id FROM cars WHERE make != 'bmw' LIMIT 2 OFFSET 1",
