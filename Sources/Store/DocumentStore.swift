@@ -183,7 +183,21 @@ public final class DocumentStore: Sendable {
         if pointRead != nil || rows.count <= probeRows {
             return .complete(try documentsResult(rows, memory: memory, cacheAs: pointRead))
         }
+        if let answered = try Self.limitReachedWithin(rows, memory: memory) { return .complete(answered) }
         return try await largeSelect(sql: sql, binds: binds, memory: memory, mayStream: mayStream)
+    }
+
+    /// The result when the probe's rows already hold all of it: a memory stage that streams and
+    /// reaches its LIMIT within them (a residual WHERE kept the LIMIT out of the SQL) cannot be
+    /// changed by the rows after them.
+    static func limitReachedWithin(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult? {
+        guard memory.limit != nil, var stream = SelectStream(memory) else { return nil }
+        var items: [Value] = []
+        for row in rows where !row.isNull(1) {
+            if let item = try stream.row(for: try decodeJSON(row, column: 1)) { items.append(item) }
+            if stream.isDone { return ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select", items: items) }
+        }
+        return nil
     }
 
     /// A read with more rows than the probe: through a cursor. Streamed when the memory stage

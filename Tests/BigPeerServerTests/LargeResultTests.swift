@@ -181,6 +181,13 @@ import Values
             let streamed = try await post("SELECT * FROM big")
             #expect(streamed.status.code == 200)
             #expect(try JSON.parse(streamed.body)["items"]?.arrayValue?.count == 5_000)
+            // A LIMIT kept out of the SQL by a residual WHERE, reached within the probe's rows
+            // (a fresh table is scanned in insertion order): answered from the probe, not streamed.
+            let residual = try await post("SELECT n FROM big WHERE n % 2 = 0 LIMIT 10")
+            #expect(residual.status.code == 200)
+            #expect(residual.headers["Content-Length"] != nil)
+            let evens = try JSON.parse(residual.body)["items"]?.arrayValue ?? []
+            #expect(evens.count == 10 && evens.allSatisfy { ($0["n"]?.int64Value ?? 1) % 2 == 0 })
             // A pushed-down ORDER BY with LIMIT holds only the limit.
             let top = try await post("SELECT n FROM big ORDER BY n DESC LIMIT 3")
             #expect(try JSON.parse(top.body)["items"] == [["n": 5000], ["n": 4999], ["n": 4998]])
