@@ -233,10 +233,12 @@ public final class DocumentStore: Sendable {
     }
 
     static func tooLargeMessage(_ memory: SelectQuery, limit: Int) -> String {
-        let why = memory.streams ? "the whole result must be built before it is sent (CBOR responses are not streamed)"
-            : "ORDER BY, GROUP BY, aggregates and DISTINCT that PostgreSQL cannot do are done in memory"
-        return "result too large to build in memory (more than \(limit) bytes of documents): \(why); "
-            + "add a LIMIT (with ORDER BY on indexed fields), narrow the WHERE, or ask for JSON"
+        let head = "result too large to build in memory (more than \(limit) bytes of documents): "
+        if memory.streams {
+            return head + "a CBOR response is built whole; ask for JSON (streamed), add a LIMIT or narrow the WHERE"
+        }
+        return head + "ORDER BY, GROUP BY, aggregates and DISTINCT that PostgreSQL cannot do need every document in memory; "
+            + "add a LIMIT (ORDER BY on plain paths with a LIMIT is done by PostgreSQL) or narrow the WHERE"
     }
 
     /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is
