@@ -86,7 +86,10 @@ public final class BigPeerService: Sendable {
         let listener: PostgresListener
         let listenerLoop = group.next()
         do {
-            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes)
+            var readLimits = ReadLimits()
+            readLimits.maxBufferedResultBytes = configuration.maxBufferedResultBytes
+            readLimits.maxConcurrentStreams = configuration.maxConcurrentStreamedResults ?? max(1, configuration.databaseConnections / 4)
+            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes, readLimits: readLimits)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)
             feed = ChangeFeed(store: store)

@@ -337,6 +337,9 @@ paths:
       description: |
         SELECT, INSERT, UPDATE, DELETE, EVICT, EXPLAIN, SHOW, ALTER SYSTEM, CREATE/DROP INDEX.
         Writes are group-committed; the response carries the transaction number it reflects.
+        A large SELECT result (more than 64 rows) in JSON is sent with chunked transfer coding as it
+        is read; if it fails after the status line, the connection closes without the last chunk
+        (docs/API.md, "Large results").
       operationId: execute
       parameters:
         - name: X-DITTO-TXN-ID
@@ -357,7 +360,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteResponse" }
         "400":
-          description: the body is not an execute request, the statement does not parse (line and column in the description), or cannot run with these arguments
+          description: the body is not an execute request, the statement does not parse (line and column in the description), cannot run with these arguments, or its result must be built in memory and is larger than the server's limit (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses)
           content:
             application/json:
               schema:
@@ -401,7 +404,7 @@ paths:
                   - $ref: "#/components/schemas/ExecuteError"
                   - $ref: "#/components/schemas/ServerError"
         "503":
-          description: the database is unavailable; retry after the given delay
+          description: the database is unavailable, or too many large results are being streamed at once; retry after the given delay
           headers:
             Retry-After: { $ref: "#/components/headers/RetryAfter" }
           content:
@@ -411,7 +414,7 @@ paths:
     post:
       tags: [legacy]
       summary: Find documents (legacy query syntax)
-      description: Translated to `SELECT * FROM collection WHERE <query> [ORDER BY] [LIMIT] [OFFSET]` (docs/API.md).
+      description: Translated to `SELECT * FROM collection WHERE <query> [ORDER BY] [LIMIT] [OFFSET]` (docs/API.md). Large results stream as on /execute.
       operationId: legacyFind
       requestBody:
         required: true

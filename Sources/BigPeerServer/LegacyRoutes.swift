@@ -21,7 +21,7 @@ struct LegacyRoutes {
 
     func register(on router: inout HTTPRouter) {
         let context = Context(store: store, auth: auth, logger: logger)
-        router.post("/api/v4/store/find", .respond { await context.handle($0, Self.find) })
+        router.post("/api/v4/store/find", .respond { await context.handleResponse($0, Self.find) })
         router.post("/api/v4/store/findbyid", .respond { await context.handle($0, Self.findByID) })
         router.post("/api/v4/store/count", .respond { await context.handle($0, Self.count) })
         router.post("/api/v4/store/write", .respond { await context.handle($0, Self.write) })
@@ -42,8 +42,16 @@ struct LegacyRoutes {
         let logger: Logger
 
         typealias Endpoint = @Sendable (Context, Principal, [String: Value], Int64?) async throws -> Value
+        /// An endpoint that makes its own response (one that may stream).
+        typealias ResponseEndpoint = @Sendable (Context, Principal, [String: Value], Int64?, HTTPRequest) async throws -> HTTPResponse
 
-        func handle(_ request: HTTPRequest, _ endpoint: Endpoint) async -> HTTPResponse {
+        func handle(_ request: HTTPRequest, _ endpoint: @escaping Endpoint) async -> HTTPResponse {
+            await handleResponse(request) { c, p, body, minimum, request in
+                APIEncoding.respond(try await endpoint(c, p, body, minimum), to: request)
+            }
+        }
+
+        func handleResponse(_ request: HTTPRequest, _ endpoint: ResponseEndpoint) async -> HTTPResponse {
             do {
                 let principal: Principal
                 switch await auth.authenticate(request) {
@@ -54,7 +62,7 @@ struct LegacyRoutes {
                     throw Failure(400, "the request body must be an object")
                 }
                 let minimum = try APIEncoding.minimumTransaction(request).mapError { Failure(400, $0.message) }.get()
-                return APIEncoding.respond(try await endpoint(self, principal, body, minimum), to: request)
+                return try await endpoint(self, principal, body, minimum, request)
             } catch let f as Failure {
                 var r = APIEncoding.respond(["error": ["description": .string(f.description)]], status: httpStatus(f.status), to: request)
                 if let a = f.auth { APIEncoding.decorate(&r, for: a) }
@@ -78,16 +86,27 @@ struct LegacyRoutes {
 
         /// Parses generated DQL, checks scopes, runs it.
         func run(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?) async throws -> ExecuteResult {
+            try await store.execute(try authorized(dql, principal: principal), arguments: arguments, minimumTransaction: minimum)
+        }
+
+        /// `run`, but a large result that can stream comes back as a cursor (`executeStreaming`).
+        func runStreaming(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?,
+                          mayStream: Bool) async throws -> ReadOutcome {
+            try await store.executeStreaming(try authorized(dql, principal: principal), arguments: arguments,
+                                             minimumTransaction: minimum, mayStream: mayStream)
+        }
+
+        func authorized(_ dql: String, principal: Principal) throws -> Statement {
             let statement: Statement
             do { statement = try DQL.parse(dql) } catch { throw Failure(400, "the query translates to invalid DQL: \(StoreError.syntax(error))") }
             if let denied = principal.authorize(AccessRequirement(statement)) { throw Failure(denied) }
-            return try await store.execute(statement, arguments: arguments, minimumTransaction: minimum)
+            return statement
         }
     }
 
     // MARK: - Endpoints
 
-    static func find(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
+    static func find(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?, _ request: HTTPRequest) async throws -> HTTPResponse {
         let collection = try LegacyCommands.collection(body)
         let (condition, args) = try LegacyCommands.condition(body)
         var dql = "SELECT * FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE \(condition)"
@@ -109,8 +128,13 @@ struct LegacyRoutes {
         }
         if let limit = try LegacyCommands.count(body, "limit") { dql += " LIMIT \(limit)" }
         if let offset = try LegacyCommands.count(body, "offset") { dql += " OFFSET \(offset)" }
-        let r = try await c.run(dql, args, principal: p, minimum: minimum)
-        return ["documents": .array(r.items.map(LegacyCommands.document)), "txnId": .int(r.transactionID)]
+        let json = APIEncoding.responseFormat(request) == .json
+        switch try await c.runStreaming(dql, args, principal: p, minimum: minimum, mayStream: json) {
+        case .streaming(let cursor):
+            return ResultStreaming.response(cursor, request: request, logger: c.logger, envelope: .legacyFind)
+        case .complete(let r):
+            return APIEncoding.respond(["documents": .array(r.items.map(LegacyCommands.document)), "txnId": .int(r.transactionID)], to: request)
+        }
     }
 
     static func findByID(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {

@@ -23,6 +23,13 @@ public struct ServerConfiguration: Sendable {
     /// Largest request body accepted (413 above it). Documents are limited to 5 MiB each; a bulk
     /// INSERT of many documents in one request needs more.
     public var maxBodyBytes = 32 << 20
+    /// Most stored-JSON bytes of documents one read may hold when its result cannot be streamed
+    /// (ORDER BY, GROUP BY, aggregates or DISTINCT done in memory; CBOR responses); past it the
+    /// statement fails with 400. Results that can stream are not limited (docs/API.md, "Large results").
+    public var maxBufferedResultBytes = 64 << 20
+    /// Large results streamed at once (each holds a database session while its client reads);
+    /// past it such reads get 503 + Retry-After. nil: a quarter of `databaseConnections` (at least 1).
+    public var maxConcurrentStreamedResults: Int?
     /// Largest attachment accepted by `POST /api/v4/attachments/upload` (413 above it). Uploads
     /// stream to the database, so this bounds storage per attachment, not server memory.
     public var maxAttachmentBytes = 64 << 20

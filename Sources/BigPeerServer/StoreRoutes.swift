@@ -62,9 +62,15 @@ struct StoreRoutes {
             return failure(400, error.description, request)
         }
         if let denied = principal.authorize(AccessRequirement(parsed)) { return failure(denied, request) }
+        let format = APIEncoding.responseFormat(request)
         do {
-            let r = try await store.execute(parsed, arguments: arguments, minimumTransaction: minimum)
-            if let items = r.itemsJSON, APIEncoding.responseFormat(request) == .json {
+            // CBOR responses are built whole (a canonical CBOR array states its length first).
+            let r: ExecuteResult
+            switch try await store.executeStreaming(parsed, arguments: arguments, minimumTransaction: minimum, mayStream: format == .json) {
+            case .complete(let complete): r = complete
+            case .streaming(let cursor): return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute)
+            }
+            if let items = r.itemsJSON, format == .json {
                 var response = HTTPResponse.json(Self.json(r, items: items))
                 response.headers.add("Vary", "Accept")
                 return response

@@ -10,12 +10,23 @@ final class HTTPServerShared: Sendable {
     let tls: TLSContext?
     let logger: Logger
     let connectionCount = Atomic<Int>(0)
+    /// The most response bytes any connection has had queued at once (`HTTPServer.peakQueuedOutputBytes`).
+    let peakQueuedOutputBytes = Atomic<Int>(0)
 
     init(configuration: HTTPServerConfiguration, router: HTTPRouter, tls: TLSContext?, logger: Logger) {
         self.configuration = configuration
         self.router = router
         self.tls = tls
         self.logger = logger
+    }
+
+    func notePeakQueuedOutput(_ bytes: Int) {
+        var seen = peakQueuedOutputBytes.load(ordering: .relaxed)
+        while bytes > seen {
+            let (exchanged, current) = peakQueuedOutputBytes.compareExchange(expected: seen, desired: bytes, ordering: .relaxed)
+            if exchanged { return }
+            seen = current
+        }
     }
 }
 

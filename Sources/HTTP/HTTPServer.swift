@@ -62,6 +62,11 @@ public final class HTTPServer: Sendable {
     /// Open connections across all loops.
     public var connectionCount: Int { shared.connectionCount.load(ordering: .relaxed) }
 
+    /// The most response bytes any one connection has had queued at once since the start: what
+    /// the slowest reader cost. A streamed body keeps it near the high-water mark plus one chunk,
+    /// whatever the body's size (tests assert that; it also tells an operator what readers cost).
+    public var peakQueuedOutputBytes: Int { shared.peakQueuedOutputBytes.load(ordering: .relaxed) }
+
     public func start() async throws {
         guard state.withLock({ $0.contexts.isEmpty && !$0.shutDown }) else { throw StartError.alreadyStarted }
         let config = shared.configuration

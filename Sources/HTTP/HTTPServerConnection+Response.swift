@@ -43,7 +43,10 @@ extension HTTPServerConnection {
                                              framing: framing, keepAlive: keepAlive, date: context.date, serverName: context.serverName)
                     if inline { out.append(contentsOf: bytes) }
                 }
+                // Taken whole even past the output queue's drop limit (`WriteLimits.dropLimit`): a
+                // large buffered body is the handler's choice, not a sign of a stalled reader.
                 if bodyAllowed && !inline { tcp.write(bytes) }
+                context.shared.notePeakQueuedOutput(tcp.peakPendingOutputBytes)
                 log(head, response.status, bytes: bodyAllowed ? bytes.count : 0)
                 completeResponse(keepAlive: keepAlive)
             case .stream(let producer):

@@ -45,6 +45,7 @@ extension HTTPServerConnection {
             tcp.write(bytes)
         }
         if tcp.isClosed { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
+        context.shared.notePeakQueuedOutput(tcp.peakPendingOutputBytes)
         if tcp.isBackpressured {
             streamWaiter = resume
         } else {

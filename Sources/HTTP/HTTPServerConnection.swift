@@ -108,6 +108,7 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         let wasUpgraded = phase == .upgraded
+        if !wasUpgraded { context.shared.notePeakQueuedOutput(connection.peakPendingOutputBytes) }
         phase = .closed
         bodyStreaming = false
         inbound?.fail(.disconnected)

@@ -32,7 +32,10 @@ public struct WriteLimits: Sendable {
     public var highWaterMark = 256 * 1024
     /// `connectionDidDrain` fires when the queue falls to this after exceeding the high mark.
     public var lowWaterMark = 64 * 1024
-    /// Past this, the peer is not reading and is dropped (`ENOBUFS`), freeing the queue.
+    /// A producer that keeps queueing while the queue is above `highWaterMark` (it ignores
+    /// backpressure) and takes it past this is dropped (`ENOBUFS`), freeing the queue. One write
+    /// to a queue at or below the high-water mark is always taken whole, however large: its size
+    /// says nothing about the peer (a 31 MB response used to be cut off after its head here).
     public var dropLimit = 16 * 1024 * 1024
     public init() {}
 }
@@ -65,6 +68,8 @@ public final class TCPConnection {
 
     public var isClosed: Bool { state == .closed }
     public var pendingOutputBytes: Int { output.count }
+    /// The most bytes ever queued at once on this connection: what a slow reader cost it.
+    public private(set) var peakPendingOutputBytes = 0
     /// Bytes handed to the kernel (or to TLS) so far: write-progress for timeouts.
     public private(set) var totalBytesWritten: UInt64 = 0
     public var isBackpressured: Bool { output.count > limits.highWaterMark }
@@ -214,21 +219,24 @@ public final class TCPConnection {
     /// Queues `bytes`. Flushed at the end of the current read callback, or now outside one.
     public func write(_ bytes: [UInt8]) {
         guard state == .open else { return }
+        let before = output.count
         output.append(bytes)
-        afterQueue()
+        afterQueue(queuedBefore: before)
     }
 
     public func write(copying bytes: UnsafeRawBufferPointer) {
         guard state == .open else { return }
+        let before = output.count
         output.append(copying: bytes)
-        afterQueue()
+        afterQueue(queuedBefore: before)
     }
 
     /// Serializes straight into the output queue's staging buffer (no intermediate array).
     public func writeInPlace(_ body: (inout [UInt8]) -> Void) {
         guard state == .open else { return }
+        let before = output.count
         output.appendStaging(body)
-        afterQueue()
+        afterQueue(queuedBefore: before)
     }
 
     /// Runs `body` (which may queue many writes) and flushes once afterwards: a burst of small
@@ -245,8 +253,9 @@ public final class TCPConnection {
         try body()
     }
 
-    private func afterQueue() {
-        if output.count > limits.dropLimit {
+    private func afterQueue(queuedBefore: Int) {
+        peakPendingOutputBytes = max(peakPendingOutputBytes, output.count)
+        if queuedBefore > limits.highWaterMark && output.count > limits.dropLimit {
             return fail(IOError(call: "write (peer not reading, \(output.count) bytes queued)", errno: ENOBUFS))
         }
         if output.count > limits.highWaterMark { wasAboveHighWater = true }

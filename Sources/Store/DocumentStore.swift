@@ -52,15 +52,23 @@ public final class DocumentStore: Sendable {
     ///
     /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
     ///   calls `readCache.enable`).
-    public static func open(pool: PostgresPool, readCacheBytes: Int = 0) async throws -> DocumentStore {
+    /// - Parameter readLimits: bounds on large reads (`ReadLimits`).
+    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits()) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
-        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes)
+        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, readLimits: readLimits)
     }
 
-    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0,
+    /// Bounds on large reads: the probe size, cursor batches, the in-memory budget.
+    public let readLimits: ReadLimits
+    /// Streamed reads open now (each holds a pooled session while its reader reads).
+    let streamSlots: StreamSlots
+
+    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(),
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
+        self.readLimits = readLimits
+        self.streamSlots = StreamSlots(limit: readLimits.maxConcurrentStreams)
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
@@ -85,63 +93,153 @@ public final class DocumentStore: Sendable {
 
     /// Runs one already parsed statement (callers that inspect the statement first, e.g. to check
     /// permissions, parse once).
+    ///
+    /// A SELECT's whole result is held in memory, up to `readLimits.maxBufferedResultBytes` of
+    /// documents (past it: `.resultTooLarge`, 400); `executeStreaming` answers larger ones.
     public func execute(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
+        switch try await executeStreaming(statement, arguments: arguments, minimumTransaction: minimumTransaction,
+                                          transactionWait: transactionWait, mayStream: false) {
+        case .complete(let r): return r
+        case .streaming(let cursor):  // never produced without `mayStream`
+            await cursor.close()
+            throw StoreError.invalid("internal: a buffered read produced a cursor")
+        }
+    }
+
+    /// Runs one statement like `execute`, except that a SELECT whose result is larger than
+    /// `readLimits.probeRows` rows and needs no sort, grouping or DISTINCT in memory comes back as
+    /// a cursor (`.streaming`) when `mayStream`: its rows are read from PostgreSQL a batch at a
+    /// time as the caller asks, so memory stays bounded whatever the result's size. Everything
+    /// else comes back `.complete`.
+    public func executeStreaming(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
+                                 transactionWait: Duration = .seconds(5), mayStream: Bool = true) async throws(StoreError) -> ReadOutcome {
         do {
             let now = Int64(Replica.systemMillis())
             if case .select(let s) = statement,
                let hit = cachedPointRead(s, arguments: arguments, minimumTransaction: minimumTransaction) {
-                return hit
+                return .complete(hit)
             }
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
-            switch statement {
-            case .select(let s):
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
-            case .explain(let inner):
-                let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
-                let text = try planner.explain(inner, context: context)
-                return ExecuteResult(transactionID: try await currentTransaction(), queryType: "explain",
-                                     items: [.object(["plan": .string(text)])])
-            case .system(.show(let name)):
-                return try await show(name)
-            case .createIndex, .dropIndex:
-                return try await runDDL(statement)
-            case .insert, .update, .delete, .evict, .system:
-                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
-                noteCommitted(statement, result)
-                return result
+            if case .select(let s) = statement {
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now), mayStream: mayStream)
             }
+            return .complete(try await executeOther(statement, arguments: arguments, now: now))
         } catch {
             throw StoreError.from(error)
         }
     }
 
+    private func executeOther(_ statement: Statement, arguments: [String: Value], now: Int64) async throws -> ExecuteResult {
+        switch statement {
+        case .select:
+            throw StoreError.invalid("internal: SELECT reached the non-read path")
+        case .explain(let inner):
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
+            let text = try planner.explain(inner, context: context)
+            return ExecuteResult(transactionID: try await currentTransaction(), queryType: "explain",
+                                 items: [.object(["plan": .string(text)])])
+        case .system(.show(let name)):
+            return try await show(name)
+        case .createIndex, .dropIndex:
+            return try await runDDL(statement)
+        case .insert, .update, .delete, .evict, .system:
+            let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
+            noteCommitted(statement, result)
+            return result
+        }
+    }
+
     // MARK: - Reads
 
-    func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
+    /// A SELECT in one prepared round trip when its result has at most `readLimits.probeRows`
+    /// rows (point reads, counts and small results: the common case keeps its cost), else again
+    /// through a cursor (`largeSelect`).
+    func select(_ s: SelectStatement, context: EvaluationContext, mayStream: Bool) async throws -> ReadOutcome {
+        let sql: String, binds: [PostgresBind], memory: SelectQuery
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
         if let cached = try equalityPlans.plan(s, context: context) {
-            var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
-            query.prepared = true
-            let rows = try await pool.query(query)
-            return try documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
+            (sql, binds, memory) = (cached.sql, cached.binds.map(\.postgresBind), cached.memory)
+        } else {
+            let plan = try planner.plan(s, context: context)
+            // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
+            sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
+            equalityPlans.record(s, plan: plan, wrappedSQL: sql, arguments: context.arguments)
+            (binds, memory) = (plan.parameters.map(\.postgresBind), plan.memoryQuery)
+            if case .count = plan.output {
+                var query = PostgresQuery(unsafeSQL: sql, binds: binds)
+                query.prepared = true
+                let rows = try await pool.query(query)
+                return .complete(ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select",
+                                               items: plan.countRows(try rows[0].decode(1, as: Int64.self))))
+            }
         }
-        let plan = try planner.plan(s, context: context)
-        // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
-        let sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
-        equalityPlans.record(s, plan: plan, wrappedSQL: sql, arguments: context.arguments)
-        var query = PostgresQuery(unsafeSQL: sql, binds: plan.parameters.map(\.postgresBind))
+        let pointRead = Self.pointReadKey(s, arguments: context.arguments)
         // The SQL text depends only on the statement's shape (values are binds), so a session
         // prepares it once and skips PostgreSQL's parse and plan on every later request.
+        let probeRows = readLimits.probeRows
+        var query = PostgresQuery(unsafeSQL: pointRead == nil ? sql + " LIMIT \(probeRows + 1)" : sql, binds: binds)
         query.prepared = true
         let rows = try await pool.query(query)
-        let txn = try rows[0].decode(0, as: Int64.self)
-        switch plan.output {
-        case .count:
-            return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
-        case .documents:
-            return try documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
+        if pointRead != nil || rows.count <= probeRows {
+            return .complete(try documentsResult(rows, memory: memory, cacheAs: pointRead))
         }
+        if let answered = try Self.limitReachedWithin(rows, memory: memory) { return .complete(answered) }
+        return try await largeSelect(sql: sql, binds: binds, memory: memory, mayStream: mayStream)
+    }
+
+    /// The result when the probe's rows already hold all of it: a memory stage that streams and
+    /// reaches its LIMIT within them (a residual WHERE kept the LIMIT out of the SQL) cannot be
+    /// changed by the rows after them.
+    static func limitReachedWithin(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult? {
+        guard memory.limit != nil, var stream = SelectStream(memory) else { return nil }
+        var items: [Value] = []
+        for row in rows where !row.isNull(1) {
+            if let item = try stream.row(for: try decodeJSON(row, column: 1)) { items.append(item) }
+            if stream.isDone { return ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select", items: items) }
+        }
+        return nil
+    }
+
+    /// A read with more rows than the probe: through a cursor. Streamed when the memory stage
+    /// allows it and the caller can take it; else collected within `maxBufferedResultBytes`.
+    func largeSelect(sql: String, binds: [PostgresBind], memory: SelectQuery, mayStream: Bool) async throws -> ReadOutcome {
+        let stream = mayStream ? SelectStream(memory) : nil
+        var slot: StreamSlots?
+        if stream != nil {
+            guard streamSlots.tryAcquire() else {
+                throw StoreError.busy("\(streamSlots.limit) large results are being streamed already; retry later")
+            }
+            slot = streamSlots
+        }
+        let connection: PostgresConnection
+        do { connection = try await pool.acquire() } catch {
+            slot?.release()
+            throw error
+        }
+        let cursor = try await SelectCursor.open(pool: pool, connection: connection, slot: slot, sql: sql, binds: binds,
+                                                 limits: readLimits, stream: stream)
+        if stream != nil { return .streaming(cursor) }
+        var documents: [Value] = []
+        var held = 0
+        while let batch = try await cursor.next() {
+            held += cursor.lastBatchBytes
+            if held > readLimits.maxBufferedResultBytes {
+                await cursor.close()
+                throw StoreError.resultTooLarge(Self.tooLargeMessage(memory, limit: readLimits.maxBufferedResultBytes))
+            }
+            documents.append(contentsOf: batch)
+        }
+        return .complete(ExecuteResult(transactionID: cursor.transactionID, queryType: "select", items: try memory.run(documents)))
+    }
+
+    static func tooLargeMessage(_ memory: SelectQuery, limit: Int) -> String {
+        let head = "result too large to build in memory (more than \(limit) bytes of documents): "
+        if memory.streams {
+            return head + "a CBOR response is built whole; ask for JSON (streamed), add a LIMIT or narrow the WHERE"
+        }
+        return head + "ORDER BY, GROUP BY, aggregates and DISTINCT that PostgreSQL cannot do need every document in memory; "
+            + "add a LIMIT (ORDER BY on plain paths with a LIMIT is done by PostgreSQL) or narrow the WHERE"
     }
 
     /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is

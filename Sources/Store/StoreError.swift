@@ -18,10 +18,15 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case notFound(String)
     /// A document would exceed the size limit.
     case tooLarge(String)
+    /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (400: the
+    /// statement, not the request body, must change).
+    case resultTooLarge(String)
     /// The requested transaction number was never reached.
     case unknownTransaction(Int64)
     /// The statement ran longer than allowed.
     case timeout
+    /// The server is at a capacity limit (e.g. `ReadLimits.maxConcurrentStreams`): 503, retry later.
+    case busy(String)
     /// The database is unreachable or restarting.
     case unavailable(PostgresError)
     /// A database error that is not the caller's fault (logged in full; clients see the SQLSTATE only).
@@ -36,6 +41,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .conflict(let m): m
         case .notFound(let m): m
         case .tooLarge(let m): m
+        case .resultTooLarge(let m): m
+        case .busy(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
         case .timeout: "the statement timed out"
         case .unavailable: "the database is unavailable; retry later"
@@ -47,13 +54,13 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// HTTP status for the REST API.
     public var httpStatus: Int {
         switch self {
-        case .syntax, .invalid: 400
+        case .syntax, .invalid, .resultTooLarge: 400
         case .conflict: 409
         case .notFound: 404
         case .tooLarge: 413
         case .unknownTransaction: 404
         case .timeout: 408
-        case .unavailable: 503
+        case .unavailable, .busy: 503
         case .database, .corrupt: 500
         }
     }

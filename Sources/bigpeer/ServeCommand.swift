@@ -25,6 +25,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
+    @Option(name: .customLong("max-buffered-result-bytes"), help: "Most document bytes one read may hold when its result cannot stream (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses); 400 above.")
+    var maxBufferedResultBytes = 64 << 20
+    @Option(name: .customLong("max-streamed-results"), help: "Large results streamed at once, each holding a database session while its client reads (503 above); default: a quarter of --db-connections.")
+    var maxStreamedResults: Int?
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("max-sync-sessions"), help: "Sync sessions admitted at once; a peer beyond it is refused with close code 4003 (docs/PROTOCOL.md §4.2).")
     var maxSyncSessions = ServerConfiguration().maxSyncSessions
@@ -65,6 +69,12 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
+        guard maxBufferedResultBytes > 0 else { throw ValidationError("--max-buffered-result-bytes must be positive") }
+        config.maxBufferedResultBytes = maxBufferedResultBytes
+        if let maxStreamedResults {
+            guard maxStreamedResults > 0 else { throw ValidationError("--max-streamed-results must be positive") }
+            config.maxConcurrentStreamedResults = maxStreamedResults
+        }
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes

@@ -136,6 +136,54 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         #expect(outcome.errno == ENOBUFS)
     }
 
+    /// One write larger than the drop limit, to a queue below the high-water mark, is taken whole:
+    /// its size says nothing about the peer. (A 31 MB HTTP response was cut off after its head
+    /// because the drop limit was checked against every write.)
+    @Test func oneWriteLargerThanTheDropLimitIsDeliveredWhole() async throws {
+        let group = try EventLoopGroup(threads: 2)
+        defer { group.shutdown() }
+        let (server, client) = (group.loops[0], group.loops[1])
+        let keep = Keeper()
+        let total = 4 << 20
+        let received = Atomic<Int>(0)
+        let closedEarly = Atomic<Bool>(false)
+        let port = try await server.submit { () throws -> Int in
+            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: server) { fd, remote in
+                do {
+                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
+                    let d = ClosureDelegate()
+                    d.onRead = { _, bytes in received.add(bytes.count, ordering: .relaxed) }
+                    c.delegate = d
+                    keep.objects.append(c)
+                    try c.start()
+                } catch { Issue.record("accept setup: \(error)") }
+            }
+            keep.objects.append(l)
+            return l.localAddress.port
+        }
+        let clientSide = Keeper()
+        try await client.submit { () throws -> Void in
+            let d = ClosureDelegate()
+            d.onReady = { c in c.write([UInt8](repeating: 7, count: total)) }
+            d.onClose = { _, error in if error != nil { closedEarly.store(true, ordering: .relaxed) } }
+            var limits = WriteLimits()
+            limits.highWaterMark = 64 << 10
+            limits.dropLimit = 1 << 20
+            let c = try TCPConnection.connect(to: try SocketAddress(ip: "127.0.0.1", port: port), loop: client, delegate: d)
+            c.limits = limits
+            clientSide.objects.append(c)
+        }
+        let deadline = NanoTime.now().adding(.seconds(10))
+        while received.load(ordering: .relaxed) < total, !closedEarly.load(ordering: .relaxed), NanoTime.now() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let wasClosedEarly = closedEarly.load(ordering: .relaxed)
+        #expect(!wasClosedEarly)
+        #expect(received.load(ordering: .relaxed) == total)
+        let peak = try await client.submit { () -> Int in (clientSide.objects.first as? TCPConnection)?.peakPendingOutputBytes ?? -1 }
+        #expect(peak > 0 && peak <= total)
+    }
+
     /// `totalBytesWritten` is exact even when `connectionDidDrain` queues more output (and
     /// flushes it, re-entering the flush that called it): the WebSocket layer derives its queue
     /// size from this counter, so a byte lost here would count as queued forever.
