@@ -284,8 +284,24 @@ public struct SyncClientSession: Sendable {
     /// Every subscription synced, no upload or `want` outstanding, and nothing received for
     /// `quietMillis` (the server sends live changes after `synced` without a marker for "done").
     func isCaughtUp(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> Bool {
-        state == .ready && subscriptions.values.allSatisfy(\.synced) && inFlight.isEmpty && wanted.isEmpty
-            && outboxEmpty && now &- lastDataAt >= quietMillis
+        waitingFor(now: now, quietMillis: quietMillis, outboxEmpty: outboxEmpty) == nil
+    }
+
+    /// What keeps the session from being caught up (nil: caught up), for the message of a peer
+    /// that gives up waiting: "still receiving" alone said nothing about which condition held.
+    func waitingFor(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> String? {
+        var reasons: [String] = []
+        if state != .ready { reasons.append("session \(state)") }
+        let unsynced = subscriptions.values.filter { !$0.synced }.count
+        if unsynced > 0 { reasons.append("\(unsynced) subscription(s) not synced") }
+        if !inFlight.isEmpty { reasons.append("\(inFlight.values.map(\.count).reduce(0, +)) uploaded document(s) not acknowledged") }
+        if !outboxEmpty { reasons.append("local changes not uploaded") }
+        if !wanted.isEmpty {
+            let some = wanted.prefix(3).map { "\($0.collection) \(JSON.string($0.id))" }.joined(separator: ", ")
+            reasons.append("\(wanted.count) document(s) asked for with want and not received (\(some))")
+        }
+        if reasons.isEmpty, now &- lastDataAt < quietMillis { reasons.append("data received \(now &- lastDataAt) ms ago") }
+        return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
     }
 
     /// Closes on purpose (shutdown): `bye` then close.
