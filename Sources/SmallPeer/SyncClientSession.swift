@@ -265,8 +265,14 @@ public struct SyncClientSession: Sendable {
     /// Subscription keys this session has sent (synced or not).
     var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
 
-    /// Whether an upload may go out now: ready, positive credit, a free in-flight slot.
-    var canUpload: Bool { state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight }
+    /// Whether an upload may go out now: ready, every subscription synced, positive credit, a free
+    /// in-flight slot. Uploads wait for `synced` so that they commit after the initial sync's
+    /// snapshot: the server then handles them as live changes and sends the merged state of a
+    /// document the peer created over a server version it never received (a tombstone is not in
+    /// an initial sync's pages; committed before the snapshot, the peer would never hear of it).
+    var canUpload: Bool {
+        state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight && subscriptions.values.allSatisfy(\.synced)
+    }
 
     /// Documents currently uploaded and not yet acknowledged.
     var uploadingDocuments: Set<DocumentRef> { Set(inFlight.values.flatMap { $0.map(\.ref) }) }

@@ -234,13 +234,24 @@ extension SyncSession {
         return false
     }
 
+    /// True if a live subscription reads `collection` (the session may read it: checked at `sub`).
+    func subscribesTo(_ collection: String) -> Bool {
+        subscriptions.values.contains { $0.phase == .live && $0.query.collection == collection }
+    }
+
     mutating func fetched(_ request: UInt64, _ docs: [FetchedDocument], now: UInt64, into out: inout [SyncSessionAction]) {
         guard case .fetch(request, let purpose) = outstanding else { return }
         outstanding = nil
+        // Sent whatever they match: what the peer asked for with `want` (it holds a copy that a
+        // delta did not apply to: a tombstone or a document that left must reach it too, or it
+        // diverges and, waiting for the answer, never catches up), and what `sendState` fetched.
+        let whateverMatch = suspended?.whateverMatch ?? []
         var entries: [ChangeEntry] = []
-        for d in docs where matchesLive(d.document, d.value) {
-            entries.append(ChangeEntry(document: d.document, kind: .upsert, payload: .state(d.state)))
-            held.insert(DocumentHash.of(d.document))
+        for d in docs {
+            let matches = matchesLive(d.document, d.value)
+            guard matches || ((purpose == .want || whateverMatch.contains(d.document)) && subscribesTo(d.document.collection)) else { continue }
+            entries.append(ChangeEntry(document: d.document, kind: d.value == nil ? .delete : .upsert, payload: .state(d.state)))
+            if matches { held.insert(DocumentHash.of(d.document)) } else { held.remove(DocumentHash.of(d.document)) }
         }
         switch purpose {
         case .want:
