@@ -190,12 +190,16 @@ extension SyncSession {
         let matches = matchesLive(e.document, e.value)
         if let origin = e.origin, origin == peer?.site {
             // The peer's own upload. If it held the document, it had every earlier change, so its
-            // copy is the server's now. If not, it uploaded a document it created without the
-            // server's copy: unless the server had nothing else of it, the merge brought in a
-            // history the peer lacks (a tombstone that keeps its INITIAL insert deleted, other
-            // peers' fields), so it gets the merged state, matching or not.
+            // copy is the server's as of this row; if the document still matches, later rows send
+            // it what follows. If it no longer matches, later changes (other peers' uploads in the
+            // same group-committed transaction: seed 21, a delete right after the peer's own
+            // update) may be what made it leave, and they would be skipped once it is not held:
+            // the peer gets the current state. If it did not hold the document, it uploaded one
+            // it created without the server's copy: unless the server had nothing else of it, the
+            // merge brought in a history the peer lacks (a tombstone that keeps its INITIAL insert
+            // deleted, other peers' fields), so it gets the merged state, matching or not.
             if isHeld {
-                if !matches { held.remove(hash) }
+                if !matches { sendState(e, hash, matches: false, &built, &entering) }
             } else if Self.uploadIsTheWholeDocument(e) {
                 if matches { held.insert(hash) }
             } else if subscribesTo(e.document.collection) {

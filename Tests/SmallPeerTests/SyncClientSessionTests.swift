@@ -124,6 +124,22 @@ struct SyncClientSessionTests {
         #expect(Self.closeCode(s.receive(SyncMessage.ack(seq: 99, txn: 3, rejected: []).encode(), now: 4)) == 4004)
     }
 
+    /// Uploads wait until every subscription is synced: committed before an initial sync's
+    /// snapshot, an upload is no live change for the session, and a document the server merged
+    /// into a tombstone would reach the peer neither in a page nor afterwards (issue #16 item 13).
+    @Test func uploads_waitUntilEverySubscriptionIsSynced() {
+        var s = Self.ready()
+        #expect(s.canUpload, "no subscription: nothing to wait for")
+        _ = s.subscribe(Self.sub, resume: nil)
+        #expect(!s.canUpload)
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 7).encode(), now: 2)
+        #expect(s.canUpload)
+        var other = Self.sub
+        other.arguments = ["c": "blue"]
+        _ = s.subscribe(other, resume: (7, []))
+        #expect(!s.canUpload, "a resumed subscription waits for its synced too")
+    }
+
     @Test func creditAbove2To40_isAViolation() {
         var s = Self.ready()
         _ = s.receive(SyncMessage.credit(bytes: 1 << 39).encode(), now: 2)

@@ -272,6 +272,22 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(h.session.held.isEmpty)
     }
 
+    /// Seed 21 of the CLI simulation: three peers' uploads of `d4` were group-committed into one
+    /// transaction: this peer's update (row 0), then two deletes. All rows carry the current value
+    /// (deleted), so at its own row the document looked as if the peer's own upload made it
+    /// leave: nothing was sent, `held` was dropped, and the deletes after it were skipped. The
+    /// peer now gets the tombstone's state.
+    @Test func ownUploadOfAHeldDocument_deletedLaterInTheSameTransaction_sendsTheTombstone() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, seq: 0, document: car1, kind: .upsert, delta: [0x01], value: nil, origin: SessionHarness.peerSite, state: [0x7E]),
+            LogEntry(txn: 11, seq: 1, document: car1, kind: .delete, delta: [0x02], value: nil, origin: 7, state: [0x7E]),
+            LogEntry(txn: 11, seq: 2, document: car1, kind: .delete, delta: [0x03], value: nil, origin: 8, state: [0x7E]),
+        ], through: 11)))
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .state([0x7E]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held.isEmpty)
+    }
+
     @Test func deletedHeldDocument_sendsTheTombstonesState() {
         var h = Self.syncedOnRed()
         let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .delete, delta: [0xDE], value: nil, state: [0x70])], through: 11)))
