@@ -8,9 +8,10 @@
 // waits for: a `want` for a tombstone the server never answered) or diverged (a peer kept a
 // document the server had deleted). Before the fix, of seeds 1-48: 20 and 26 hung; 2, 5, 6, 19,
 // 21 and 27 diverged; 21 only in some runs (group commit put three peers' uploads of one document
-// into one transaction). The fixed seeds are those; one seed drawn at random per run is added
+// into one transaction). The fixed seeds are those; two seeds drawn at random per run are added
 // (printed with the list and in every failure). `BIGPEER_SIM_SEEDS=1,2,3` runs other seeds and
-// `BIGPEER_SIM_CONCURRENCY` how many at once (default 4, ~55 s for 8 seeds on a 2-core machine).
+// `BIGPEER_SIM_CONCURRENCY` how many at once (default 4; 10 seeds take 35-70 s on the shared
+// 2-core machine). After the fix, seeds 1-100 pass.
 import BigPeerTestSupport
 import Foundation
 @testable import SmallPeer
@@ -24,7 +25,7 @@ struct CLISyncSimulationTests {
     static let rounds = 5
     static let ids = (0..<6).map { "d\($0)" }
     /// Seeds always run: each failed before the fix (see the file comment).
-    static let fixedSeeds: [UInt64] = [2, 5, 6, 19, 20, 21, 26]
+    static let fixedSeeds: [UInt64] = [2, 5, 6, 19, 20, 21, 26, 27]
     /// Seeds run at the same time against one server (each on its own collection).
     static var concurrentSeeds: Int { ProcessInfo.processInfo.environment["BIGPEER_SIM_CONCURRENCY"].flatMap { Int($0) } ?? 4 }
 
@@ -32,7 +33,7 @@ struct CLISyncSimulationTests {
         if let list = ProcessInfo.processInfo.environment["BIGPEER_SIM_SEEDS"] {
             return list.split(separator: ",").compactMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         }
-        return fixedSeeds + [UInt64.random(in: 1000...UInt64(UInt32.max))]
+        return fixedSeeds + (0..<2).map { _ in UInt64.random(in: 1000...UInt64(UInt32.max)) }
     }
 
     @Test(.timeLimit(.minutes(5)))
