@@ -99,6 +99,13 @@ public struct SyncClientSession: Sendable {
     private var uploaded: Set<DocumentRef> = []
     /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
     private(set) var lastDataAt: UInt64 = 0
+    /// The newest `txn` of an `ack`, and of a `checkpoint` or `synced`, on this link. Caught up
+    /// needs the second to reach the first: the server has then handled the change-log rows of
+    /// this peer's uploads, and sent the merged state of a document the peer created over a
+    /// server version (PROTOCOL.md §4.6). Without it a session could end in between, and the next
+    /// one would list that document in `have` with a history it lacks.
+    private var ackedThrough: Int64 = -1
+    private var checkpointThrough: Int64 = -1
 
     init(configuration: Configuration) {
         self.configuration = configuration
@@ -154,6 +161,7 @@ public struct SyncClientSession: Sendable {
             return received(entries, bytes: bytes.count, now: now)
         case .synced(let id, let cp):
             lastDataAt = now
+            checkpointThrough = max(checkpointThrough, cp)
             guard var sub = subscriptions[id] else { return [] }  // unsubscribed meanwhile
             sub.synced = true
             let delivered = sub.delivered
@@ -164,6 +172,7 @@ public struct SyncClientSession: Sendable {
             out.append(.saveCheckpoints([sub.key: cp]))
             return out
         case .checkpoint(let txn):
+            checkpointThrough = max(checkpointThrough, txn)
             var cps: [String: Int64] = [:]
             for (_, sub) in subscriptions where sub.synced { cps[sub.key] = txn }
             return cps.isEmpty ? [] : [.saveCheckpoints(cps)]
@@ -171,8 +180,9 @@ public struct SyncClientSession: Sendable {
             guard let sub = subscriptions.removeValue(forKey: id) else { return [] }
             refusedKeys.insert(sub.key)
             return [.subscriptionFailed(key: sub.key, message: msg)]
-        case .ack(let seq, _, let rejected):
+        case .ack(let seq, let txn, let rejected):
             lastDataAt = now
+            ackedThrough = max(ackedThrough, txn)
             guard let sent = inFlight.removeValue(forKey: seq) else {
                 return fail(SyncCloseCode.protocolViolation.rawValue, "ack for an unknown upload \(seq)")
             }
@@ -302,6 +312,9 @@ public struct SyncClientSession: Sendable {
         if unsynced > 0 { reasons.append("\(unsynced) subscription(s) not synced") }
         if !inFlight.isEmpty { reasons.append("\(inFlight.values.map(\.count).reduce(0, +)) uploaded document(s) not acknowledged") }
         if !outboxEmpty { reasons.append("local changes not uploaded") }
+        if !subscriptions.isEmpty, ackedThrough > checkpointThrough {
+            reasons.append("no checkpoint yet at or after txn \(ackedThrough) of the last upload's ack (at \(checkpointThrough))")
+        }
         if !wanted.isEmpty {
             let some = wanted.prefix(3).map { "\($0.collection) \(JSON.string($0.id))" }.joined(separator: ", ")
             reasons.append("\(wanted.count) document(s) asked for with want and not received (\(some))")

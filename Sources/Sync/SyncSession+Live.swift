@@ -138,6 +138,7 @@ extension SyncSession {
     /// After changes were sent the checkpoint follows at once; idle advances wait for `tick`.
     mutating func finishBatch(sent: Bool, now: UInt64, into out: inout [SyncSessionAction]) {
         if sent, let cursor, cursor > lastCheckpointSent { sendCheckpoint(cursor, now: now, into: &out) }
+        checkpointAckedUploads(now: now, into: &out)
     }
 
     /// True when the peer's own upload is everything the server holds of the document: the logged
@@ -229,7 +230,7 @@ extension SyncSession {
 
     // MARK: - Uploads
 
-    mutating func upload(_ seq: UInt64, _ entries: [UploadEntry], size: Int, into out: inout [SyncSessionAction]) {
+    mutating func upload(_ seq: UInt64, _ entries: [UploadEntry], size: Int, now: UInt64, into out: inout [SyncSessionAction]) {
         guard uploadCredit > 0, let peer else {
             return close(.protocolViolation, "up sent without upload credit", into: &out)
         }
@@ -248,13 +249,14 @@ extension SyncSession {
         uploads.append(PendingUpload(seq: seq, size: size, positions: positions, forbidden: forbidden))
         if permitted.isEmpty {
             // Nothing to commit: acknowledge at the newest transaction already known to be visible.
-            return uploadCommitted(seq, max(cursor ?? 0, logHead), [], into: &out)
+            return uploadCommitted(seq, max(cursor ?? 0, logHead), [], now: now, into: &out)
         }
         out.append(.applyUpload(seq: seq, origin: peer.site, entries: permitted))
     }
 
     /// Acks go out in the order the uploads arrived, each followed by the credit it used.
-    mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], into out: inout [SyncSessionAction]) {
+    mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], now: UInt64,
+                                  into out: inout [SyncSessionAction]) {
         guard let i = uploads.firstIndex(where: { $0.seq == seq && $0.ack == nil }) else { return }
         // Store rejections index the permitted entries; map them back to the peer's indexes.
         let pending = uploads[i]
@@ -264,10 +266,21 @@ extension SyncSession {
         uploads[i].ack = .ack(seq: seq, txn: txn, rejected: (pending.forbidden + mapped).sorted { $0.index < $1.index })
         while let first = uploads.first, let ack = first.ack {
             uploads.removeFirst()
+            if case .ack(_, let acked, _) = ack { ackedThrough = max(ackedThrough, acked) }
             send(ack, into: &out)
             uploadCredit += Int64(first.size)
             send(.credit(bytes: UInt64(first.size)), into: &out)
         }
+        // Already past it (nothing new was uploaded, or the log was read before the ack): now.
+        checkpointAckedUploads(now: now, into: &out)
+    }
+
+    /// The checkpoint a peer waits for after its acks (`ackedThrough`), once the position covers
+    /// them and no transaction or initial sync is half done.
+    mutating func checkpointAckedUploads(now: UInt64, into out: inout [SyncSessionAction]) {
+        guard let cursor, ackedThrough > lastCheckpointSent, cursor >= ackedThrough, cursor > lastCheckpointSent,
+              suspended == nil, partialSeq == nil, !isSyncing else { return }
+        sendCheckpoint(cursor, now: now, into: &out)
     }
 }
 

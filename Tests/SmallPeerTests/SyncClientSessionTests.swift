@@ -140,6 +140,29 @@ struct SyncClientSessionTests {
         #expect(!s.canUpload, "a resumed subscription waits for its synced too")
     }
 
+    /// With subscriptions, caught up needs a checkpoint at or after the txn of the last ack: the
+    /// server has then handled the upload's change-log rows (and sent the merged state of a
+    /// document created over a server version). Without subscriptions nothing is sent back.
+    @Test func caughtUp_waitsForACheckpointCoveringTheLastAck() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (5, []))
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
+        let u = PendingUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [1], localDot: nil, covered: VersionVector(), isFullState: true)
+        _ = s.upload([u], seq: 1)
+        _ = s.receive(SyncMessage.ack(seq: 1, txn: 9, rejected: []).encode(), now: 3)
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        #expect(s.waitingFor(now: 10_000, quietMillis: 100, outboxEmpty: true)?.contains("txn 9") == true)
+        _ = s.receive(SyncMessage.checkpoint(txn: 8).encode(), now: 4)
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        _ = s.receive(SyncMessage.checkpoint(txn: 9).encode(), now: 5)
+        #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+
+        var bare = Self.ready()
+        _ = bare.upload([u], seq: 1)
+        _ = bare.receive(SyncMessage.ack(seq: 1, txn: 9, rejected: []).encode(), now: 3)
+        #expect(bare.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+    }
+
     @Test func creditAbove2To40_isAViolation() {
         var s = Self.ready()
         _ = s.receive(SyncMessage.credit(bytes: 1 << 39).encode(), now: 2)

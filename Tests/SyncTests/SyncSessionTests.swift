@@ -491,6 +491,30 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(closeCode(h2.receive(up2)) == 4004, "an upload without credit is a violation")
     }
 
+    /// After an `ack`, a checkpoint covering its txn follows as soon as the position passes it
+    /// (not 5 s later as an idle checkpoint): the peer then knows the server has handled its
+    /// upload's change-log rows and sent what they caused for it.
+    @Test func afterAnAck_aCheckpointFollowsOnceThePositionCoversIt() {
+        var h = SyncSessionSubscriptionTests.syncedOnRed()  // cursor 10
+        _ = h.receive(.upload(seq: 1, entries: [UploadEntry(document: car1, delta: [1])]))
+        let a = sent(h.feed(.uploadCommitted(seq: 1, txn: 12, rejected: [])))
+        #expect(a.count == 2, "ack and credit; the position is still at 10: \(a)")
+        _ = h.feed(.logHead(12))
+        let b = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car2, kind: .upsert, delta: [2], value: blue),
+            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [1], value: red, origin: SessionHarness.peerSite),
+        ], through: 12)))
+        #expect(sent(b) == [.checkpoint(txn: 12)], "nothing was sent for these rows, but the upload's row is handled")
+        // Already past the ack's txn (an upload with nothing new): at once.
+        _ = h.receive(.upload(seq: 2, entries: [UploadEntry(document: car1, delta: [1])]))
+        #expect(sent(h.feed(.uploadCommitted(seq: 2, txn: 12, rejected: []))).count == 2, "12 was already covered")
+        _ = h.receive(.upload(seq: 3, entries: [UploadEntry(document: car1, delta: [1])]))
+        _ = h.feed(.logHead(13))
+        _ = h.feed(.log(LogBatch(entries: [LogEntry(txn: 13, document: car2, kind: .upsert, delta: [2], value: blue)], through: 13)))
+        let c = sent(h.feed(.uploadCommitted(seq: 3, txn: 13, rejected: [])))
+        #expect(c.last == .checkpoint(txn: 13), "\(c)")
+    }
+
     @Test func creditOverflow_isAViolation() {
         var h = SessionHarness.ready()
         _ = h.receive(.credit(bytes: 1 << 40 - 65536))
