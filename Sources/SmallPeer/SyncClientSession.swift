@@ -79,6 +79,7 @@ public struct SyncClientSession: Sendable {
     /// A live subscription of this session.
     struct SessionSubscription: Sendable {
         var key: String
+        var collection: String
         var synced = false
         /// Sent with a checkpoint (resume).
         var resumed = false
@@ -179,6 +180,7 @@ public struct SyncClientSession: Sendable {
         case .subscriptionError(let id, let msg):
             guard let sub = subscriptions.removeValue(forKey: id) else { return [] }
             refusedKeys.insert(sub.key)
+            forgetWantsWithoutSubscription()
             return [.subscriptionFailed(key: sub.key, message: msg)]
         case .ack(let seq, let txn, let rejected):
             lastDataAt = now
@@ -255,7 +257,7 @@ public struct SyncClientSession: Sendable {
         guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
-        subscriptions[id] = SessionSubscription(key: sub.key, resumed: resume != nil)
+        subscriptions[id] = SessionSubscription(key: sub.key, collection: sub.collection, resumed: resume != nil)
         let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
                                                      checkpoint: resume?.checkpoint, have: resume?.have))
         return [.send(message.encode())]
@@ -269,7 +271,16 @@ public struct SyncClientSession: Sendable {
             subscriptions[id] = nil
             out.append(.send(SyncMessage.unsubscribe(id: id).encode()))
         }
+        forgetWantsWithoutSubscription()
         return out
+    }
+
+    /// The server answers `want` only in collections a subscription of the session reads
+    /// (PROTOCOL.md §4.7): a document asked for in a collection no longer subscribed will not come,
+    /// and waiting for it would keep the session from ever being caught up.
+    private mutating func forgetWantsWithoutSubscription() {
+        let collections = Set(subscriptions.values.map(\.collection))
+        wanted = wanted.filter { collections.contains($0.collection) }
     }
 
     /// Subscription keys this session has sent (synced or not).

@@ -11,7 +11,8 @@
 // into one transaction). The fixed seeds are those; two seeds drawn at random per run are added
 // (printed with the list and in every failure). `BIGPEER_SIM_SEEDS=1,2,3` runs other seeds and
 // `BIGPEER_SIM_CONCURRENCY` how many at once (default 4; 10 seeds take 35-70 s on the shared
-// 2-core machine). After the fix, seeds 1-100 pass.
+// 2-core machine; the 5-minute time limit allows sweeps of about 70 seeds per run: beyond it the
+// children are killed and report exit 137). After the fix, seeds 1-100 pass.
 import BigPeerTestSupport
 import Foundation
 @testable import SmallPeer

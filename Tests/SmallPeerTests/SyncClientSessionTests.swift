@@ -90,6 +90,18 @@ struct SyncClientSessionTests {
         #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: false))
     }
 
+    /// The server answers `want` only in subscribed collections: after the last subscription of a
+    /// collection is dropped, its outstanding wants no longer keep the session from catching up.
+    @Test func unsubscribing_forgetsWantsOfCollectionsNoLongerSubscribed() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (5, []))
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
+        _ = s.applied(bytes: 10, wanted: [DocumentRef(collection: "cars", id: "z")])
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        _ = s.keepOnly([])
+        #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+    }
+
     @Test func subError_dropsTheSubscription() {
         var s = Self.ready()
         _ = s.subscribe(Self.sub, resume: nil)
