@@ -103,11 +103,20 @@ struct LocalStore: Sendable {
         return commits
     }
 
-    /// Hashes (PROTOCOL.md §4.3) of every document held in `collection`, tombstones included,
-    /// strictly ascending: the `have` of a resumed subscription.
+    /// Hashes (PROTOCOL.md §4.3) of the documents held in `collection`, tombstones included,
+    /// strictly ascending: the `have` of a resumed subscription. Left out: documents this peer
+    /// created without any server version (outbox base empty) and has not uploaded yet. The server
+    /// takes `have` to mean "has every change up to the checkpoint"; such a copy may lack a server
+    /// history (a tombstone the initial sync did not send, another peer's document with the same
+    /// `_id`), and the server sends the merged state back only for an upload of a document it does
+    /// not think the peer holds (issue #16 item 13: a peer kept its INITIAL insert alive over a
+    /// server tombstone for good).
     func haveHashes(_ collection: String) -> [UInt64] {
         guard let docs = collections[collection] else { return [] }
-        return Array(Set(docs.documents.keys.map { DocumentHash.of(collection: collection, id: $0) })).sorted()
+        let hashes = docs.documents.keys.filter { id in
+            outbox[DocumentRef(collection: collection, id: id)].map { !$0.entries.isEmpty } ?? true
+        }.map { DocumentHash.of(collection: collection, id: $0) }
+        return Array(Set(hashes)).sorted()
     }
 }
 

@@ -42,6 +42,8 @@ public final class SyncClient: Sendable {
         public var phase: Phase = .connecting
         /// Every subscription synced, uploads acknowledged, and quiet for `quietMillis`.
         public var caughtUp = false
+        /// While connected and not caught up: what the session still waits for.
+        public var waitingFor: String?
         public var sessions = 0
         /// Entries (`docs` + `changes`) received and applied, and documents uploaded (re-sends included), over all sessions.
         public var receivedEntries = 0
@@ -100,7 +102,7 @@ public final class SyncClient: Sendable {
             if s.phase == .failed { throw .failed(s.lastError ?? "sync failed") }
             if s.caughtUp { return }
             if ContinuousClock.now >= deadline {
-                throw .timedOut(s.sessions == 0 ? "never connected (\(s.lastError ?? "no answer"))" : (s.lastError ?? "still receiving"))
+                throw .timedOut(s.sessions == 0 ? "never connected (\(s.lastError ?? "no answer"))" : (s.lastError ?? "still receiving" + (s.waitingFor.map { ": " + $0 } ?? "")))
             }
             do { try await Task.sleep(for: .milliseconds(20)) } catch { throw .timedOut("cancelled") }
         }

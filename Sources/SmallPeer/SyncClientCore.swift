@@ -314,8 +314,11 @@ final class SyncClientCore: WebSocketClientHandler {
             let actions = s.tick(now: now)
             self.session = s
             self.perform(actions)
-            let caughtUp = s.isCaughtUp(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
-            self.status.withLock { $0.caughtUp = caughtUp }
+            let waitingFor = s.waitingFor(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
+            self.status.withLock { st in
+                st.caughtUp = waitingFor == nil
+                st.waitingFor = waitingFor
+            }
             if self.session != nil { self.scheduleTick() }
         }
     }

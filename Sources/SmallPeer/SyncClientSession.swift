@@ -81,6 +81,7 @@ public struct SyncClientSession: Sendable {
     /// A live subscription of this session.
     struct SessionSubscription: Sendable {
         var key: String
+        var collection: String
         var synced = false
         /// Sent with a checkpoint (resume).
         var resumed = false
@@ -101,6 +102,13 @@ public struct SyncClientSession: Sendable {
     private var uploaded: Set<DocumentRef> = []
     /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
     private(set) var lastDataAt: UInt64 = 0
+    /// The newest `txn` of an `ack`, and of a `checkpoint` or `synced`, on this link. Caught up
+    /// needs the second to reach the first: the server has then handled the change-log rows of
+    /// this peer's uploads, and sent the merged state of a document the peer created over a
+    /// server version (PROTOCOL.md §4.6). Without it a session could end in between, and the next
+    /// one would list that document in `have` with a history it lacks.
+    private var ackedThrough: Int64 = -1
+    private var checkpointThrough: Int64 = -1
 
     init(configuration: Configuration) {
         self.configuration = configuration
@@ -165,6 +173,7 @@ public struct SyncClientSession: Sendable {
             return received(entries, bytes: bytes.count, now: now)
         case .synced(let id, let cp):
             lastDataAt = now
+            checkpointThrough = max(checkpointThrough, cp)
             guard var sub = subscriptions[id] else { return [] }  // unsubscribed meanwhile
             sub.synced = true
             let delivered = sub.delivered
@@ -175,15 +184,18 @@ public struct SyncClientSession: Sendable {
             out.append(.saveCheckpoints([sub.key: cp]))
             return out
         case .checkpoint(let txn):
+            checkpointThrough = max(checkpointThrough, txn)
             var cps: [String: Int64] = [:]
             for (_, sub) in subscriptions where sub.synced { cps[sub.key] = txn }
             return cps.isEmpty ? [] : [.saveCheckpoints(cps)]
         case .subscriptionError(let id, let msg):
             guard let sub = subscriptions.removeValue(forKey: id) else { return [] }
             refusedKeys.insert(sub.key)
+            forgetWantsWithoutSubscription()
             return [.subscriptionFailed(key: sub.key, message: msg)]
-        case .ack(let seq, _, let rejected):
+        case .ack(let seq, let txn, let rejected):
             lastDataAt = now
+            ackedThrough = max(ackedThrough, txn)
             guard let sent = inFlight.removeValue(forKey: seq) else {
                 return fail(SyncCloseCode.protocolViolation.rawValue, "ack for an unknown upload \(seq)")
             }
@@ -258,7 +270,7 @@ public struct SyncClientSession: Sendable {
         guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
-        subscriptions[id] = SessionSubscription(key: sub.key, resumed: resume != nil)
+        subscriptions[id] = SessionSubscription(key: sub.key, collection: sub.collection, resumed: resume != nil)
         let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
                                                      checkpoint: resume?.checkpoint, have: resume?.have))
         return [.send(message.encode())]
@@ -272,14 +284,29 @@ public struct SyncClientSession: Sendable {
             subscriptions[id] = nil
             out.append(.send(SyncMessage.unsubscribe(id: id).encode()))
         }
+        forgetWantsWithoutSubscription()
         return out
+    }
+
+    /// The server answers `want` only in collections a subscription of the session reads
+    /// (PROTOCOL.md §4.7): a document asked for in a collection no longer subscribed will not come,
+    /// and waiting for it would keep the session from ever being caught up.
+    private mutating func forgetWantsWithoutSubscription() {
+        let collections = Set(subscriptions.values.map(\.collection))
+        wanted = wanted.filter { collections.contains($0.collection) }
     }
 
     /// Subscription keys this session has sent (synced or not).
     var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
 
-    /// Whether an upload may go out now: ready, positive credit, a free in-flight slot.
-    var canUpload: Bool { state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight }
+    /// Whether an upload may go out now: ready, every subscription synced, positive credit, a free
+    /// in-flight slot. Uploads wait for `synced` so that they commit after the initial sync's
+    /// snapshot: the server then handles them as live changes and sends the merged state of a
+    /// document the peer created over a server version it never received (a tombstone is not in
+    /// an initial sync's pages; committed before the snapshot, the peer would never hear of it).
+    var canUpload: Bool {
+        state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight && subscriptions.values.allSatisfy(\.synced)
+    }
 
     /// Documents currently uploaded and not yet acknowledged.
     var uploadingDocuments: Set<DocumentRef> { Set(inFlight.values.flatMap { $0.map(\.ref) }) }
@@ -297,8 +324,27 @@ public struct SyncClientSession: Sendable {
     /// Every subscription synced, no upload or `want` outstanding, and nothing received for
     /// `quietMillis` (the server sends live changes after `synced` without a marker for "done").
     func isCaughtUp(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> Bool {
-        state == .ready && subscriptions.values.allSatisfy(\.synced) && inFlight.isEmpty && wanted.isEmpty
-            && outboxEmpty && now &- lastDataAt >= quietMillis
+        waitingFor(now: now, quietMillis: quietMillis, outboxEmpty: outboxEmpty) == nil
+    }
+
+    /// What keeps the session from being caught up (nil: caught up), for the message of a peer
+    /// that gives up waiting: "still receiving" alone said nothing about which condition held.
+    func waitingFor(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> String? {
+        var reasons: [String] = []
+        if state != .ready { reasons.append("session \(state)") }
+        let unsynced = subscriptions.values.filter { !$0.synced }.count
+        if unsynced > 0 { reasons.append("\(unsynced) subscription(s) not synced") }
+        if !inFlight.isEmpty { reasons.append("\(inFlight.values.map(\.count).reduce(0, +)) uploaded document(s) not acknowledged") }
+        if !outboxEmpty { reasons.append("local changes not uploaded") }
+        if !subscriptions.isEmpty, ackedThrough > checkpointThrough {
+            reasons.append("no checkpoint yet at or after txn \(ackedThrough) of the last upload's ack (at \(checkpointThrough))")
+        }
+        if !wanted.isEmpty {
+            let some = wanted.prefix(3).map { "\($0.collection) \(JSON.string($0.id))" }.joined(separator: ", ")
+            reasons.append("\(wanted.count) document(s) asked for with want and not received (\(some))")
+        }
+        if reasons.isEmpty, now &- lastDataAt < quietMillis { reasons.append("data received \(now &- lastDataAt) ms ago") }
+        return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
     }
 
     /// Closes on purpose (shutdown): `bye` then close.

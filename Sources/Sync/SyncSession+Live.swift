@@ -13,6 +13,13 @@ import Store
 import SyncProtocol
 import Values
 
+/// Documents a run of rows needs full states of (not in their entries): fetched before the run is sent.
+struct FetchList {
+    var refs: [DocumentRef] = []
+    /// Sent whether or not they match (see `SyncSession.sendState`).
+    var whateverMatch: Set<DocumentRef> = []
+}
+
 /// A log batch interrupted at transaction `txn` to fetch the full states of documents entering a
 /// subscription; resumed when `.fetched` arrives.
 struct SuspendedBatch: Sendable {
@@ -24,6 +31,9 @@ struct SuspendedBatch: Sendable {
     var remaining: ArraySlice<LogEntry>
     var end: ChangeLogPosition
     var sentChanges: Bool
+    /// Of the documents fetched, those the peer must get whether or not they match (`sendState`):
+    /// leaving, or its own upload merged into a history it lacks.
+    var whateverMatch: Set<DocumentRef> = []
 }
 
 extension SyncSession {
@@ -75,7 +85,7 @@ extension SyncSession {
             let txn = first.txn
             let txnEndIndex = rest.firstIndex { $0.txn != txn } ?? rest.endIndex
             var built: [ChangeEntry] = []
-            var entering: [DocumentRef] = []
+            var entering = FetchList()
             var bytes = 0
             var i = rest.startIndex
             while i < txnEndIndex {
@@ -92,11 +102,12 @@ extension SyncSession {
             // in the batch, or the batch ends past it.
             let reachedEnd = i == txnEndIndex && (txnEndIndex < entries.endIndex || end.completeThrough >= txn)
             let runEnd: ChangeLogPosition = reachedEnd ? .end(of: txn) : (run.last?.position ?? end)
-            if !entering.isEmpty {
-                suspended = SuspendedBatch(txn: txn, runEnd: runEnd, built: built, remaining: rest, end: end, sentChanges: sent)
+            if !entering.refs.isEmpty {
+                suspended = SuspendedBatch(txn: txn, runEnd: runEnd, built: built, remaining: rest, end: end, sentChanges: sent,
+                                           whateverMatch: entering.whateverMatch)
                 requestCounter += 1
                 outstanding = .fetch(request: requestCounter, purpose: .entering)
-                out.append(.fetchDocuments(request: requestCounter, entering))
+                out.append(.fetchDocuments(request: requestCounter, entering.refs))
                 return
             }
             sent = finishRun(txn, upTo: runEnd, built, now: now, into: &out) || sent
@@ -131,6 +142,7 @@ extension SyncSession {
     /// After changes were sent the checkpoint follows at once; idle advances wait for `tick`.
     mutating func finishBatch(sent: Bool, now: UInt64, into out: inout [SyncSessionAction]) {
         if sent, let cursor, cursor > lastCheckpointSent { sendCheckpoint(cursor, now: now, into: &out) }
+        checkpointAckedUploads(now: now, into: &out)
     }
 
     /// True when the peer's own upload is everything the server holds of the document: the logged
@@ -147,16 +159,36 @@ extension SyncSession {
     }
 
     /// A document the peer must now hold: its full state from the entry, else fetched.
-    mutating func enter(_ e: LogEntry, _ hash: UInt64, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
+    mutating func enter(_ e: LogEntry, _ hash: UInt64, _ built: inout [ChangeEntry], _ entering: inout FetchList) {
         if let state = e.state {
             built.append(ChangeEntry(document: e.document, kind: .upsert, payload: .state(state)))
             held.insert(hash)
         } else {
-            entering.append(e.document)
+            entering.refs.append(e.document)
         }
     }
 
-    mutating func decide(_ e: LogEntry, _ built: inout [ChangeEntry], _ entering: inout [DocumentRef]) {
+    /// The document's current full state goes to the peer whether or not it matches (it is held
+    /// afterwards only if it matches): from the entry, else fetched.
+    mutating func sendState(_ e: LogEntry, _ hash: UInt64, matches: Bool, _ built: inout [ChangeEntry], _ entering: inout FetchList) {
+        if let state = e.state {
+            built.append(ChangeEntry(document: e.document, kind: e.value == nil ? .delete : .upsert, payload: .state(state)))
+            if matches { held.insert(hash) } else { held.remove(hash) }
+        } else {
+            held.remove(hash)
+            entering.refs.append(e.document)
+            entering.whateverMatch.insert(e.document)
+        }
+    }
+
+    /// Per row: what the peer gets (PROTOCOL.md §4.6). `matches` uses the document's value when the
+    /// row was read, which includes every later change of the document up to that read; so a row
+    /// that does not match is not necessarily the change that made the document leave, and its
+    /// delta alone would leave the peer with an intermediate version that nothing later corrects
+    /// (issue #16 item 13: a peer kept a document the server had deleted, because the leaving
+    /// "delta" was an earlier insert and the delete after it was skipped as no longer held). The
+    /// peer therefore gets the current full state when a held document leaves.
+    mutating func decide(_ e: LogEntry, _ built: inout [ChangeEntry], _ entering: inout FetchList) {
         if e.kind == .evict { return }  // the server dropped its copy; peers keep theirs
         let hash = DocumentHash.of(e.document)
         guard permissions.read.covers(e.document.collection) else {
@@ -168,30 +200,37 @@ extension SyncSession {
         let isHeld = held.contains(hash)
         let matches = matchesLive(e.document, e.value)
         if let origin = e.origin, origin == peer?.site {
-            if !matches {
-                held.remove(hash)
-            } else if !isHeld {
-                if Self.uploadIsTheWholeDocument(e) { held.insert(hash) } else { enter(e, hash, &built, &entering) }
+            // The peer's own upload. If it held the document, it had every earlier change, so its
+            // copy is the server's as of this row; if the document still matches, later rows send
+            // it what follows. If it no longer matches, later changes (other peers' uploads in the
+            // same group-committed transaction: seed 21, a delete right after the peer's own
+            // update) may be what made it leave, and they would be skipped once it is not held:
+            // the peer gets the current state. If it did not hold the document, it uploaded one
+            // it created without the server's copy: unless the server had nothing else of it, the
+            // merge brought in a history the peer lacks (a tombstone that keeps its INITIAL insert
+            // deleted, other peers' fields), so it gets the merged state, matching or not.
+            if isHeld {
+                if !matches { sendState(e, hash, matches: false, &built, &entering) }
+            } else if Self.uploadIsTheWholeDocument(e) {
+                if matches { held.insert(hash) }
+            } else if subscribesTo(e.document.collection) {
+                sendState(e, hash, matches: matches, &built, &entering)
             }
             return
         }
         let kind: ChangeKind = e.kind == .delete ? .delete : .upsert
         switch (isHeld, matches) {
-        case (true, _):
+        case (true, true):
             if let delta = e.delta {
                 built.append(ChangeEntry(document: e.document, kind: kind, payload: .delta(delta)))
-                if !matches { held.remove(hash) }
-            } else if e.kind == .upsert, let state = e.state {
+            } else {
                 // A creation logs no delta (docs/STORAGE.md): its delta is its whole state, which
                 // the document's current state contains. The peer held an older copy (one the
                 // server had evicted): it gets the state, as it would have got the delta.
-                built.append(ChangeEntry(document: e.document, kind: .upsert, payload: .state(state)))
-                if !matches { held.remove(hash) }
-            } else if matches {
                 enter(e, hash, &built, &entering)
-            } else {
-                held.remove(hash)
             }
+        case (true, false):
+            sendState(e, hash, matches: false, &built, &entering)
         case (false, true):
             enter(e, hash, &built, &entering)
         case (false, false):
@@ -201,7 +240,7 @@ extension SyncSession {
 
     // MARK: - Uploads
 
-    mutating func upload(_ seq: UInt64, _ entries: [UploadEntry], size: Int, into out: inout [SyncSessionAction]) {
+    mutating func upload(_ seq: UInt64, _ entries: [UploadEntry], size: Int, now: UInt64, into out: inout [SyncSessionAction]) {
         guard uploadCredit > 0, let peer else {
             return close(.protocolViolation, "up sent without upload credit", into: &out)
         }
@@ -222,13 +261,14 @@ extension SyncSession {
         uploads.append(PendingUpload(seq: seq, size: size, positions: positions, forbidden: forbidden))
         if permitted.isEmpty {
             // Nothing to commit: acknowledge at the newest transaction already known to be visible.
-            return uploadCommitted(seq, max(cursor ?? 0, logHead), [], into: &out)
+            return uploadCommitted(seq, max(cursor ?? 0, logHead), [], now: now, into: &out)
         }
         out.append(.applyUpload(seq: seq, origin: peer.site, entries: permitted))
     }
 
     /// Acks go out in the order the uploads arrived, each followed by the credit it used.
-    mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], into out: inout [SyncSessionAction]) {
+    mutating func uploadCommitted(_ seq: UInt64, _ txn: Int64, _ rejected: [UploadRejection], now: UInt64,
+                                  into out: inout [SyncSessionAction]) {
         guard let i = uploads.firstIndex(where: { $0.seq == seq && $0.ack == nil }) else { return }
         // Store rejections index the permitted entries; map them back to the peer's indexes.
         let pending = uploads[i]
@@ -238,10 +278,21 @@ extension SyncSession {
         uploads[i].ack = .ack(seq: seq, txn: txn, rejected: (pending.forbidden + mapped).sorted { $0.index < $1.index })
         while let first = uploads.first, let ack = first.ack {
             uploads.removeFirst()
+            if case .ack(_, let acked, _) = ack { ackedThrough = max(ackedThrough, acked) }
             send(ack, into: &out)
             uploadCredit += Int64(first.size)
             send(.credit(bytes: UInt64(first.size)), into: &out)
         }
+        // Already past it (nothing new was uploaded, or the log was read before the ack): now.
+        checkpointAckedUploads(now: now, into: &out)
+    }
+
+    /// The checkpoint a peer waits for after its acks (`ackedThrough`), once the position covers
+    /// them and no transaction or initial sync is half done.
+    mutating func checkpointAckedUploads(now: UInt64, into out: inout [SyncSessionAction]) {
+        guard let cursor, ackedThrough > lastCheckpointSent, cursor >= ackedThrough, cursor > lastCheckpointSent,
+              suspended == nil, partialSeq == nil, !isSyncing else { return }
+        sendCheckpoint(cursor, now: now, into: &out)
     }
 }
 

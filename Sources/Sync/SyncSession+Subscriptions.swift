@@ -244,12 +244,23 @@ extension SyncSession {
         return false
     }
 
+    /// True if a live subscription reads `collection` (the session may read it: checked at `sub`).
+    func subscribesTo(_ collection: String) -> Bool {
+        subscriptions.values.contains { $0.phase == .live && $0.query.collection == collection }
+    }
+
     mutating func fetched(_ request: UInt64, _ docs: [FetchedDocument], now: UInt64, into out: inout [SyncSessionAction]) {
         guard case .fetch(request, let purpose) = outstanding else { return }
         outstanding = nil
-        var entries: [ChangeEntry] = []
-        for d in docs where matchesLive(d.document, d.value) {
-            entries.append(ChangeEntry(document: d.document, kind: .upsert, payload: .state(d.state)))
+        // Sent whatever they match: what the peer asked for with `want` (it holds a copy that a
+        // delta did not apply to: a tombstone or a document that left must reach it too, or it
+        // diverges and, waiting for the answer, never catches up), and what `sendState` fetched.
+        let whateverMatch = suspended?.whateverMatch ?? []
+        var entries: [(entry: ChangeEntry, matches: Bool)] = []
+        for d in docs {
+            let matches = matchesLive(d.document, d.value)
+            guard matches || ((purpose == .want || whateverMatch.contains(d.document)) && subscribesTo(d.document.collection)) else { continue }
+            entries.append((ChangeEntry(document: d.document, kind: d.value == nil ? .delete : .upsert, payload: .state(d.state)), matches))
         }
         switch purpose {
         case .want:
@@ -258,11 +269,11 @@ extension SyncSession {
             // queue past the window by more than one document.
             var window = sendWindow
             var fits: [ChangeEntry] = [], later: [DocumentRef] = []
-            for e in entries {
+            for (e, matches) in entries {
                 if window > 0 {
                     fits.append(e)
                     window -= Int64(e.encodedSize)
-                    held.insert(DocumentHash.of(e.document))
+                    noteHeld(e.document, matches)
                 } else {
                     later.append(e.document)
                 }
@@ -272,9 +283,14 @@ extension SyncSession {
             let txn = (cursor ?? 0) + (partialSeq == nil ? 0 : 1)
             sendBatched(fits, into: &out) { .changes(txn: txn, entries: $0) }
         case .entering:
-            for e in entries { held.insert(DocumentHash.of(e.document)) }
-            resumeSuspended(with: entries, now: now, into: &out)
+            for (e, matches) in entries { noteHeld(e.document, matches) }
+            resumeSuspended(with: entries.map(\.entry), now: now, into: &out)
         }
+    }
+
+    /// A document sent in full is held from now on if it matches, and no longer held if not.
+    private mutating func noteHeld(_ document: DocumentRef, _ matches: Bool) {
+        if matches { held.insert(DocumentHash.of(document)) } else { held.remove(DocumentHash.of(document)) }
     }
 }
 

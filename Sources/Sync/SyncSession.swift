@@ -121,6 +121,10 @@ public struct SyncSession: Sendable {
     public internal(set) var partialSeq: Int32?
     var lastCheckpointSent: Int64 = -1
     var lastCheckpointAt: UInt64 = 0
+    /// The newest `txn` of an `ack` sent: a checkpoint covering it follows as soon as the position
+    /// passes it (PROTOCOL.md §4.8), so a peer knows when everything its uploads caused for it
+    /// (the merged state of a document it created over a server version) has been sent.
+    var ackedThrough: Int64 = -1
     var logHead: Int64 = 0
 
     var subscriptions: [UInt32: Subscription] = [:]
@@ -208,7 +212,7 @@ public struct SyncSession: Sendable {
         case .fetched(let request, let docs):
             fetched(request, docs, now: now, into: &out)
         case .uploadCommitted(let seq, let txn, let rejected):
-            uploadCommitted(seq, txn, rejected, into: &out)
+            uploadCommitted(seq, txn, rejected, now: now, into: &out)
         case .storeFailed(let code, let reason):
             close(code, reason, into: &out)
         case .logHead(let n):
@@ -271,7 +275,7 @@ public struct SyncSession: Sendable {
         case (.ready, .want(let refs)):
             want(refs, into: &out)
         case (.ready, .upload(let seq, let entries)):
-            upload(seq, entries, size: size, into: &out)
+            upload(seq, entries, size: size, now: now, into: &out)
         case (.ready, .credit(let bytes)):
             guard credit <= configuration.limits.maxOutstandingCredit - Int64(bytes) else {
                 return close(.protocolViolation, "credit above 2^40 bytes", into: &out)

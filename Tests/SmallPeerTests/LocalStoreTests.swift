@@ -45,6 +45,30 @@ struct LocalStoreTests {
         #expect(try rows(peer, "SELECT COUNT(*) AS n FROM cars") == [.object(["n": .int(1)])])
     }
 
+    /// `have` (a resumed subscription's held documents) leaves out documents the peer created
+    /// without any server version and has not uploaded: the server takes `have` to mean "holds
+    /// every change up to the checkpoint" and would not send their merged state back (issue #16
+    /// item 13). A document received from the server stays in `have`, also with local changes.
+    @Test func have_leavesOutDocumentsCreatedLocally_untilUploaded() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        let sub = try peer.subscribe("SELECT * FROM cars")
+        defer { sub.cancel() }
+        guard let subscription = peer.subscriptions.first else { Issue.record("no subscription"); return }
+        try peer.saveCheckpoints([(subscription.key, 5)])
+        let received = try CRDTFixtures.document("from-server")
+        _ = try peer.applyFromServer([ChangeEntry(document: DocumentRef(collection: "cars", id: "from-server"), kind: .upsert, payload: .state(received.encode()))])
+        _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine', 'v': 1})")
+        _ = try peer.execute("UPDATE cars SET v = 3 WHERE _id = 'from-server'")
+        let fromServer = DocumentHash.of(collection: "cars", id: "from-server")
+        #expect(peer.resume(for: subscription)?.have == [fromServer])
+        // Acknowledged, the created document is listed (the server has sent what it lacked).
+        let uploads = peer.takeUploads(excluding: [], maxDocuments: 10, maxBytes: 1 << 20)
+        _ = try peer.acknowledge(uploads, rejected: [])
+        #expect(peer.resume(for: subscription)?.have == [fromServer, DocumentHash.of(collection: "cars", id: "mine")].sorted())
+    }
+
     @Test func countersMapsAndStrictMode() throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }

@@ -90,6 +90,18 @@ struct SyncClientSessionTests {
         #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: false))
     }
 
+    /// The server answers `want` only in subscribed collections: after the last subscription of a
+    /// collection is dropped, its outstanding wants no longer keep the session from catching up.
+    @Test func unsubscribing_forgetsWantsOfCollectionsNoLongerSubscribed() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (5, []))
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
+        _ = s.applied(bytes: 10, wanted: [DocumentRef(collection: "cars", id: "z")])
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        _ = s.keepOnly([])
+        #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+    }
+
     @Test func subError_dropsTheSubscription() {
         var s = Self.ready()
         _ = s.subscribe(Self.sub, resume: nil)
@@ -122,6 +134,45 @@ struct SyncClientSessionTests {
         #expect(s.uploadingDocuments.isEmpty)
         // An ack for an upload never sent is a violation.
         #expect(Self.closeCode(s.receive(SyncMessage.ack(seq: 99, txn: 3, rejected: []).encode(), now: 4)) == 4004)
+    }
+
+    /// Uploads wait until every subscription is synced: committed before an initial sync's
+    /// snapshot, an upload is no live change for the session, and a document the server merged
+    /// into a tombstone would reach the peer neither in a page nor afterwards (issue #16 item 13).
+    @Test func uploads_waitUntilEverySubscriptionIsSynced() {
+        var s = Self.ready()
+        #expect(s.canUpload, "no subscription: nothing to wait for")
+        _ = s.subscribe(Self.sub, resume: nil)
+        #expect(!s.canUpload)
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 7).encode(), now: 2)
+        #expect(s.canUpload)
+        var other = Self.sub
+        other.arguments = ["c": "blue"]
+        _ = s.subscribe(other, resume: (7, []))
+        #expect(!s.canUpload, "a resumed subscription waits for its synced too")
+    }
+
+    /// With subscriptions, caught up needs a checkpoint at or after the txn of the last ack: the
+    /// server has then handled the upload's change-log rows (and sent the merged state of a
+    /// document created over a server version). Without subscriptions nothing is sent back.
+    @Test func caughtUp_waitsForACheckpointCoveringTheLastAck() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (5, []))
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
+        let u = PendingUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [1], localDot: nil, covered: VersionVector(), isFullState: true)
+        _ = s.upload([u], seq: 1)
+        _ = s.receive(SyncMessage.ack(seq: 1, txn: 9, rejected: []).encode(), now: 3)
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        #expect(s.waitingFor(now: 10_000, quietMillis: 100, outboxEmpty: true)?.contains("txn 9") == true)
+        _ = s.receive(SyncMessage.checkpoint(txn: 8).encode(), now: 4)
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        _ = s.receive(SyncMessage.checkpoint(txn: 9).encode(), now: 5)
+        #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+
+        var bare = Self.ready()
+        _ = bare.upload([u], seq: 1)
+        _ = bare.receive(SyncMessage.ack(seq: 1, txn: 9, rejected: []).encode(), now: 3)
+        #expect(bare.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
     }
 
     @Test func creditAbove2To40_isAViolation() {

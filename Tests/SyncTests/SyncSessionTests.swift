@@ -230,23 +230,94 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(h.session.state == .ready)
     }
 
-    @Test func redCarTurnedBlue_deliversTheLeavingChange_andNothingAfter() {
+    /// A held document that no longer matches gets its current full state (the entry carries it),
+    /// not the row's delta: the value used for matching is the current one, so later changes are
+    /// in it too, and they are not sent once the document has left.
+    @Test func redCarTurnedBlue_deliversTheCurrentState_andNothingAfter() {
         var h = Self.syncedOnRed()
         _ = h.feed(.logHead(13))
         let a = h.feed(.log(LogBatch(entries: [
-            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [0xB1], value: blue),
-            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [0xB2], value: blue),
+            LogEntry(txn: 11, document: car1, kind: .upsert, delta: [0xB1], value: blue, state: [0x5B]),
+            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [0xB2], value: blue, state: [0x5B]),
         ], through: 12)))
-        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([0xB1]))]), .checkpoint(txn: 12)])
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0x5B]))]), .checkpoint(txn: 12)])
         #expect(h.session.held.isEmpty)
-        let b = h.feed(.log(LogBatch(entries: [LogEntry(txn: 13, document: car1, kind: .upsert, delta: [0xB3], value: blue)], through: 13)))
+        let b = h.feed(.log(LogBatch(entries: [LogEntry(txn: 13, document: car1, kind: .upsert, delta: [0xB3], value: blue, state: [0x5C])], through: 13)))
         #expect(sent(b).isEmpty)
     }
 
-    @Test func deletedHeldDocument_sendsTheTombstoneDelta() {
+    /// Issue #16 item 13 (seed 2 of the CLI simulation): the peer held `d5` (its own offline
+    /// copy, listed in `have`); after its checkpoint another peer inserted `d5` (txn 11) and a
+    /// third deleted it (txn 12). Both rows are read with the current value, deleted, so the
+    /// insert already looks like the change that makes it leave: its delta went out, `held` was
+    /// dropped, and the delete was skipped. The peer kept a live `d5` for good. Now it gets the
+    /// tombstone's state, which contains the delete.
+    @Test func heldDocumentInsertedThenDeletedAfterTheCheckpoint_getsTheTombstone_notTheInsert() {
+        var h = SessionHarness.ready()
+        let d5 = DocumentRef(collection: "c", id: "d5")
+        _ = h.feed(.logHead(12))
+        let a = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM COLLECTION c (n COUNTER)", checkpoint: 10, have: [DocumentHash.of(d5)])))
+        guard case .checkResume(1, let gen, 10)? = a.first else { Issue.record("\(a)"); return }
+        _ = h.feed(.resumeChecked(subscription: 1, generation: gen, reachable: true))
+        let b = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: d5, kind: .upsert, delta: [0x11], value: nil, origin: 7, state: [0x7B]),
+            LogEntry(txn: 12, document: d5, kind: .delete, delta: [0x12], value: nil, origin: 8, state: [0x7B]),
+        ], through: 12)))
+        #expect(sent(b) == [.changes(txn: 11, entries: [ChangeEntry(document: d5, kind: .delete, payload: .state([0x7B]))]), .checkpoint(txn: 12)])
+        #expect(h.session.held.isEmpty)
+    }
+
+    /// Without a state in the entry, the leaving document's state is fetched and sent although it
+    /// does not match.
+    @Test func leavingDocumentWithoutAStateInTheEntry_isFetched_andSentAlthoughItDoesNotMatch() {
         var h = Self.syncedOnRed()
-        let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .delete, delta: [0xDE], value: nil)], through: 11)))
-        #expect(sent(a).first == .changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .delta([0xDE]))]))
+        let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .upsert, delta: [0xB1], value: blue)], through: 11)))
+        guard case .fetchDocuments(let req, [car1])? = a.last else { Issue.record("\(a)"); return }
+        let b = h.feed(.fetched(request: req, [FetchedDocument(document: car1, state: [0x5B], value: blue)]))
+        #expect(sent(b) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0x5B]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held.isEmpty)
+    }
+
+    /// Seed 21 of the CLI simulation: three peers' uploads of `d4` were group-committed into one
+    /// transaction: this peer's update (row 0), then two deletes. All rows carry the current value
+    /// (deleted), so at its own row the document looked as if the peer's own upload made it
+    /// leave: nothing was sent, `held` was dropped, and the deletes after it were skipped. The
+    /// peer now gets the tombstone's state.
+    @Test func ownUploadOfAHeldDocument_deletedLaterInTheSameTransaction_sendsTheTombstone() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, seq: 0, document: car1, kind: .upsert, delta: [0x01], value: nil, origin: SessionHarness.peerSite, state: [0x7E]),
+            LogEntry(txn: 11, seq: 1, document: car1, kind: .delete, delta: [0x02], value: nil, origin: 7, state: [0x7E]),
+            LogEntry(txn: 11, seq: 2, document: car1, kind: .delete, delta: [0x03], value: nil, origin: 8, state: [0x7E]),
+        ], through: 11)))
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .state([0x7E]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held.isEmpty)
+    }
+
+    @Test func deletedHeldDocument_sendsTheTombstonesState() {
+        var h = Self.syncedOnRed()
+        let a = h.feed(.log(LogBatch(entries: [LogEntry(txn: 11, document: car1, kind: .delete, delta: [0xDE], value: nil, state: [0x70])], through: 11)))
+        #expect(sent(a).first == .changes(txn: 11, entries: [ChangeEntry(document: car1, kind: .delete, payload: .state([0x70]))]))
+    }
+
+    /// The peer's own upload of a document it created offline, over a server tombstone it never
+    /// received (an initial sync sends live documents only): an INITIAL insert stays deleted on
+    /// the server (stamp 0 is under the barrier), so the peer must get the tombstone; before, its
+    /// own upload was never sent back and it kept the document alive.
+    @Test func ownUploadOfADocumentNotHeld_mergedIntoAServerHistory_sendsTheMergedState() {
+        var h = Self.syncedOnRed()
+        let car3 = DocumentRef(collection: "cars", id: "car-3")
+        let a = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car3, kind: .delete, delta: [0x01], value: nil, origin: SessionHarness.peerSite, state: [0x7C]),
+        ], through: 11)))
+        #expect(sent(a) == [.changes(txn: 11, entries: [ChangeEntry(document: car3, kind: .delete, payload: .state([0x7C]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held == [DocumentHash.of(car1)])
+        // Not in a collection the peer subscribes to: nothing (it may not be allowed to read it).
+        let other = DocumentRef(collection: "trucks", id: "t-1")
+        let b = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 12, document: other, kind: .upsert, delta: [0x01], value: ["_id": "t-1"], origin: SessionHarness.peerSite, state: [0x7D]),
+        ], through: 12)))
+        #expect(sent(b).isEmpty)
     }
 
     /// A creation logs no delta (docs/STORAGE.md): a peer that still holds an older copy (the
@@ -343,9 +414,9 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         let b = h.feed(.resumeChecked(subscription: 4, generation: gen, reachable: true))
         #expect(sent(b) == [.synced(subscription: 4, checkpoint: 40)])
         #expect(b.last == .readLog(after: .end(of: 40)))
-        // car-1 left while the peer was away: it still gets the change, because it said it holds it.
-        let c = h.feed(.log(LogBatch(entries: [LogEntry(txn: 45, document: car1, kind: .upsert, delta: [7], value: blue)], through: 50)))
-        #expect(sent(c) == [.changes(txn: 45, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .delta([7]))]), .checkpoint(txn: 50)])
+        // car-1 left while the peer was away: it still gets its state, because it said it holds it.
+        let c = h.feed(.log(LogBatch(entries: [LogEntry(txn: 45, document: car1, kind: .upsert, delta: [7], value: blue, state: [8])], through: 50)))
+        #expect(sent(c) == [.changes(txn: 45, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([8]))]), .checkpoint(txn: 50)])
     }
 
     @Test func resume_unreachable_fallsBackToAFullSync() {
@@ -356,13 +427,24 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         guard case .readPage(4, _, _, nil, _, _)? = b.first else { Issue.record("\(b)"); return }
     }
 
-    @Test func want_returnsFullStates_ofMatchingDocumentsOnly() {
+    /// A `want` is answered for every requested document of a subscribed collection that the
+    /// server has: matching, no longer matching, or a tombstone (issue #16 item 13: a want for a
+    /// tombstone got no answer, and the peer waited for it until `--sync-once` gave up with
+    /// "still receiving"). Only matching ones are held afterwards.
+    @Test func want_returnsFullStates_ofSubscribedCollectionsDocuments_tombstonesToo() {
         var h = Self.syncedOnRed()
-        let a = h.receive(.want([car1, car2]))
-        guard case .fetchDocuments(let req, [car1, car2])? = a.last else { Issue.record("\(a)"); return }
+        let car3 = DocumentRef(collection: "cars", id: "car-3")
+        let truck = DocumentRef(collection: "trucks", id: "t-1")
+        let a = h.receive(.want([car1, car2, car3, truck]))
+        guard case .fetchDocuments(let req, [car1, car2, car3, truck])? = a.last else { Issue.record("\(a)"); return }
         let b = h.feed(.fetched(request: req, [FetchedDocument(document: car1, state: [0xF1], value: red),
-                                               FetchedDocument(document: car2, state: [0xF2], value: ["_id": "car-2", "color": "blue"])]))
-        #expect(sent(b) == [.changes(txn: 10, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0xF1]))])])
+                                               FetchedDocument(document: car2, state: [0xF2], value: ["_id": "car-2", "color": "blue"]),
+                                               FetchedDocument(document: car3, state: [0xF3], value: nil),
+                                               FetchedDocument(document: truck, state: [0xF4], value: ["_id": "t-1"])]))
+        #expect(sent(b) == [.changes(txn: 10, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0xF1])),
+                                                        ChangeEntry(document: car2, kind: .upsert, payload: .state([0xF2])),
+                                                        ChangeEntry(document: car3, kind: .delete, payload: .state([0xF3]))])])
+        #expect(h.session.held == [DocumentHash.of(car1)])
     }
 }
 
@@ -413,6 +495,30 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         var h2 = SessionHarness.ready(configure: { $0.uploadCredit = 10 })
         _ = h2.receive(up1)
         #expect(closeCode(h2.receive(up2)) == 4004, "an upload without credit is a violation")
+    }
+
+    /// After an `ack`, a checkpoint covering its txn follows as soon as the position passes it
+    /// (not 5 s later as an idle checkpoint): the peer then knows the server has handled its
+    /// upload's change-log rows and sent what they caused for it.
+    @Test func afterAnAck_aCheckpointFollowsOnceThePositionCoversIt() {
+        var h = SyncSessionSubscriptionTests.syncedOnRed()  // cursor 10
+        _ = h.receive(.upload(seq: 1, entries: [UploadEntry(document: car1, delta: [1])]))
+        let a = sent(h.feed(.uploadCommitted(seq: 1, txn: 12, rejected: [])))
+        #expect(a.count == 2, "ack and credit; the position is still at 10: \(a)")
+        _ = h.feed(.logHead(12))
+        let b = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: car2, kind: .upsert, delta: [2], value: blue),
+            LogEntry(txn: 12, document: car1, kind: .upsert, delta: [1], value: red, origin: SessionHarness.peerSite),
+        ], through: 12)))
+        #expect(sent(b) == [.checkpoint(txn: 12)], "nothing was sent for these rows, but the upload's row is handled")
+        // Already past the ack's txn (an upload with nothing new): at once.
+        _ = h.receive(.upload(seq: 2, entries: [UploadEntry(document: car1, delta: [1])]))
+        #expect(sent(h.feed(.uploadCommitted(seq: 2, txn: 12, rejected: []))).count == 2, "12 was already covered")
+        _ = h.receive(.upload(seq: 3, entries: [UploadEntry(document: car1, delta: [1])]))
+        _ = h.feed(.logHead(13))
+        _ = h.feed(.log(LogBatch(entries: [LogEntry(txn: 13, document: car2, kind: .upsert, delta: [2], value: blue)], through: 13)))
+        let c = sent(h.feed(.uploadCommitted(seq: 3, txn: 13, rejected: [])))
+        #expect(c.last == .checkpoint(txn: 13), "\(c)")
     }
 
     @Test func creditOverflow_isAViolation() {
