@@ -81,7 +81,8 @@ public final class BigPeerService: Sendable {
         let listener: PostgresListener
         let listenerLoop = group.next()
         do {
-            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes)
+            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes,
+                                               statementTimeout: configuration.statementTimeout)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)
             feed = ChangeFeed(store: store)

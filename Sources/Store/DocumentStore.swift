@@ -46,20 +46,24 @@ public final class DocumentStore: Sendable {
     let generateID: @Sendable () -> Value
 
     public let siteID: SiteID
+    /// How long a statement's in-memory stage may run, counted from the statement's start (the
+    /// same value `bigpeer serve` gives PostgreSQL as `statement_timeout`): `.timeout` (408) after.
+    public let statementTimeout: Duration
 
     /// Opens the store on a migrated database (loads the database's CRDT site id).
     ///
     /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
     ///   calls `readCache.enable`).
-    public static func open(pool: PostgresPool, readCacheBytes: Int = 0) async throws -> DocumentStore {
+    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, statementTimeout: Duration = .seconds(30)) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
-        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes)
+        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, statementTimeout: statementTimeout)
     }
 
-    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0,
+    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, statementTimeout: Duration = .seconds(30),
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
+        self.statementTimeout = statementTimeout
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
@@ -88,6 +92,7 @@ public final class DocumentStore: Sendable {
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
         do {
             let now = Int64(Replica.systemMillis())
+            let deadline = ContinuousClock.now + statementTimeout
             if case .select(let s) = statement,
                let hit = cachedPointRead(s, arguments: arguments, minimumTransaction: minimumTransaction) {
                 return hit
@@ -95,7 +100,7 @@ public final class DocumentStore: Sendable {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             switch statement {
             case .select(let s):
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now), deadline: deadline)
             case .explain(let inner):
                 let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
                 let text = try planner.explain(inner, context: context)
@@ -106,7 +111,7 @@ public final class DocumentStore: Sendable {
             case .createIndex, .dropIndex:
                 return try await runDDL(statement)
             case .insert, .update, .delete, .evict, .system:
-                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
+                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now, deadline: deadline), store: self)
                 noteCommitted(statement, result)
                 return result
             }
@@ -117,13 +122,13 @@ public final class DocumentStore: Sendable {
 
     // MARK: - Reads
 
-    func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
+    func select(_ s: SelectStatement, context: EvaluationContext, deadline: ContinuousClock.Instant) async throws -> ExecuteResult {
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
         if let cached = try equalityPlans.plan(s, context: context) {
             var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
             query.prepared = true
             let rows = try await pool.query(query)
-            return try documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
+            return try await documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments), deadline: deadline)
         }
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
@@ -139,25 +144,37 @@ public final class DocumentStore: Sendable {
         case .count:
             return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
         case .documents:
-            return try documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
+            return try await documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments), deadline: deadline)
         }
     }
 
     /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is
-    /// offered to `readCache` with the snapshot's transaction number.
-    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?) throws -> ExecuteResult {
+    /// offered to `readCache` with the snapshot's transaction number. Decoding and the memory
+    /// stage run inline while they are cheap and off the event loop when not (`InMemoryEvaluation`).
+    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?,
+                         deadline: ContinuousClock.Instant) async throws -> ExecuteResult {
         let txn = try rows[0].decode(0, as: Int64.self)
-        var docs: [Value] = []
-        docs.reserveCapacity(rows.count)
-        for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
-        if let key, docs.count == 1, case .object = docs[0], readCache.isEnabled {
-            // A point read (`SELECT *`: the memory stage passes the document through): serialize
-            // once, for the cache and for this response.
-            let json = JSON.serialize(docs[0])
-            readCache.insert(key, json: json, txn: txn)
-            return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
+        if let key, readCache.isEnabled, rows.count == 1, !rows[0].isNull(1) {
+            let doc = try Self.decodeJSON(rows[0], column: 1)
+            if case .object = doc {
+                // A point read (`SELECT *`: the memory stage passes the document through): serialize
+                // once, for the cache and for this response.
+                let json = JSON.serialize(doc)
+                readCache.insert(key, json: json, txn: txn)
+                return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
+            }
         }
-        return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
+        let items = try await InMemoryEvaluation.run(deadline: deadline) { budget in
+            var docs: [Value] = []
+            docs.reserveCapacity(rows.count)
+            for row in rows where !row.isNull(1) {
+                // Decoding is charged too (a step per 4 bytes): a large result moves off the loop.
+                try budget.charge(row.withRawValue(1) { $0?.count ?? 0 } / 4 + 1)
+                docs.append(try Self.decodeJSON(row, column: 1))
+            }
+            return try memory.budgeted(budget).run(docs)
+        }
+        return ExecuteResult(transactionID: txn, queryType: "select", items: items)
     }
 
     func show(_ name: String?) async throws -> ExecuteResult {

@@ -18,8 +18,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case tooLarge(String)
     /// The requested transaction number was never reached.
     case unknownTransaction(Int64)
-    /// The statement ran longer than allowed.
-    case timeout
+    /// The statement ran longer than allowed (nil: PostgreSQL cancelled it; else what ran out).
+    case timeout(String?)
     /// The database is unreachable or restarting.
     case unavailable(PostgresError)
     /// A database error that is not the caller's fault (logged in full; clients see the SQLSTATE only).
@@ -34,7 +34,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .conflict(let m): m
         case .tooLarge(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
-        case .timeout: "the statement timed out"
+        case .timeout(let what): what ?? "the statement timed out"
         case .unavailable: "the database is unavailable; retry later"
         case .database(let e): e.description
         case .corrupt(let m): "stored document could not be read: \(m)"
@@ -59,12 +59,15 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case let e as StoreError: return e
         case let e as DQLSyntaxError: return .syntax(e)
         case let e as DQLEvaluationError:
-            if case .limitExceeded(let m) = e { return .tooLarge(m) }
-            return .invalid(e.description)
+            switch e {
+            case .limitExceeded(let m): return .tooLarge(m)
+            case .deadlineExceeded: return .timeout(e.description)
+            default: return .invalid(e.description)
+            }
         case let e as CRDTError: return .invalid(e.description)
         case let e as PostgresError:
             if e.isUnavailable { return .unavailable(e) }
-            if e.sqlState == "57014" { return .timeout }  // statement_timeout
+            if e.sqlState == "57014" { return .timeout(nil) }  // statement_timeout
             // jsonb and text cannot hold U+0000 (22P05) or invalid characters (22021): the input's fault.
             if e.sqlState == "22P05" || e.sqlState == "22021" {
                 return .invalid("text containing U+0000 (NUL) or characters invalid in UTF-8 cannot be stored or compared")

@@ -227,9 +227,16 @@ extension WriteTransaction {
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
                                                 offset: offset, context: context)
         let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
-        var docs: [Value] = []
-        for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
-        return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
+        let memory = plan.memoryQuery
+        let deadline = context.budget?.deadline
+        return try await InMemoryEvaluation.run(deadline: deadline, maxSteps: context.budget?.maxSteps ?? .max) { budget in
+            var docs: [Value] = []
+            for row in rows {
+                try budget.charge(row.withRawValue(0) { $0?.count ?? 0 } / 4 + 1)
+                docs.append(try DocumentStore.decodeJSON(row, column: 0))
+            }
+            return try memory.budgeted(budget).run(docs).compactMap { $0["_id"] }
+        }
     }
 
     /// The filter alone, to re-check a document once it is locked (it may have changed meanwhile).

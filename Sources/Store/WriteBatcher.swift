@@ -34,6 +34,8 @@ final class WriteBatcher: Sendable {
         }
         var work: Work
         var nowMillis: Int64
+        /// When the statement's in-memory evaluation must stop (the statement timeout).
+        var deadline: ContinuousClock.Instant? = nil
     }
 
     private struct Waiting {

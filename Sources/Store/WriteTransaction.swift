@@ -144,7 +144,10 @@ struct WriteTransaction {
         case .merge(let items, let origin): return try await merge(items, origin: origin)
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }
-        let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+        // Writes evaluate inside their transaction, on the drain task's loop: capped in steps (a 400
+        // beyond) as well as by the deadline; their candidate search moves off the loop when heavy.
+        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps, deadline: job.deadline)
+        let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
         case .insert(let s): return try await insert(InsertPlan(s, context: context))

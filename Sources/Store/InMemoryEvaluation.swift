@@ -1,0 +1,68 @@
+// Where the store's in-memory DQL work runs (docs/ARCHITECTURE.md, "In-memory evaluation").
+//
+// Requests run on event loops, and a loop serves every other connection it owns: a filter, sort or
+// grouping that runs for a second there stalls them all (`/healthz` included). So every in-memory
+// stage first runs inline with a small step budget (`onLoopSteps`, about a millisecond or two);
+// almost every request finishes within it and pays no thread hop. If the budget runs out, the
+// inline attempt is dropped (evaluation is pure) and the stage runs again from the start on
+// `queue`, a concurrent dispatch queue off the loops, with the statement's deadline. Past the
+// deadline it fails with `.deadlineExceeded` (408), like a statement PostgreSQL cancels.
+
+import Dispatch
+import DQL
+import Values
+
+public enum InMemoryEvaluation {
+    /// Steps an in-memory stage may take inline before it moves off the loop. A step is about an
+    /// expression node, a byte read by a string function or an NFA state per scalar: 100,000 take
+    /// 0.5-2 ms on the 2-core test machine (docs/PERFORMANCE.md).
+    public static let onLoopSteps = 100_000
+
+    /// Steps one write statement (INSERT/UPDATE/DELETE/EVICT) may spend evaluating inline (its
+    /// documents, SET expressions, the re-check of a locked document's WHERE): beyond, the
+    /// statement fails with 400. At most ~0.1-0.5 s of a loop.
+    public static let writeStatementSteps = 50_000_000
+
+    /// Steps a sync subscription's WHERE may take for one document (initial pages and live
+    /// changes alike; live matching runs inside the session's step, on its loop). A document that
+    /// needs more does not match: the subscriber's own condition is too expensive, nobody else's.
+    public static let subscriptionStepsPerDocument = 200_000
+
+    /// Whether `document` matches a subscription's query within `subscriptionStepsPerDocument`,
+    /// and the steps it took. Other evaluation errors are thrown.
+    public static func subscriptionMatches(_ query: SelectQuery, _ document: Value) throws(DQLEvaluationError) -> (matches: Bool, steps: Int) {
+        let budget = EvaluationBudget(maxSteps: subscriptionStepsPerDocument)
+        do {
+            return (try query.budgeted(budget).matches(document), budget.steps)
+        } catch {
+            if case .budgetExceeded = error { return (false, budget.steps) }
+            throw error
+        }
+    }
+
+    /// libdispatch runs a concurrent queue's work on its global pool, which for CPU-bound work keeps
+    /// about one thread per core: heavy statements queue here rather than on the loops or on
+    /// Swift's cooperative pool (which sync credential checks and other tasks need).
+    static let queue = DispatchQueue(label: "bigpeer.in-memory-evaluation", attributes: .concurrent)
+
+    /// Runs `work` inline with `onLoopSteps` (or `maxSteps` if smaller), and again off the loops
+    /// with `maxSteps` if that was not enough. `work` must be pure: it may run twice.
+    public static func run<T: Sendable>(deadline: ContinuousClock.Instant?, maxSteps: Int = .max,
+                                        _ work: @escaping @Sendable (EvaluationBudget) throws -> T) async throws -> T {
+        let inline = EvaluationBudget(maxSteps: min(onLoopSteps, maxSteps), deadline: deadline,
+                                      exhaustion: maxSteps <= onLoopSteps ? .fail : .yield)
+        do {
+            return try work(inline)
+        } catch DQLEvaluationError.sliceExhausted {
+            // Too much for the loop: start over below.
+        }
+        return try await offLoop { try work(EvaluationBudget(maxSteps: maxSteps, deadline: deadline)) }
+    }
+
+    /// Runs `work` on `queue` and returns its result to the caller's executor.
+    public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            queue.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+}
