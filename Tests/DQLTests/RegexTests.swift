@@ -15,7 +15,7 @@ import Values
         ("^\\d+$", "2024", true), ("^\\d+$", "２０", false), ("^\\w+$", "a_Z9", true), ("^\\w+$", "é", false), ("\\s", "a b", true),
         ("^\\S+$", "a\tb", false), ("^\\D\\W$", "a-", true), ("^(ab|cd)*$", "abcdab", true), ("^(ab|cd)*$", "abc", false),
         ("^a{2,3}$", "aa", true), ("^a{2,3}$", "aaaa", false), ("^a{2,}$", "aaaaa", true), ("^a{2}$", "aaa", false), ("^(?:a|b)+?$", "abba", true),
-        ("^(?<word>\\w+) \\k?", "hi k", true), ("\\bfoo\\b", "a foo b", true), ("\\bfoo\\b", "afoob", false), ("\\Bfoo", "afoo", true),
+        ("^(?<word>\\w+) k", "hi k", true), ("\\bfoo\\b", "a foo b", true), ("\\bfoo\\b", "afoob", false), ("\\Bfoo", "afoo", true), ("\\b1", "a1", false), ("\\b1", " 1", true), ("1\\b", "1_", false),
         ("\\Aab\\z", "ab", true), ("a\\.b", "a.b", true), ("a\\.b", "axb", false), ("\\x41\\u{1F600}", "A😀", true), ("[\\]\\-]", "-", true),
         ("[a-]", "-", true), ("x{", "x{", true), ("x{1,a}", "x{1,a}", true), ("a|", "zzz", true), ("(|a)b", "b", true), ("(a*)*b", "aaab", true),
         ("((a|b)*c)?d", "abcd", true), ("[\\d_]", "_", true), ("\\u00e9", "é", true), ("e\\u0301", "é", false), ("\\t\\n", "\t\n", true),
@@ -48,7 +48,7 @@ import Values
 
     @Test func refusalIsAnInvalidArgumentForTheClient() throws {
         #expect(throws: DQLEvaluationError.invalidArgument(function: "regexp_like",
-                                                           reason: "invalid regular expression: backreferences are not supported at position 5")) {
+                                                           reason: "invalid regular expression: backreferences are not supported at position 6")) {
             try RegexMatch.matches("aa", pattern: "(a)\\1")
         }
     }
@@ -77,6 +77,8 @@ import Values
         let subject = String(repeating: "a", count: 25) + "b"
         #expect(try RegexMatch.matches(subject, pattern: "^(a|a)*$", budget: budget) == false)
         #expect(budget.steps < 1_000)
+        // Without a budget too: the backtracking engine needed ~2^n steps here (n = 5,000).
+        #expect(try RegexMatch.matches(String(repeating: "a", count: 5_000) + "b", pattern: "^(a|a)*$") == false)
         // The largest subject and a pattern near the instruction limit run out of a small budget
         // instead of running on.
         let small = EvaluationBudget(maxSteps: 100_000)
@@ -97,7 +99,8 @@ import Values
     // MARK: - Differential against the standard library
 
     /// Random patterns from the syntax both engines read alike, over a small alphabet, compared with
-    /// Swift's `Regex` (Unicode-scalar semantics, ASCII-only classes) on random subjects.
+    /// Swift's `Regex` (Unicode-scalar semantics, ASCII-only classes, simple word boundaries) on
+    /// random subjects.
     @Test func agreesWithTheStandardLibraryOnRandomPatterns() throws {
         var rng = SeededRandom(seed: 0x5EED_1600)
         let subjectAlphabet: [String] = ["a", "b", "c", "1", " ", "_", "\n", "é", "-"]
@@ -105,17 +108,20 @@ import Values
         for _ in 0..<3_000 {
             let pattern = Self.randomPattern(&rng, depth: 0)
             let ours = try RegexProgram.compile(pattern)
-            let theirs = try Regex(pattern).matchingSemantics(.unicodeScalar).asciiOnlyWordCharacters().asciiOnlyDigits().asciiOnlyWhitespace()
+            let theirs = try Regex(pattern).matchingSemantics(.unicodeScalar).asciiOnlyWordCharacters().asciiOnlyDigits().asciiOnlyWhitespace().wordBoundaryKind(.simple)
             for _ in 0..<8 {
                 var subject = ""
                 for _ in 0..<rng.below(12) { subject += subjectAlphabet[rng.below(subjectAlphabet.count)] }
+                // Swift's simple word boundary counts digits as non-word characters (unlike its
+                // own \w, RE2, PCRE and Go); ours follows \w. Those cases are checked above.
+                if pattern.contains("\\b") || pattern.contains("\\B"), subject.contains(where: \.isNumber) { continue }
                 let expected = try theirs.firstMatch(in: subject) != nil
                 let got = try ours.matches(subject, budget: nil)
                 #expect(got == expected, "pattern \(pattern.debugDescription) subject \(subject.debugDescription): ours \(got), stdlib \(expected)")
                 compared += 1
             }
         }
-        #expect(compared == 24_000)
+        #expect(compared > 20_000)
     }
 
     static func randomPattern(_ rng: inout SeededRandom, depth: Int) -> String {

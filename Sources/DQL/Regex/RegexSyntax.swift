@@ -146,7 +146,6 @@ struct RegexParser {
             default: return node
             }
             if quantified { throw error("a quantifier cannot follow another quantifier (nest it in a group)") }
-            if case .assertion = node { throw error("an assertion cannot be repeated") }
             if case .empty = node { throw error("nothing to repeat") }
             quantified = true
             if peek == "?" {
