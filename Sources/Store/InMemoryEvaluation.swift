@@ -5,11 +5,13 @@
 // stage first runs inline with a small step budget (`onLoopSteps`, about a millisecond or two);
 // almost every request finishes within it and pays no thread hop. If the budget runs out, the
 // inline attempt is dropped (evaluation is pure) and the stage runs again from the start on
-// `queue`, a concurrent dispatch queue off the loops, with the statement's deadline. Past the
+// `workers`, threads of their own, with the statement's deadline. Past the
 // deadline it fails with `.deadlineExceeded` (408), like a statement PostgreSQL cancels.
 
 import Dispatch
 import DQL
+import Glibc
+import Synchronization
 import Values
 
 public enum InMemoryEvaluation {
@@ -40,10 +42,11 @@ public enum InMemoryEvaluation {
         }
     }
 
-    /// libdispatch runs a concurrent queue's work on its global pool, which for CPU-bound work keeps
-    /// about one thread per core: heavy statements queue here rather than on the loops or on
-    /// Swift's cooperative pool (which sync credential checks and other tasks need).
-    static let queue = DispatchQueue(label: "bigpeer.in-memory-evaluation", attributes: .concurrent)
+    /// The threads heavy stages run on: one per core, of their own. Not a dispatch queue: on this
+    /// platform a concurrent queue shares its threads with Swift's global executor, so two heavy
+    /// statements starved every task of the process (measured: a test's client stalled for the
+    /// whole 2 s timeout); and not the cooperative pool, for the same reason.
+    static let workers = EvaluationWorkers(threads: max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
 
     /// Runs `work` inline with `onLoopSteps` (or `maxSteps` if smaller), and again off the loops
     /// with `maxSteps` if that was not enough. `work` must be pure: it may run twice.
@@ -59,10 +62,63 @@ public enum InMemoryEvaluation {
         return try await offLoop { try work(EvaluationBudget(maxSteps: maxSteps, deadline: deadline)) }
     }
 
-    /// Runs `work` on `queue` and returns its result to the caller's executor.
+    /// Runs `work` on `workers` and returns its result to the caller's executor.
     public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            queue.async { continuation.resume(with: Result { try work() }) }
+            workers.submit { continuation.resume(with: Result { try work() }) }
+        }
+    }
+}
+
+/// A fixed set of threads taking jobs from one FIFO queue, started on first use and kept for the
+/// life of the process. Jobs wait their turn: at most `threads` heavy stages run at once.
+final class EvaluationWorkers: Sendable {
+    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let available = DispatchSemaphore(value: 0)
+    private let threads: Int
+    /// Threads running (nil until the first job).
+    private let started = Mutex<Int?>(nil)
+
+    init(threads: Int) { self.threads = threads }
+
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        guard startIfNeeded() > 0 else {
+            job()  // no thread could be created (the process is at its limit): slower, but it runs
+            return
+        }
+        jobs.withLock { $0.append(job) }
+        available.signal()
+    }
+
+    private func startIfNeeded() -> Int {
+        started.withLock { count in
+            if let count { return count }
+            let n = startThreads()
+            count = n
+            return n
+        }
+    }
+
+    private func startThreads() -> Int {
+        var n = 0
+        for _ in 0..<threads {
+            let box = Unmanaged.passRetained(self).toOpaque()
+            var tid = pthread_t()
+            let rc = pthread_create(&tid, nil, { arg in
+                guard let arg else { return nil }
+                Unmanaged<EvaluationWorkers>.fromOpaque(arg).takeRetainedValue().work()
+                return nil
+            }, box)
+            if rc == 0 { pthread_detach(tid); n += 1 } else { Unmanaged<EvaluationWorkers>.fromOpaque(box).release() }
+        }
+        return n
+    }
+
+    private func work() -> Never {
+        while true {
+            available.wait()
+            // One signal per job, so a job is there.
+            if let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { job() }
         }
     }
 }
