@@ -4,8 +4,9 @@
 
 enum SubstringSearch {
     /// The KMP failure table: for each prefix of `needle`, the length of its longest proper border.
-    static func failureTable<T: Equatable>(_ needle: some RandomAccessCollection<T>) -> [Int] {
-        let p = Array(needle)
+    @_specialize(where T == UInt8)
+    @_specialize(where T == Unicode.Scalar)
+    static func failureTable<T: Equatable>(_ p: [T]) -> [Int] {
         var table = [Int](repeating: 0, count: p.count)
         var k = 0
         var i = 1
@@ -20,6 +21,8 @@ enum SubstringSearch {
 
     /// The first index in `haystack` at which `needle` starts, or nil. `table` is `failureTable(needle)`.
     /// Charges `budget` about one step per comparison.
+    @_specialize(where T == UInt8)
+    @_specialize(where T == Unicode.Scalar)
     static func firstIndex<T: Equatable>(of needle: [T], table: [Int], in haystack: ArraySlice<T>,
                                          budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Int? {
         guard !needle.isEmpty else { return haystack.startIndex }
@@ -40,6 +43,7 @@ enum SubstringSearch {
     }
 
     /// Start indices of the non-overlapping occurrences of `needle` in `haystack`, left to right.
+    @_specialize(where T == UInt8)
     static func occurrences<T: Equatable>(of needle: [T], in haystack: [T], budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> [Int] {
         guard !needle.isEmpty else { return [] }
         let table = failureTable(needle)

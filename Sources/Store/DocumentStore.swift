@@ -46,20 +46,21 @@ public final class DocumentStore: Sendable {
     let generateID: @Sendable () -> Value
 
     public let siteID: SiteID
-    /// How long a statement's in-memory stage may run, counted from the statement's start (the
-    /// same value `bigpeer serve` gives PostgreSQL as `statement_timeout`): `.timeout` (408) after.
-    public let statementTimeout: Duration
+    /// How long a statement's in-memory stage may run, counted from the stage's start, as
+    /// PostgreSQL's `statement_timeout` counts each SQL statement (`bigpeer serve` gives both the
+    /// same value): `.timeout` (408) after. Nil: no limit (library use, tests).
+    public let statementTimeout: Duration?
 
     /// Opens the store on a migrated database (loads the database's CRDT site id).
     ///
     /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
     ///   calls `readCache.enable`).
-    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, statementTimeout: Duration = .seconds(30)) async throws -> DocumentStore {
+    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, statementTimeout: Duration? = nil) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
         return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, statementTimeout: statementTimeout)
     }
 
-    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, statementTimeout: Duration = .seconds(30),
+    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, statementTimeout: Duration? = nil,
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
@@ -92,7 +93,6 @@ public final class DocumentStore: Sendable {
                         transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
         do {
             let now = Int64(Replica.systemMillis())
-            let deadline = ContinuousClock.now + statementTimeout
             if case .select(let s) = statement,
                let hit = cachedPointRead(s, arguments: arguments, minimumTransaction: minimumTransaction) {
                 return hit
@@ -100,7 +100,7 @@ public final class DocumentStore: Sendable {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             switch statement {
             case .select(let s):
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now), deadline: deadline)
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
             case .explain(let inner):
                 let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
                 let text = try planner.explain(inner, context: context)
@@ -111,7 +111,7 @@ public final class DocumentStore: Sendable {
             case .createIndex, .dropIndex:
                 return try await runDDL(statement)
             case .insert, .update, .delete, .evict, .system:
-                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now, deadline: deadline), store: self)
+                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now, evaluationTimeout: statementTimeout), store: self)
                 noteCommitted(statement, result)
                 return result
             }
@@ -122,13 +122,13 @@ public final class DocumentStore: Sendable {
 
     // MARK: - Reads
 
-    func select(_ s: SelectStatement, context: EvaluationContext, deadline: ContinuousClock.Instant) async throws -> ExecuteResult {
+    func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
         if let cached = try equalityPlans.plan(s, context: context) {
             var query = PostgresQuery(unsafeSQL: cached.sql, binds: cached.binds.map(\.postgresBind))
             query.prepared = true
             let rows = try await pool.query(query)
-            return try await documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments), deadline: deadline)
+            return try await documentsResult(rows, memory: cached.memory, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
         }
         let plan = try planner.plan(s, context: context)
         // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
@@ -144,15 +144,14 @@ public final class DocumentStore: Sendable {
         case .count:
             return ExecuteResult(transactionID: txn, queryType: "select", items: plan.countRows(try rows[0].decode(1, as: Int64.self)))
         case .documents:
-            return try await documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments), deadline: deadline)
+            return try await documentsResult(rows, memory: plan.memoryQuery, cacheAs: Self.pointReadKey(s, arguments: context.arguments))
         }
     }
 
     /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is
     /// offered to `readCache` with the snapshot's transaction number. Decoding and the memory
     /// stage run inline while they are cheap and off the event loop when not (`InMemoryEvaluation`).
-    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?,
-                         deadline: ContinuousClock.Instant) async throws -> ExecuteResult {
+    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?) async throws -> ExecuteResult {
         let txn = try rows[0].decode(0, as: Int64.self)
         if let key, readCache.isEnabled, rows.count == 1, !rows[0].isNull(1) {
             let doc = try Self.decodeJSON(rows[0], column: 1)
@@ -164,6 +163,7 @@ public final class DocumentStore: Sendable {
                 return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
             }
         }
+        let deadline = statementTimeout.map { ContinuousClock.now + $0 }
         let items = try await InMemoryEvaluation.run(deadline: deadline) { budget in
             var docs: [Value] = []
             docs.reserveCapacity(rows.count)

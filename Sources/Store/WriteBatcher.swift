@@ -34,8 +34,8 @@ final class WriteBatcher: Sendable {
         }
         var work: Work
         var nowMillis: Int64
-        /// When the statement's in-memory evaluation must stop (the statement timeout).
-        var deadline: ContinuousClock.Instant? = nil
+        /// How long the statement's in-memory evaluation may run once it starts (the statement timeout).
+        var evaluationTimeout: Duration? = nil
     }
 
     private struct Waiting {

@@ -146,7 +146,8 @@ struct WriteTransaction {
         }
         // Writes evaluate inside their transaction, on the drain task's loop: capped in steps (a 400
         // beyond) as well as by the deadline; their candidate search moves off the loop when heavy.
-        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps, deadline: job.deadline)
+        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps,
+                                      deadline: job.evaluationTimeout.map { ContinuousClock.now + $0 })
         let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
