@@ -23,6 +23,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("maintenance-interval"), help: "Seconds between maintenance runs (reaping tombstones past TOMBSTONE_TTL_DAYS, pruning the change log past CHANGE_LOG_RETENTION_DAYS); 0: never on this instance.")
     var maintenanceIntervalSeconds = 600
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
+    @Option(name: .customLong("statement-timeout"), help: "Seconds a statement may run in PostgreSQL, and again in memory (filtering, sorting, grouping), before it fails with 408.")
+    var statementTimeoutSeconds = 30
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
@@ -62,6 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
+        config.statementTimeout = .seconds(max(1, statementTimeoutSeconds))
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
