@@ -100,9 +100,10 @@ public final class DocumentStore: Sendable {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             switch statement {
             case .select(let s):
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now))
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()))
             case .explain(let inner):
-                let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
+                let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode(),
+                                                budget: Self.planningBudget())
                 let text = try planner.explain(inner, context: context)
                 return ExecuteResult(transactionID: try await currentTransaction(), queryType: "explain",
                                      items: [.object(["plan": .string(text)])])
@@ -121,6 +122,13 @@ public final class DocumentStore: Sendable {
     }
 
     // MARK: - Reads
+
+    /// For what planning evaluates on the caller's thread (LIMIT and OFFSET): a loop's share,
+    /// then 400. (Constant folding has its own budget in the planner; the memory stage gets its
+    /// own budget from `InMemoryEvaluation`.)
+    static func planningBudget() -> EvaluationBudget {
+        EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps)
+    }
 
     func select(_ s: SelectStatement, context: EvaluationContext) async throws -> ExecuteResult {
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).

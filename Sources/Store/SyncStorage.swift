@@ -59,7 +59,8 @@ extension DocumentStore {
     public func readSyncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> SyncPageRead {
         do {
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode())
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
+                                            budget: DocumentStore.planningBudget())
             let plan = try planner.plan(statement, context: context)
             let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
             guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {

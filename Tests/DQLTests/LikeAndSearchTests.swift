@@ -79,4 +79,19 @@ import Values
         #expect(try eval("replace('aaa', 'aa', 'b')") == "ba")
         #expect(try eval("replace('héllo', 'é', '')") == "hllo")
     }
+
+    /// The planner folds constant conditions wherever the statement is planned (an event loop, for
+    /// REST). `:big LIKE :p` with `_` segments is O(text × segment): folding it unbounded held the
+    /// loop; now folding gives up after `constantFoldingSteps` and the term stays in the residual.
+    @Test func thePlannerDoesNotFoldAnExpensiveConstant() throws {
+        let args: [String: Value] = ["big": .string(String(repeating: "a", count: 1 << 20)),
+                                     "p": .string("%" + String(repeating: "a_", count: 1_000) + "b%")]
+        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE n = iif(:big LIKE :p, 1, 2) AND m = 1") else { return }
+        let plan = try PushdownPlanner().plan(s, context: EvaluationContext(arguments: args))
+        #expect(plan.residual != nil)
+        #expect(plan.pushedConditions.count == 1)
+        // A cheap constant is still folded.
+        guard case .select(let cheap) = try DQL.parse("SELECT * FROM c WHERE n = iif('abc' LIKE 'a%', 1, 2) AND m = 1") else { return }
+        #expect(try PushdownPlanner().plan(cheap, context: EvaluationContext()).residual == nil)
+    }
 }
