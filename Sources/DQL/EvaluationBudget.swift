@@ -1,4 +1,4 @@
-// How much in-memory work one evaluation may do. Expressions are charged as they run: one step per
+// How much in-memory work one evaluation may do. Expressions are charged as they run: 8 steps per
 // expression node, one per byte a string function reads, one per NFA state a regular expression
 // visits per scalar, one per LIKE comparison, n·log2(n) for a sort. Whoever runs the evaluation
 // decides what running out means:
@@ -27,6 +27,9 @@ public final class EvaluationBudget: Sendable {
 
     /// How many steps pass between two readings of the clock (a power of two).
     static let clockInterval = 4096
+    /// What evaluating one expression node costs: ~100-300 ns measured, against ~5-20 ns for a
+    /// byte of string work or an NFA state (docs/PERFORMANCE.md), so a step stays near 10-40 ns.
+    public static let stepsPerNode = 8
 
     public init(maxSteps: Int = .max, deadline: ContinuousClock.Instant? = nil, exhaustion: Exhaustion = .fail) {
         self.maxSteps = maxSteps

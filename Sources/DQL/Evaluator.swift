@@ -70,7 +70,7 @@ public struct Evaluator: Sendable {
 
     /// Evaluates `expression` against `document` (the whole document, an object); nil is MISSING.
     public func evaluate(_ expression: Expression, in document: Value?) throws(DQLEvaluationError) -> Value? {
-        try context.charge(1)
+        try context.charge(EvaluationBudget.stepsPerNode)
         switch expression {
         case .literal(let v): return v
         case .parameter(let name):
