@@ -112,7 +112,7 @@ public final class DocumentStore: Sendable {
             case .createIndex, .dropIndex:
                 return try await runDDL(statement)
             case .insert, .update, .delete, .evict, .system:
-                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now, evaluationTimeout: statementTimeout), store: self)
+                let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
                 noteCommitted(statement, result)
                 return result
             }

@@ -34,8 +34,6 @@ final class WriteBatcher: Sendable {
         }
         var work: Work
         var nowMillis: Int64
-        /// How long the statement's in-memory evaluation may run once it starts (the statement timeout).
-        var evaluationTimeout: Duration? = nil
     }
 
     private struct Waiting {

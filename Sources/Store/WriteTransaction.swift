@@ -145,9 +145,10 @@ struct WriteTransaction {
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }
         // Writes evaluate inside their transaction, on the drain task's loop: capped in steps (a 400
-        // beyond) as well as by the deadline; their candidate search moves off the loop when heavy.
-        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps,
-                                      deadline: job.evaluationTimeout.map { ContinuousClock.now + $0 })
+        // beyond), not by the clock, since a bulk INSERT interleaves evaluation with its COPYs and
+        // may rightly take longer in total than one statement may in PostgreSQL. Their candidate
+        // search moves off the loop when heavy.
+        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps)
         let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
