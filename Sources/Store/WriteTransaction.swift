@@ -302,7 +302,10 @@ struct WriteTransaction {
                 continue
             }
             guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+            // Only a look-ahead for the ids to lock: a loop's share of steps, else skip it (the
+            // statement's own evaluation then runs under the write cap and reports the problem).
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode,
+                                            budget: EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps))
             guard let plan = try? InsertPlan(s, context: context) else { continue }
             for doc in plan.documents {
                 guard let id = doc["_id"], seen.insert(DocumentKey(collection: plan.collection, id: id)).inserted else { continue }
