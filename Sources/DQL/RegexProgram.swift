@@ -107,7 +107,7 @@ private struct PikeMachine {
         switch program.instructions[pc] {
         case .scalar(let c): c == s
         case .set(let i): program.sets[i].contains(s)
-        case .anyButNewline: s != "\n"
+        case .anyButNewline: !ScalarSet.isNewline(s)
         default: false
         }
     }

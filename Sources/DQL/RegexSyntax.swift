@@ -4,7 +4,7 @@
 //
 //   alternation   a|b            concatenation  ab            groups   (a) (?:a) (?<name>a)
 //   repetition    * + ? {n} {n,} {n,m}, each optionally lazy (`*?`): the same set of matches
-//   any scalar    .  (not `\n`)  classes  [abc] [^a-z] [\d_-]   perl classes  \d \D \w \W \s \S (ASCII)
+//   any scalar    .  (not a newline)  classes  [abc] [^a-z] [\d_-]   perl classes  \d \D \w \W \s \S (ASCII)
 //   assertions    ^ $ (whole subject) \A \z \b \B
 //   escapes       \n \t \r \f \v \0 \xHH \x{H…} \uHHHH \u{H…}, and `\` before any punctuation
 //
@@ -18,7 +18,7 @@
 indirect enum RegexNode: Equatable, Sendable {
     case empty
     case scalar(Unicode.Scalar)
-    /// Any scalar except `\n`.
+    /// Any scalar except a newline (`ScalarSet.isNewline`).
     case anyButNewline
     case set(ScalarSet)
     case assertion(RegexAssertion)
@@ -66,6 +66,15 @@ struct ScalarSet: Equatable, Sendable {
     static let word: [ClosedRange<UInt32>] = [0x30...0x39, 0x41...0x5A, 0x5F...0x5F, 0x61...0x7A]
     /// `\s`: space, \t \n \v \f \r.
     static let space: [ClosedRange<UInt32>] = [0x09...0x0D, 0x20...0x20]
+
+    /// What `.` does not match: \n \v \f \r, NEL, LINE and PARAGRAPH SEPARATOR (as Swift's
+    /// `Regex`, the engine `regexp_like` used before, so `.` keeps its meaning).
+    static func isNewline(_ s: Unicode.Scalar) -> Bool {
+        switch s.value {
+        case 0x0A...0x0D, 0x85, 0x2028, 0x2029: true
+        default: false
+        }
+    }
 
     static func isWord(_ s: Unicode.Scalar?) -> Bool {
         guard let v = s?.value else { return false }
@@ -172,7 +181,13 @@ struct RegexParser {
             }
             return digits > 0 ? n : nil
         }
-        guard let lo = number(&self) else { i = start; return nil }
+        guard let lo = number(&self) else {
+            if peek == ",", peek(1).map({ $0.isASCII && $0.properties.numericType == .decimal }) == true {
+                throw error("write {0,n} for 'at most n' (engines disagree on {,n})")
+            }
+            i = start
+            return nil
+        }
         var hi: Int? = lo
         if peek == "," {
             i += 1

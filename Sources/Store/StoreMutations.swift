@@ -228,7 +228,8 @@ extension WriteTransaction {
                                                 offset: offset, context: context)
         let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
         let memory = plan.memoryQuery
-        let deadline = context.budget?.deadline
+        // A SELECT's memory stage in all but name: the same timeout, from this stage's start.
+        let deadline = store.statementTimeout.map { ContinuousClock.now + $0 }
         return try await InMemoryEvaluation.run(deadline: deadline, maxSteps: context.budget?.maxSteps ?? .max) { budget in
             var docs: [Value] = []
             for row in rows {

@@ -11,7 +11,7 @@ import Values
     @Test(arguments: [
         ("abc", "xxabcxx", true), ("abc", "ab", false), ("^abc", "abcd", true), ("^abc", "xabc", false), ("abc$", "xabc", true),
         ("abc$", "abc\n", false), ("^$", "", true), ("^$", "a", false), ("", "anything", true), ("a.c", "abc", true), ("a.c", "a\nc", false),
-        ("a.c", "aéc", true), ("[abc]+", "xxbca", true), ("^[^abc]+$", "xyz", true), ("^[^abc]+$", "xaz", false), ("^[a-c]{3}$", "cab", true),
+        ("a.c", "aéc", true), ("^.$", "\r", false), ("^.$", "\u{2028}", false), ("^.$", "\u{1C}", true), ("^\\D{2}$", "\r\n", true), ("^\\D$", "\r\n", false), ("[abc]+", "xxbca", true), ("^[^abc]+$", "xyz", true), ("^[^abc]+$", "xaz", false), ("^[a-c]{3}$", "cab", true),
         ("^\\d+$", "2024", true), ("^\\d+$", "２０", false), ("^\\w+$", "a_Z9", true), ("^\\w+$", "é", false), ("\\s", "a b", true),
         ("^\\S+$", "a\tb", false), ("^\\D\\W$", "a-", true), ("^(ab|cd)*$", "abcdab", true), ("^(ab|cd)*$", "abc", false),
         ("^a{2,3}$", "aa", true), ("^a{2,3}$", "aaaa", false), ("^a{2,}$", "aaaaa", true), ("^a{2}$", "aaa", false), ("^(?:a|b)+?$", "abba", true),
@@ -31,7 +31,7 @@ import Values
         ("(?i)a", "inline options"), ("a{1001}", "repetition count above 1000"), ("((a{1000}){1000})", "more than 20000 instructions"),
         ("[[:alpha:]]", "'[' inside a character class"), ("\\p{L}", "the escape \\p is not supported"), ("(a", "unmatched '('"), ("a)", "unmatched ')'"),
         ("[a", "unmatched '['"), ("*a", "nothing to repeat"), ("a**", "a quantifier cannot follow another"), ("a{3,2}", "maximum below its minimum"),
-        ("[z-a]", "out of order"), ("\\", "ends with '\\'"), ("[]", "an empty character class"), ("a&&b", ""), ("\\X", "the escape \\X is not supported"),
+        ("[z-a]", "out of order"), ("x{,2}", "write {0,n}"), ("\\", "ends with '\\'"), ("[]", "an empty character class"), ("a&&b", ""), ("\\X", "the escape \\X is not supported"),
     ])
     func refused(_ c: (String, String)) {
         if c.1.isEmpty {  // accepted: `&&` is only special inside a class
@@ -103,6 +103,9 @@ import Values
     /// random subjects.
     @Test func agreesWithTheStandardLibraryOnRandomPatterns() throws {
         var rng = SeededRandom(seed: 0x5EED_1600)
+        // No \r or U+2028 here: Swift's classes then take two scalars at once, even in scalar
+        // mode (`\D` takes "\r\n" as one, `\W{2,}` matches "1\u{2028}"); ours read one scalar
+        // at a time. `.` against both is checked above.
         let subjectAlphabet: [String] = ["a", "b", "c", "1", " ", "_", "\n", "é", "-"]
         var compared = 0
         for _ in 0..<3_000 {
@@ -117,7 +120,7 @@ import Values
                 if pattern.contains("\\b") || pattern.contains("\\B"), subject.contains(where: \.isNumber) { continue }
                 let expected = try theirs.firstMatch(in: subject) != nil
                 let got = try ours.matches(subject, budget: nil)
-                #expect(got == expected, "pattern \(pattern.debugDescription) subject \(subject.debugDescription): ours \(got), stdlib \(expected)")
+                #expect(got == expected, "pattern \(pattern.debugDescription) subject \(subject.unicodeScalars.map { String($0.value, radix: 16) }): ours \(got), stdlib \(expected)")
                 compared += 1
             }
         }
