@@ -114,7 +114,14 @@ final class EvaluationWorkers: Sendable {
         return n
     }
 
+    /// Niceness of the evaluation threads (Linux schedules threads by their own nice value): under
+    /// CPU contention the event loops, at the process's own priority, go first, so a heavy
+    /// statement slows itself down rather than every connection's latency.
+    static let niceness: Int32 = 10
+
     private func work() -> Never {
+        // On Linux the nice value is per thread, and `who` 0 is the calling thread (setpriority(2)).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.niceness)
         while true {
             available.wait()
             // One signal per job, so a job is there.

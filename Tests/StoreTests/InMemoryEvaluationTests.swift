@@ -25,10 +25,15 @@ import Values
         // ~60 instructions × 6,000 scalars: a few times the slice.
         let subject = String(repeating: "a", count: 6_000) + "b"
         let heavy = try Self.query("SELECT * FROM c WHERE regexp_like(s, :p)", ["p": "(a|a){1,20}$x"])
-        let ran = try await InMemoryEvaluation.run(deadline: nil) { budget in (try heavy.budgeted(budget).run([["s": .string(subject)]]), Self.thread, budget.steps) }
+        let ran = try await InMemoryEvaluation.run(deadline: nil) { budget in
+            (try heavy.budgeted(budget).run([["s": .string(subject)]]), Self.thread, budget.steps, getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
+        }
         #expect(ran.0.isEmpty)
         #expect(ran.1 != caller, "a stage beyond the slice must run on an evaluation thread")
         #expect(ran.2 > InMemoryEvaluation.onLoopSteps)
+        // At a lower priority than the caller's thread (the loops), which keeps its own.
+        #expect(ran.3 == EvaluationWorkers.niceness)
+        #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) < EvaluationWorkers.niceness)
     }
 
     @Test func thePastDeadlineFailsTheStageAsATimeout() async throws {
