@@ -15,14 +15,14 @@ import Synchronization
 import Values
 
 public enum InMemoryEvaluation {
-    /// Steps an in-memory stage may take inline before it moves off the loop. A step is about an
-    /// expression node, a byte read by a string function or an NFA state per scalar: 100,000 take
-    /// 0.5-2 ms on the 2-core test machine (docs/PERFORMANCE.md).
+    /// Steps an in-memory stage may take inline before it moves off the loop. A step is a byte read
+    /// by a string function, an NFA state per scalar or an eighth of an expression node: 100,000
+    /// take 0.6-4 ms on the loaded 2-core test machine (docs/PERFORMANCE.md).
     public static let onLoopSteps = 100_000
 
     /// Steps one write statement (INSERT/UPDATE/DELETE/EVICT) may spend evaluating inline (its
     /// documents, SET expressions, the re-check of a locked document's WHERE): beyond, the
-    /// statement fails with 400. At most ~0.1-0.5 s of a loop.
+    /// statement fails with 400. At most ~0.5-2 s of a loop in a release build.
     public static let writeStatementSteps = 50_000_000
 
     /// Steps a sync subscription's WHERE may take for one document (initial pages and live
