@@ -26,7 +26,8 @@ c_includes=()
 libs=()
 case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
-    DQLParse) modules=(Values DQL) ;;
+    DQLParse) modules=(Values CRDT DQL) ;;
+    RegexMatch) modules=(Values CRDT DQL) ;;
     JSONParse) modules=(Values) ;;
     SyncDecode) modules=(Values SyncProtocol) ;;
     WSFrame)
@@ -56,7 +57,7 @@ mkdir -p "$build" "$corpus" "$artifacts"
 mkdir -p "$build/cepoll"
 printf 'module CEpoll {\n    header "%s"\n    export *\n}\n' "$root/Sources/CEpoll/include/CEpoll.h" >"$build/cepoll/module.modulemap"
 
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$build" -I "$build/cepoll" "${c_includes[@]}")
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -enable-testing -I "$build" -I "$build/cepoll" "${c_includes[@]}")
 objects=()
 for m in "${modules[@]}"; do
     mapfile -t sources < <(module_sources "$m")

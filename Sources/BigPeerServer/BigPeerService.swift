@@ -89,7 +89,8 @@ public final class BigPeerService: Sendable {
             var readLimits = ReadLimits()
             readLimits.maxBufferedResultBytes = configuration.maxBufferedResultBytes
             readLimits.maxConcurrentStreams = configuration.maxConcurrentStreamedResults ?? max(1, configuration.databaseConnections / 4)
-            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes, readLimits: readLimits)
+            store = try await DocumentStore.open(pool: pool, readCacheBytes: configuration.readCacheBytes, readLimits: readLimits,
+                                               statementTimeout: configuration.statementTimeout)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)
             feed = ChangeFeed(store: store)

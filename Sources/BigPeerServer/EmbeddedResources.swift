@@ -383,7 +383,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
         "408":
-          description: the statement ran longer than the server's statement timeout, or the request did not arrive in time
+          description: the statement ran longer than the server's statement timeout (in PostgreSQL, or in its in-memory stage), or the request did not arrive in time
           content:
             application/json:
               schema:

@@ -104,36 +104,62 @@ struct LikePattern {
         elements = out
     }
 
-    /// Wildcard matching with single backtracking point on the last `%`: O(n * m) worst case.
-    func matches(_ text: String, caseInsensitive: Bool) -> Bool {
+    /// LIKE matching without backtracking. The pattern is cut at each `%` into segments of
+    /// literals and `_`; a match must begin with the first segment (unless the pattern begins with
+    /// `%`), end with the last (unless it ends with `%`), and contain the others in order. Taking
+    /// each middle segment at its leftmost occurrence after the previous one is always right: an
+    /// earlier end leaves more text for the rest. Segments of literals are found by KMP, so the
+    /// whole match is O(text + pattern); a segment with `_` is searched position by position,
+    /// O(text × segment), with every comparison charged to `budget`.
+    func matches(_ text: String, caseInsensitive: Bool, budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Bool {
         let s = Array((caseInsensitive ? text.lowercased() : text).unicodeScalars)
         let p: [Element] = caseInsensitive ? elements.map { e in
             if case .literal(let c) = e, let l = String(c).lowercased().unicodeScalars.first, String(c).lowercased().unicodeScalars.count == 1 { return .literal(l) }
             return e
         } : elements
-        var i = 0, j = 0
-        var star = -1, mark = 0
-        while i < s.count {
-            if j < p.count {
-                switch p[j] {
-                case .any:
-                    star = j; mark = i; j += 1
-                    continue
-                case .one:
-                    i += 1; j += 1
-                    continue
-                case .literal(let c) where c == s[i]:
-                    i += 1; j += 1
-                    continue
-                default: break
-                }
-            }
-            guard star >= 0 else { return false }
-            j = star + 1
-            mark += 1
-            i = mark
+        try budget?.charge(s.count + p.count)
+        let segments = p.split(separator: .any, omittingEmptySubsequences: true).map(Array.init)
+        guard p.contains(.any) else {
+            return s.count == p.count && Self.matchesAt(0, p, s)
         }
-        while j < p.count, p[j] == .any { j += 1 }
-        return j == p.count
+        var lo = 0, hi = s.count
+        var middle = segments[...]
+        if p.first != .any, let first = middle.popFirst() {
+            guard first.count <= hi - lo, Self.matchesAt(lo, first, s) else { return false }
+            lo += first.count
+        }
+        if p.last != .any, let last = middle.popLast() {
+            guard last.count <= hi - lo, Self.matchesAt(hi - last.count, last, s) else { return false }
+            hi -= last.count
+        }
+        for segment in middle {
+            guard let at = try Self.leftmost(segment, in: s, from: lo, to: hi, budget: budget) else { return false }
+            lo = at + segment.count
+        }
+        return true
+    }
+
+    static func matchesAt(_ at: Int, _ segment: [Element], _ s: [Unicode.Scalar]) -> Bool {
+        for (k, e) in segment.enumerated() {
+            if case .literal(let c) = e, s[at + k] != c { return false }
+        }
+        return true
+    }
+
+    /// The first index in `s[from..<to]` where `segment` (no `%`) matches, or nil.
+    static func leftmost(_ segment: [Element], in s: [Unicode.Scalar], from: Int, to: Int, budget: EvaluationBudget?) throws(DQLEvaluationError) -> Int? {
+        guard segment.count <= to - from else { return nil }
+        if !segment.contains(.one) {
+            let needle = segment.map { e -> Unicode.Scalar in if case .literal(let c) = e { return c }; return "\0" }
+            return try SubstringSearch.firstIndex(of: needle, table: SubstringSearch.failureTable(needle), in: s[from..<to], budget: budget)
+        }
+        var steps = 0
+        for at in from...(to - segment.count) {
+            steps += segment.count
+            if steps >= 4096 { try budget?.charge(steps); steps = 0 }
+            if matchesAt(at, segment, s) { try budget?.charge(steps); return at }
+        }
+        try budget?.charge(steps)
+        return nil
     }
 }

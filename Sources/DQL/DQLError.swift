@@ -31,6 +31,12 @@ public enum DQLEvaluationError: Error, Sendable, Hashable, CustomStringConvertib
     case notAnObject(String)
     case invalidStatement(String)
     case limitExceeded(String)
+    /// A per-call step budget ran out (`EvaluationBudget`, exhaustion `.fail`).
+    case budgetExceeded(steps: Int)
+    /// The statement's deadline passed during in-memory evaluation (the statement timeout).
+    case deadlineExceeded
+    /// A slice budget ran out: the caller runs the evaluation again elsewhere (never shown to clients).
+    case sliceExhausted
 
     public var description: String {
         switch self {
@@ -44,6 +50,9 @@ public enum DQLEvaluationError: Error, Sendable, Hashable, CustomStringConvertib
         case .notAnObject(let w): "\(w) must be an object"
         case .invalidStatement(let w): w
         case .limitExceeded(let w): w
+        case .budgetExceeded(let n): "the expression is too expensive to evaluate (more than \(n) steps)"
+        case .deadlineExceeded: "the statement timed out during in-memory evaluation (filtering, sorting or grouping took longer than the statement timeout)"
+        case .sliceExhausted: "evaluation paused to continue off the event loop"
         }
     }
 }

@@ -22,12 +22,16 @@ public struct EvaluationContext: Sendable {
     public var strictMode: Bool
     /// Largest string or array an expression may build (concatenation, functions).
     public var maxResultBytes: Int
+    /// Steps and deadline for in-memory work (nil: unbounded, e.g. a small peer's own queries).
+    public var budget: EvaluationBudget?
 
-    public init(arguments: [String: Value] = [:], nowMilliseconds: Int64 = 0, strictMode: Bool = true, maxResultBytes: Int = 16 << 20) {
+    public init(arguments: [String: Value] = [:], nowMilliseconds: Int64 = 0, strictMode: Bool = true, maxResultBytes: Int = 16 << 20,
+                budget: EvaluationBudget? = nil) {
         self.arguments = arguments
         self.nowMilliseconds = nowMilliseconds
         self.strictMode = strictMode
         self.maxResultBytes = maxResultBytes
+        self.budget = budget
     }
 }
 
@@ -66,6 +70,7 @@ public struct Evaluator: Sendable {
 
     /// Evaluates `expression` against `document` (the whole document, an object); nil is MISSING.
     public func evaluate(_ expression: Expression, in document: Value?) throws(DQLEvaluationError) -> Value? {
+        try context.charge(EvaluationBudget.stepsPerNode)
         switch expression {
         case .literal(let v): return v
         case .parameter(let name):
@@ -128,6 +133,7 @@ public struct Evaluator: Sendable {
             guard let v = try evaluate(x, in: document), let a = try evaluate(array, in: document) else { return nil }
             if case .null = v { return .null }
             guard case .array(let items) = a else { return .null }
+            try context.charge(items.count)
             return .bool(items.contains { DQLOrder.equal(v, $0) } != negated)
         case .like(let x, let pattern, let escape, let insensitive, let negated):
             guard let v = try evaluate(x, in: document), let p = try evaluate(pattern, in: document) else { return nil }
@@ -135,7 +141,7 @@ public struct Evaluator: Sendable {
             if let escape { esc = try evaluate(escape, in: document) }
             guard case .string(let s) = v, case .string(let ps) = p, case .string(let es)? = esc else { return .null }
             let compiled = try LikePattern(ps, escape: es)
-            return .bool(compiled.matches(s, caseInsensitive: insensitive) != negated)
+            return .bool(try compiled.matches(s, caseInsensitive: insensitive, budget: context.budget) != negated)
         case .isNull(let x, let negated):
             let v = try evaluate(x, in: document)
             return .bool((v == .null) != negated)

@@ -99,6 +99,12 @@ enum Functions {
 
 enum StringFunctions {
     static func call(_ name: String, _ a: [Value], context: EvaluationContext) throws(DQLEvaluationError) -> Value? {
+        // Every string function reads its string arguments at least once: one step per byte.
+        if context.budget != nil {
+            var bytes = 0
+            for case .string(let s) in a { bytes += s.utf8.count }
+            try context.charge(bytes)
+        }
         switch name {
         case "concat":
             try Functions.arity(name, a, 1...Int.max)
@@ -112,11 +118,16 @@ enum StringFunctions {
         case "contains", "starts_with", "ends_with":
             try Functions.arity(name, a, 2...2)
             guard case .string(let s) = a[0], case .string(let t) = a[1] else { return .null }
-            let (x, y) = (Array(s.utf8), Array(t.utf8))
+            // Bytes, not `Character`s: canonically equivalent strings are different strings here,
+            // as in PostgreSQL; and a linear search (KMP), whatever the needle.
             switch name {
-            case "starts_with": return .bool(x.starts(with: y))
-            case "ends_with": return .bool(x.reversed().starts(with: y.reversed()))
-            default: return .bool(y.isEmpty || x.firstRange(of: y) != nil)
+            case "starts_with": return .bool(s.utf8.starts(with: t.utf8))
+            case "ends_with": return .bool(s.utf8.reversed().starts(with: t.utf8.reversed()))
+            default:
+                let needle = Array(t.utf8)
+                let found = try SubstringSearch.firstIndex(of: needle, table: SubstringSearch.failureTable(needle),
+                                                           in: Array(s.utf8)[...], budget: context.budget)
+                return .bool(found != nil)
             }
         case "lower", "upper":
             try Functions.arity(name, a, 1...1)
@@ -166,14 +177,27 @@ enum StringFunctions {
             try Functions.arity(name, a, 3...3)
             guard case .string(let s) = a[0], case .string(let from) = a[1], case .string(let to) = a[2] else { return .null }
             guard !from.isEmpty else { return .string(s) }
-            let parts = s.split(separator: from, omittingEmptySubsequences: false)
-            let size = s.utf8.count + (parts.count - 1) * max(0, to.utf8.count - from.utf8.count)
+            // Byte-wise and linear (KMP): `String.split(separator:)` compared `Character`s (so a
+            // canonically equivalent spelling was replaced too) with a search that is not linear.
+            // Both strings are valid UTF-8, so a byte match starts and ends on scalar boundaries.
+            let (subject, needle, replacement) = (Array(s.utf8), Array(from.utf8), Array(to.utf8))
+            let hits = try SubstringSearch.occurrences(of: needle, in: subject, budget: context.budget)
+            let size = subject.count + hits.count * (replacement.count - needle.count)
             guard size <= context.maxResultBytes else { throw .limitExceeded("replace result larger than \(context.maxResultBytes) bytes") }
-            return .string(parts.joined(separator: to))
+            var out: [UInt8] = []
+            out.reserveCapacity(size)
+            var cursor = 0
+            for at in hits {
+                out += subject[cursor..<at]
+                out += replacement
+                cursor = at + needle.count
+            }
+            out += subject[cursor...]
+            return .string(String(decoding: out, as: UTF8.self))
         case "regexp_like":
             try Functions.arity(name, a, 2...2)
             guard case .string(let s) = a[0], case .string(let p) = a[1] else { return .null }
-            return .bool(try RegexMatch.matches(s, pattern: p))
+            return .bool(try RegexMatch.matches(s, pattern: p, budget: context.budget))
         case "to_string":
             try Functions.arity(name, a, 1...1)
             if case .string = a[0] { return a[0] }
@@ -192,23 +216,24 @@ enum StringFunctions {
     }
 }
 
-/// `regexp_like` through the standard library's Regex engine (a backtracking engine: patterns and
-/// subjects are length-limited to keep a hostile pattern from running away).
+/// `regexp_like`: our own linear-time engine (`RegexProgram`, docs/DQL.md "Regular expressions"),
+/// not the standard library's backtracking `Regex`, under which `^(a|a)*$` over "aaa…ab" took
+/// seconds per added character. Cost is charged to the evaluation's budget.
 enum RegexMatch {
     static let maxPatternLength = 1_000
     static let maxSubjectLength = 64 * 1024
 
-    static func matches(_ s: String, pattern: String) throws(DQLEvaluationError) -> Bool {
+    static func matches(_ s: String, pattern: String, budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Bool {
         guard pattern.utf8.count <= maxPatternLength else {
             throw .invalidArgument(function: "regexp_like", reason: "pattern longer than \(maxPatternLength) bytes")
         }
         guard s.utf8.count <= maxSubjectLength else {
             throw .invalidArgument(function: "regexp_like", reason: "subject longer than \(maxSubjectLength) bytes")
         }
-        let regex: Regex<AnyRegexOutput>
-        do { regex = try Regex(pattern) } catch {
-            throw .invalidArgument(function: "regexp_like", reason: "invalid regular expression")
+        let program: RegexProgram
+        do { program = try RegexCache.program(for: pattern) } catch {
+            throw .invalidArgument(function: "regexp_like", reason: "invalid regular expression: \(error)")
         }
-        return s.contains(regex)
+        return try program.matches(s, budget: budget)
     }
 }

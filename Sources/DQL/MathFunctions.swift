@@ -104,6 +104,18 @@ enum MathFunctions {
 
 enum CollectionFunctions {
     static func call(_ name: String, _ a: [Value], context: EvaluationContext) throws(DQLEvaluationError) -> Value? {
+        // One step per element or member of every array/object argument; a sort n·log2(n).
+        if context.budget != nil {
+            var elements = 0
+            for v in a {
+                switch v {
+                case .array(let items): elements += name == "array_sort" ? items.count * SortCost.log2(items.count) : items.count
+                case .object(let o): elements += o.count
+                default: break
+                }
+            }
+            try context.charge(elements)
+        }
         switch name {
         case "array_contains":
             try Functions.arity(name, a, 2...2)
@@ -155,4 +167,9 @@ enum CollectionFunctions {
             return nil
         }
     }
+}
+
+enum SortCost {
+    /// ⌈log2(n)⌉, at least 1: a sort of n elements is charged n·log2(n) steps.
+    static func log2(_ n: Int) -> Int { n <= 2 ? 1 : Int.bitWidth - (n - 1).leadingZeroBitCount }
 }

@@ -102,10 +102,17 @@ public struct PushdownPlanner: Sendable {
         self.table = table
     }
 
+    /// Steps the planner may spend folding constants (`:s LIKE :p`, `regexp_like(:s, :p)`), which
+    /// happens wherever the statement is planned, event loops included. A constant that needs more
+    /// is left unfolded: it stays in the residual, evaluated in memory under the caller's budget.
+    public static let constantFoldingSteps = 100_000
+
     public func plan(_ select: SelectStatement, context: EvaluationContext) throws(DQLEvaluationError) -> PushdownPlan {
         let full = try SelectQuery(select, context: context)  // validates LIMIT/OFFSET, aggregates
         let value = SQLBuilder.quoteIdentifier(table.valueColumn)
-        var compiler = PredicateCompiler(valueColumn: value, idColumn: mirroredIDColumn, evaluator: full.evaluator)
+        var folding = context
+        folding.budget = EvaluationBudget(maxSteps: Self.constantFoldingSteps)
+        var compiler = PredicateCompiler(valueColumn: value, idColumn: mirroredIDColumn, evaluator: Evaluator(context: folding))
         var conditions = [SQLBuilder.quoteIdentifier(table.collectionColumn) + " = " + compiler.sql.bind(.text(select.from.name))]
         if let extra = table.unsafeExtraPredicate { conditions.append("(" + extra + ")") }
         var pushed: [Expression] = [], residual: [Expression] = []

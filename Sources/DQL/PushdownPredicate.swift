@@ -103,6 +103,9 @@ struct PredicateCompiler {
     /// (or folding it fails, in which case memory evaluation reports the error as it would anyway).
     func constant(_ e: Expression) -> Value?? {
         if e.contains(where: { if case .path = $0 { true } else if case .aggregate = $0 { true } else { false } }) { return nil }
+        // Literals and parameters cost nothing, even once the folding budget is spent.
+        if case .literal(let v) = e { return .some(v) }
+        if case .parameter(let name) = e, let v = evaluator.context.arguments[name] { return .some(v) }
         do {
             return .some(try evaluator.evaluate(e, in: nil))  // .some(nil) is a constant MISSING
         } catch {

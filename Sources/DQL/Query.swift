@@ -12,7 +12,7 @@ import Values
 
 public struct SelectQuery: Sendable {
     public let statement: SelectStatement
-    public let evaluator: Evaluator
+    public private(set) var evaluator: Evaluator
     public let limit: Int?
     public let offset: Int
     let isAggregate: Bool
@@ -56,6 +56,15 @@ public struct SelectQuery: Sendable {
         return Int(clamping: n)
     }
 
+    /// The same query evaluated under `budget` (steps and deadline for in-memory work).
+    public func budgeted(_ budget: EvaluationBudget?) -> SelectQuery {
+        var copy = self
+        var context = evaluator.context
+        context.budget = budget
+        copy.evaluator = Evaluator(context: context)
+        return copy
+    }
+
     /// Whether `document` satisfies the WHERE clause (true when there is none).
     public func matches(_ document: Value) throws(DQLEvaluationError) -> Bool {
         guard let filter = statement.filter else { return true }
@@ -78,11 +87,14 @@ public struct SelectQuery: Sendable {
                 rows.append(Row(value: try project(doc, evaluator), keys: try orderKeys(doc, evaluator), tie: doc["_id"]))
             }
         }
+        let budget = evaluator.context.budget
         if statement.distinct {
+            try budget?.charge(rows.count)
             var seen = Set<GroupKey>()
             rows = rows.filter { seen.insert(GroupKey($0.value)).inserted }
         }
         if !orderBy.isEmpty {
+            try budget?.charge(rows.count * SortCost.log2(rows.count) * orderBy.count)
             let directions = orderBy.map(\.descending)
             let indexed = rows.enumerated().sorted { x, y in
                 for (k, desc) in directions.enumerated() {

@@ -14,7 +14,7 @@ extension SelectQuery {
 /// `SelectQuery.run` over documents fed one by one, for a query that `streams`: yields the same
 /// rows in the same order, holding nothing but two counters.
 public struct SelectStream: Sendable {
-    public let query: SelectQuery
+    public private(set) var query: SelectQuery
     private var skipped = 0
     private var produced = 0
 
@@ -22,6 +22,13 @@ public struct SelectStream: Sendable {
     public init?(_ query: SelectQuery) {
         guard query.streams else { return nil }
         self.query = query
+    }
+
+    /// The same stream, its counters kept, evaluating under `budget` (nil: none).
+    public func budgeted(_ budget: EvaluationBudget?) -> SelectStream {
+        var copy = self
+        copy.query = query.budgeted(budget)
+        return copy
     }
 
     /// True once LIMIT rows have been produced: later documents cannot change the result.

@@ -48,14 +48,21 @@ public final class DocumentStore: Sendable {
 
     public let siteID: SiteID
 
+    /// How long a statement's in-memory stage may run, counted from the stage's start, as
+    /// PostgreSQL's `statement_timeout` counts each SQL statement (`bigpeer serve` gives both the
+    /// same value): `.timeout` (408) after. Nil: no limit (library use, tests).
+    public let statementTimeout: Duration?
+
     /// Opens the store on a migrated database (loads the database's CRDT site id).
     ///
     /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
     ///   calls `readCache.enable`).
     /// - Parameter readLimits: bounds on large reads (`ReadLimits`).
-    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits()) async throws -> DocumentStore {
+    public static func open(pool: PostgresPool, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(),
+                            statementTimeout: Duration? = nil) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
-        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, readLimits: readLimits)
+        return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, readLimits: readLimits,
+                             statementTimeout: statementTimeout)
     }
 
     /// Bounds on large reads: the probe size, cursor batches, the in-memory budget.
@@ -63,11 +70,12 @@ public final class DocumentStore: Sendable {
     /// Streamed reads open now (each holds a pooled session while its reader reads).
     let streamSlots: StreamSlots
 
-    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(),
+    init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(), statementTimeout: Duration? = nil,
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
         self.readLimits = readLimits
+        self.statementTimeout = statementTimeout
         self.streamSlots = StreamSlots(limit: readLimits.maxConcurrentStreams)
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
         self.siteID = site
@@ -122,7 +130,8 @@ public final class DocumentStore: Sendable {
             }
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             if case .select(let s) = statement {
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now), mayStream: mayStream)
+                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()),
+                                       mayStream: mayStream)
             }
             return .complete(try await executeOther(statement, arguments: arguments, now: now))
         } catch {
@@ -135,7 +144,8 @@ public final class DocumentStore: Sendable {
         case .select:
             throw StoreError.invalid("internal: SELECT reached the non-read path")
         case .explain(let inner):
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode())
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: now, strictMode: try await strictMode(),
+                                            budget: Self.planningBudget())
             let text = try planner.explain(inner, context: context)
             return ExecuteResult(transactionID: try await currentTransaction(), queryType: "explain",
                                  items: [.object(["plan": .string(text)])])
@@ -151,6 +161,16 @@ public final class DocumentStore: Sendable {
     }
 
     // MARK: - Reads
+
+    /// For what planning evaluates on the caller's thread (LIMIT and OFFSET): a loop's share,
+    /// then 400. (Constant folding has its own budget in the planner; the memory stage gets its
+    /// own budget from `InMemoryEvaluation`.)
+    static func planningBudget() -> EvaluationBudget {
+        EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps)
+    }
+
+    /// The deadline of an in-memory stage starting now (nil: none).
+    var inMemoryDeadline: ContinuousClock.Instant? { statementTimeout.map { ContinuousClock.now + $0 } }
 
     /// A SELECT in one prepared round trip when its result has at most `readLimits.probeRows`
     /// rows (point reads, counts and small results: the common case keeps its cost), else again
@@ -182,23 +202,26 @@ public final class DocumentStore: Sendable {
         query.prepared = true
         let rows = try await pool.query(query)
         if pointRead != nil || rows.count <= probeRows {
-            return .complete(try documentsResult(rows, memory: memory, cacheAs: pointRead))
+            return .complete(try await documentsResult(rows, memory: memory, cacheAs: pointRead))
         }
-        if let answered = try Self.limitReachedWithin(rows, memory: memory) { return .complete(answered) }
+        if let answered = try await limitReachedWithin(rows, memory: memory) { return .complete(answered) }
         return try await largeSelect(sql: sql, binds: binds, memory: memory, mayStream: mayStream)
     }
 
     /// The result when the probe's rows already hold all of it: a memory stage that streams and
     /// reaches its LIMIT within them (a residual WHERE kept the LIMIT out of the SQL) cannot be
     /// changed by the rows after them.
-    static func limitReachedWithin(_ rows: PostgresResult, memory: SelectQuery) throws -> ExecuteResult? {
-        guard memory.limit != nil, var stream = SelectStream(memory) else { return nil }
-        var items: [Value] = []
-        for row in rows where !row.isNull(1) {
-            if let item = try stream.row(for: try decodeJSON(row, column: 1)) { items.append(item) }
-            if stream.isDone { return ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select", items: items) }
+    func limitReachedWithin(_ rows: PostgresResult, memory: SelectQuery) async throws -> ExecuteResult? {
+        guard memory.limit != nil, SelectStream(memory) != nil else { return nil }
+        return try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget -> ExecuteResult? in
+            guard var stream = SelectStream(memory.budgeted(budget)) else { return nil }
+            var items: [Value] = []
+            for row in rows where !row.isNull(1) {
+                if let item = try stream.row(for: try Self.decodeJSON(row, column: 1)) { items.append(item) }
+                if stream.isDone { return ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select", items: items) }
+            }
+            return nil
         }
-        return nil
     }
 
     /// A read with more rows than the probe: through a cursor. Streamed when the memory stage
@@ -218,7 +241,7 @@ public final class DocumentStore: Sendable {
             throw error
         }
         let cursor = try await SelectCursor.open(pool: pool, connection: connection, slot: slot, sql: sql, binds: binds,
-                                                 limits: readLimits, stream: stream)
+                                                 limits: readLimits, stream: stream, statementTimeout: statementTimeout)
         if stream != nil { return .streaming(cursor) }
         var documents: [Value] = []
         var held = 0
@@ -230,7 +253,9 @@ public final class DocumentStore: Sendable {
             }
             documents.append(contentsOf: batch)
         }
-        return .complete(ExecuteResult(transactionID: cursor.transactionID, queryType: "select", items: try memory.run(documents)))
+        let collected = documents
+        let items = try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget in try memory.budgeted(budget).run(collected) }
+        return .complete(ExecuteResult(transactionID: cursor.transactionID, queryType: "select", items: items))
     }
 
     static func tooLargeMessage(_ memory: SelectQuery, limit: Int) -> String {
@@ -243,20 +268,31 @@ public final class DocumentStore: Sendable {
     }
 
     /// Rows of `SELECT t.n, q.value ...` through the memory stage; a point read's document is
-    /// offered to `readCache` with the snapshot's transaction number.
-    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?) throws -> ExecuteResult {
+    /// offered to `readCache` with the snapshot's transaction number. Decoding and the memory
+    /// stage run inline while they are cheap and off the event loop when not (`InMemoryEvaluation`).
+    func documentsResult(_ rows: PostgresResult, memory: SelectQuery, cacheAs key: DocumentReadCache.Key?) async throws -> ExecuteResult {
         let txn = try rows[0].decode(0, as: Int64.self)
-        var docs: [Value] = []
-        docs.reserveCapacity(rows.count)
-        for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
-        if let key, docs.count == 1, case .object = docs[0], readCache.isEnabled {
-            // A point read (`SELECT *`: the memory stage passes the document through): serialize
-            // once, for the cache and for this response.
-            let json = JSON.serialize(docs[0])
-            readCache.insert(key, json: json, txn: txn)
-            return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
+        if let key, readCache.isEnabled, rows.count == 1, !rows[0].isNull(1) {
+            let doc = try Self.decodeJSON(rows[0], column: 1)
+            if case .object = doc {
+                // A point read (`SELECT *`: the memory stage passes the document through): serialize
+                // once, for the cache and for this response.
+                let json = JSON.serialize(doc)
+                readCache.insert(key, json: json, txn: txn)
+                return ExecuteResult(transactionID: txn, queryType: "select", itemsJSON: [json])
+            }
         }
-        return ExecuteResult(transactionID: txn, queryType: "select", items: try memory.run(docs))
+        let items = try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget in
+            var docs: [Value] = []
+            docs.reserveCapacity(rows.count)
+            for row in rows where !row.isNull(1) {
+                // Decoding is charged too (a step per 4 bytes): a large result moves off the loop.
+                try budget.charge(row.withRawValue(1) { $0?.count ?? 0 } / 4 + 1)
+                docs.append(try Self.decodeJSON(row, column: 1))
+            }
+            return try memory.budgeted(budget).run(docs)
+        }
+        return ExecuteResult(transactionID: txn, queryType: "select", items: items)
     }
 
     func show(_ name: String?) async throws -> ExecuteResult {

@@ -73,6 +73,9 @@ public final class SelectCursor: Sendable {
     public let transactionID: Int64
     private let pool: PostgresPool
     private let limits: ReadLimits
+    /// Each batch's in-memory stage (WHERE, projection) may run this long (as each FETCH may in
+    /// PostgreSQL): `.timeout` (408) after, which ends the stream.
+    private let statementTimeout: Duration?
     /// The stream slot this cursor holds, given back with its session.
     private let slot: StreamSlots?
     private let state: Mutex<State>
@@ -93,7 +96,7 @@ public final class SelectCursor: Sendable {
     /// Opens the cursor on `connection` (leased by the caller) and fetches the first batch. From
     /// the call on, this object hands back the session and `slot` on every path, failures included.
     static func open(pool: PostgresPool, connection: PostgresConnection, slot: StreamSlots?, sql: String, binds: [PostgresBind],
-                     limits: ReadLimits, stream: SelectStream?) async throws -> SelectCursor {
+                     limits: ReadLimits, stream: SelectStream?, statementTimeout: Duration? = nil) async throws -> SelectCursor {
         let rows = max(1, limits.firstBatchRows)
         let results: [PostgresResult]
         do {
@@ -121,13 +124,14 @@ public final class SelectCursor: Sendable {
             await Self.end(connection, pool: pool, slot: slot, commit: false)
             throw error
         }
-        return SelectCursor(transactionID: txn, pool: pool, limits: limits, slot: slot, state: state)
+        return SelectCursor(transactionID: txn, pool: pool, limits: limits, statementTimeout: statementTimeout, slot: slot, state: state)
     }
 
-    private init(transactionID: Int64, pool: PostgresPool, limits: ReadLimits, slot: StreamSlots?, state: State) {
+    private init(transactionID: Int64, pool: PostgresPool, limits: ReadLimits, statementTimeout: Duration?, slot: StreamSlots?, state: State) {
         self.transactionID = transactionID
         self.pool = pool
         self.limits = limits
+        self.statementTimeout = statementTimeout
         self.slot = slot
         self.state = Mutex(state)
     }
@@ -188,14 +192,21 @@ public final class SelectCursor: Sendable {
         }
         let documents = s.pending
         s.pending = []
-        guard var stream = s.stream else { return documents }
-        var out: [Value] = []
-        out.reserveCapacity(documents.count)
-        for doc in documents {
-            if stream.isDone { break }
-            if let row = try stream.row(for: doc) { out.append(row) }
+        guard let stream = s.stream else { return documents }
+        // Inline while cheap, off the event loop when not (a regex in the WHERE over a batch of
+        // large documents): the same rule as every in-memory stage (`InMemoryEvaluation`).
+        let deadline = statementTimeout.map { ContinuousClock.now + $0 }
+        let (out, advanced) = try await InMemoryEvaluation.run(deadline: deadline) { budget -> ([Value], SelectStream) in
+            var running = stream.budgeted(budget)
+            var out: [Value] = []
+            out.reserveCapacity(documents.count)
+            for doc in documents {
+                if running.isDone { break }
+                if let row = try running.row(for: doc) { out.append(row) }
+            }
+            return (out, running.budgeted(nil))
         }
-        s.stream = stream
+        s.stream = advanced
         return out
     }
 

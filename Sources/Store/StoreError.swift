@@ -23,8 +23,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case resultTooLarge(String)
     /// The requested transaction number was never reached.
     case unknownTransaction(Int64)
-    /// The statement ran longer than allowed.
-    case timeout
+    /// The statement ran longer than allowed (nil: PostgreSQL cancelled it; else what ran out).
+    case timeout(String?)
     /// The server is at a capacity limit (e.g. `ReadLimits.maxConcurrentStreams`): 503, retry later.
     case busy(String)
     /// The database is unreachable or restarting.
@@ -44,7 +44,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .resultTooLarge(let m): m
         case .busy(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"
-        case .timeout: "the statement timed out"
+        case .timeout(let what): what ?? "the statement timed out"
         case .unavailable: "the database is unavailable; retry later"
         case .database(let e): e.description
         case .corrupt(let m): "stored document could not be read: \(m)"
@@ -70,12 +70,15 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case let e as StoreError: return e
         case let e as DQLSyntaxError: return .syntax(e)
         case let e as DQLEvaluationError:
-            if case .limitExceeded(let m) = e { return .tooLarge(m) }
-            return .invalid(e.description)
+            switch e {
+            case .limitExceeded(let m): return .tooLarge(m)
+            case .deadlineExceeded: return .timeout(e.description)
+            default: return .invalid(e.description)
+            }
         case let e as CRDTError: return .invalid(e.description)
         case let e as PostgresError:
             if e.isUnavailable { return .unavailable(e) }
-            if e.sqlState == "57014" { return .timeout }  // statement_timeout
+            if e.sqlState == "57014" { return .timeout(nil) }  // statement_timeout
             // jsonb and text cannot hold U+0000 (22P05) or invalid characters (22021): the input's fault.
             switch e.sqlState {
             case "22P05", "22021":

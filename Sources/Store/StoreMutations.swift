@@ -227,9 +227,17 @@ extension WriteTransaction {
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
                                                 offset: offset, context: context)
         let rows = try await db.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
-        var docs: [Value] = []
-        for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
-        return try plan.memoryQuery.run(docs).compactMap { $0["_id"] }
+        let memory = plan.memoryQuery
+        // A SELECT's memory stage in all but name: the same timeout, from this stage's start.
+        let deadline = store.statementTimeout.map { ContinuousClock.now + $0 }
+        return try await InMemoryEvaluation.run(deadline: deadline, maxSteps: context.budget?.maxSteps ?? .max) { budget in
+            var docs: [Value] = []
+            for row in rows {
+                try budget.charge(row.withRawValue(0) { $0?.count ?? 0 } / 4 + 1)
+                docs.append(try DocumentStore.decodeJSON(row, column: 0))
+            }
+            return try memory.budgeted(budget).run(docs).compactMap { $0["_id"] }
+        }
     }
 
     /// The filter alone, to re-check a document once it is locked (it may have changed meanwhile).

@@ -30,26 +30,37 @@ public struct SyncPageRead: Sendable {
     public let stateBytes: Int
 
     /// Decodes the page's documents in id order (full states; the value only when a residual
-    /// filter needed it), dropping those the in-memory part of the WHERE clause rejects.
-    public func documents() throws(StoreError) -> [StoredDocument] {
-        var rows: [StoredDocument] = []
-        rows.reserveCapacity(rowCount)
+    /// filter needed it), dropping those the in-memory part of the WHERE clause rejects. A
+    /// document whose check needs more than `InMemoryEvaluation.subscriptionStepsPerDocument`
+    /// steps does not match (as in live matching); a page whose checks add up to more than
+    /// a loop's share is decoded off the loop (`InMemoryEvaluation`).
+    public func documents() async throws(StoreError) -> [StoredDocument] {
         do {
-            for i in 0..<rowCount {
-                let row = result[i]
-                let id = try BinaryColumns.json(row, column: 1)
-                // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
-                // subscription (the usual case) costs no JSON parse per row.
-                var value: Value? = nil
-                if let filter {
-                    let v = try BinaryColumns.json(row, column: 3)
-                    guard try filter.matches(v) else { continue }
-                    value = v
-                }
-                rows.append(StoredDocument(collection: collection, id: id, state: try BinaryColumns.bytes(row, column: 2), value: value))
-            }
+            guard let filter else { return try decode(filter: nil, page: nil) }
+            return try await InMemoryEvaluation.run(deadline: nil) { page in try self.decode(filter: filter, page: page) }
         } catch {
             throw StoreError.from(error)
+        }
+    }
+
+    func decode(filter: SelectQuery?, page: EvaluationBudget?) throws -> [StoredDocument] {
+        var rows: [StoredDocument] = []
+        rows.reserveCapacity(rowCount)
+        for i in 0..<rowCount {
+            let row = result[i]
+            let id = try BinaryColumns.json(row, column: 1)
+            // The value is parsed only when part of the WHERE runs in memory: a fully pushed-down
+            // subscription (the usual case) costs no JSON parse per row.
+            var value: Value? = nil
+            if let filter {
+                try page?.charge(row.withRawValue(3) { $0?.count ?? 0 } / 4 + 1)
+                let v = try BinaryColumns.json(row, column: 3)
+                let matched = try InMemoryEvaluation.subscriptionMatches(filter, v)
+                try page?.charge(matched.steps)
+                guard matched.matches else { continue }
+                value = v
+            }
+            rows.append(StoredDocument(collection: collection, id: id, state: try BinaryColumns.bytes(row, column: 2), value: value))
         }
         return rows
     }

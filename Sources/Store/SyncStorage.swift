@@ -50,7 +50,7 @@ extension DocumentStore {
     public func syncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> (rows: [StoredDocument], nextAfter: Value?, txn: Int64, isLast: Bool) {
         let read = try await readSyncPage(statement, arguments: arguments, after: after, limit: limit, maxBytes: maxBytes)
-        return (try read.documents(), read.nextAfter, read.txn, read.isLast)
+        return (try await read.documents(), read.nextAfter, read.txn, read.isLast)
     }
 
     /// The database half of `syncPage`: runs the query and reads only where the page ends. The
@@ -59,7 +59,8 @@ extension DocumentStore {
     public func readSyncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> SyncPageRead {
         do {
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode())
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
+                                            budget: DocumentStore.planningBudget())
             let plan = try planner.plan(statement, context: context)
             let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
             guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {

@@ -145,7 +145,12 @@ struct WriteTransaction {
         case .merge(let items, let origin): return try await merge(items, origin: origin)
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }
-        let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+        // Writes evaluate inside their transaction, on the drain task's loop: capped in steps (a 400
+        // beyond), not by the clock, since a bulk INSERT interleaves evaluation with its COPYs and
+        // may rightly take longer in total than one statement may in PostgreSQL. Their candidate
+        // search moves off the loop when heavy.
+        let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps)
+        let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
         case .insert(let s): return try await insert(InsertPlan(s, context: context))
@@ -298,7 +303,10 @@ struct WriteTransaction {
                 continue
             }
             guard case .statement(.insert(let s), let arguments) = job.work, s.documents.count <= 64 else { continue }
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode)
+            // Only a look-ahead for the ids to lock: a loop's share of steps, else skip it (the
+            // statement's own evaluation then runs under the write cap and reports the problem).
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode,
+                                            budget: EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps))
             guard let plan = try? InsertPlan(s, context: context) else { continue }
             for doc in plan.documents {
                 guard let id = doc["_id"], seen.insert(DocumentKey(collection: plan.collection, id: id)).inserted else { continue }

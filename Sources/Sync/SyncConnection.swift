@@ -217,7 +217,7 @@ public final class SyncConnection: Sendable {
                     self.deliver(.pageBoundary(subscription: id, generation: generation, PageBoundary(
                         nextAfter: read.nextAfter, isLast: read.isLast, rows: read.rowCount, stateBytes: read.stateBytes)))
                     self.pageReadTrace.withLock { $0.set(n, .decoding) }
-                    let rows = try read.documents().map { DocumentPage.Row(id: $0.id, state: $0.state) }
+                    let rows = try await read.documents().map { DocumentPage.Row(id: $0.id, state: $0.state) }
                     self.pageReadTrace.withLock { $0.set(n, .waitingForPrevious) }
                     await previous?.value
                     self.deliver(.page(subscription: id, generation: generation,

@@ -238,8 +238,10 @@ extension SyncSession {
     func matchesLive(_ ref: DocumentRef, _ value: Value?) -> Bool {
         guard let value else { return false }
         for sub in subscriptions.values where sub.phase == .live && sub.query.collection == ref.collection {
-            // An evaluation error (e.g. a type error in the condition) means "does not match", as in queries.
-            if (try? sub.query.query.matches(value)) == true { return true }
+            // An evaluation error (e.g. a type error in the condition) means "does not match", as in
+            // queries; so does a condition that needs more than its per-document step budget (this
+            // runs inside the session's step, on its loop).
+            if (try? InMemoryEvaluation.subscriptionMatches(sub.query.query, value))?.matches == true { return true }
         }
         return false
     }

@@ -23,6 +23,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("maintenance-interval"), help: "Seconds between maintenance runs (reaping tombstones past TOMBSTONE_TTL_DAYS, pruning the change log past CHANGE_LOG_RETENTION_DAYS); 0: never on this instance.")
     var maintenanceIntervalSeconds = 600
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
+    @Option(name: .customLong("statement-timeout"), help: "Seconds a statement may run in PostgreSQL, and again in memory (filtering, sorting, grouping), before it fails with 408.")
+    var statementTimeoutSeconds = 30
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
     var insecureDevelopment = false
     @Option(name: .customLong("max-buffered-result-bytes"), help: "Most document bytes one read may hold when its result cannot stream (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses); 400 above.")
@@ -75,6 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
             guard maxStreamedResults > 0 else { throw ValidationError("--max-streamed-results must be positive") }
             config.maxConcurrentStreamedResults = maxStreamedResults
         }
+        config.statementTimeout = .seconds(max(1, statementTimeoutSeconds))
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes

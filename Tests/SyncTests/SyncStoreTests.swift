@@ -68,7 +68,7 @@ import Values
                 """)
             guard case .select(let s) = try DQL.parse("SELECT * FROM cars") else { return }
             let read = try await store.readSyncPage(s, arguments: [:], after: nil, limit: 10, maxBytes: 1 << 20)
-            let rows = try read.documents()
+            let rows = try await read.documents()
             #expect(read.rowCount == 4 && read.isLast && rows.count == 4)
             #expect(read.stateBytes == rows.reduce(0) { $0 + $1.state.count })
             #expect(read.nextAfter == rows.last?.id)

@@ -1,0 +1,131 @@
+// Where the store's in-memory DQL work runs (docs/ARCHITECTURE.md, "In-memory evaluation").
+//
+// Requests run on event loops, and a loop serves every other connection it owns: a filter, sort or
+// grouping that runs for a second there stalls them all (`/healthz` included). So every in-memory
+// stage first runs inline with a small step budget (`onLoopSteps`, about a millisecond or two);
+// almost every request finishes within it and pays no thread hop. If the budget runs out, the
+// inline attempt is dropped (evaluation is pure) and the stage runs again from the start on
+// `workers`, threads of their own, with the statement's deadline. Past the
+// deadline it fails with `.deadlineExceeded` (408), like a statement PostgreSQL cancels.
+
+import Dispatch
+import DQL
+import Glibc
+import Synchronization
+import Values
+
+public enum InMemoryEvaluation {
+    /// Steps an in-memory stage may take inline before it moves off the loop. A step is a byte read
+    /// by a string function, an NFA state per scalar or an eighth of an expression node: 100,000
+    /// take 0.6-4 ms on the loaded 2-core test machine (docs/PERFORMANCE.md).
+    public static let onLoopSteps = 100_000
+
+    /// Steps one write statement (INSERT/UPDATE/DELETE/EVICT) may spend evaluating inline (its
+    /// documents, SET expressions, the re-check of a locked document's WHERE): beyond, the
+    /// statement fails with 400. At most ~0.5-2 s of a loop in a release build.
+    public static let writeStatementSteps = 50_000_000
+
+    /// Steps a sync subscription's WHERE may take for one document (initial pages and live
+    /// changes alike; live matching runs inside the session's step, on its loop). A document that
+    /// needs more does not match: the subscriber's own condition is too expensive, nobody else's.
+    public static let subscriptionStepsPerDocument = 200_000
+
+    /// Whether `document` matches a subscription's query within `subscriptionStepsPerDocument`,
+    /// and the steps it took. Other evaluation errors are thrown.
+    public static func subscriptionMatches(_ query: SelectQuery, _ document: Value) throws(DQLEvaluationError) -> (matches: Bool, steps: Int) {
+        let budget = EvaluationBudget(maxSteps: subscriptionStepsPerDocument)
+        do {
+            return (try query.budgeted(budget).matches(document), budget.steps)
+        } catch {
+            if case .budgetExceeded = error { return (false, budget.steps) }
+            throw error
+        }
+    }
+
+    /// The threads heavy stages run on: one per core, of their own. Not a dispatch queue: on this
+    /// platform a concurrent queue shares its threads with Swift's global executor, so two heavy
+    /// statements starved every task of the process (measured: a test's client stalled for the
+    /// whole 2 s timeout); and not the cooperative pool, for the same reason.
+    static let workers = EvaluationWorkers(threads: max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+
+    /// Runs `work` inline with `onLoopSteps` (or `maxSteps` if smaller), and again off the loops
+    /// with `maxSteps` if that was not enough. `work` must be pure: it may run twice.
+    public static func run<T: Sendable>(deadline: ContinuousClock.Instant?, maxSteps: Int = .max,
+                                        _ work: @escaping @Sendable (EvaluationBudget) throws -> T) async throws -> T {
+        let inline = EvaluationBudget(maxSteps: min(onLoopSteps, maxSteps), deadline: deadline,
+                                      exhaustion: maxSteps <= onLoopSteps ? .fail : .yield)
+        do {
+            return try work(inline)
+        } catch DQLEvaluationError.sliceExhausted {
+            // Too much for the loop: start over below.
+        }
+        return try await offLoop { try work(EvaluationBudget(maxSteps: maxSteps, deadline: deadline)) }
+    }
+
+    /// Runs `work` on `workers` and returns its result to the caller's executor.
+    public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            workers.submit { continuation.resume(with: Result { try work() }) }
+        }
+    }
+}
+
+/// A fixed set of threads taking jobs from one FIFO queue, started on first use and kept for the
+/// life of the process. Jobs wait their turn: at most `threads` heavy stages run at once.
+final class EvaluationWorkers: Sendable {
+    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let available = DispatchSemaphore(value: 0)
+    private let threads: Int
+    /// Threads running (nil until the first job).
+    private let started = Mutex<Int?>(nil)
+
+    init(threads: Int) { self.threads = threads }
+
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        guard startIfNeeded() > 0 else {
+            job()  // no thread could be created (the process is at its limit): slower, but it runs
+            return
+        }
+        jobs.withLock { $0.append(job) }
+        available.signal()
+    }
+
+    private func startIfNeeded() -> Int {
+        started.withLock { count in
+            if let count { return count }
+            let n = startThreads()
+            count = n
+            return n
+        }
+    }
+
+    private func startThreads() -> Int {
+        var n = 0
+        for _ in 0..<threads {
+            let box = Unmanaged.passRetained(self).toOpaque()
+            var tid = pthread_t()
+            let rc = pthread_create(&tid, nil, { arg in
+                guard let arg else { return nil }
+                Unmanaged<EvaluationWorkers>.fromOpaque(arg).takeRetainedValue().work()
+                return nil
+            }, box)
+            if rc == 0 { pthread_detach(tid); n += 1 } else { Unmanaged<EvaluationWorkers>.fromOpaque(box).release() }
+        }
+        return n
+    }
+
+    /// Niceness of the evaluation threads (Linux schedules threads by their own nice value): under
+    /// CPU contention the event loops, at the process's own priority, go first, so a heavy
+    /// statement slows itself down rather than every connection's latency.
+    static let niceness: Int32 = 10
+
+    private func work() -> Never {
+        // On Linux the nice value is per thread, and `who` 0 is the calling thread (setpriority(2)).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.niceness)
+        while true {
+            available.wait()
+            // One signal per job, so a job is there.
+            if let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { job() }
+        }
+    }
+}

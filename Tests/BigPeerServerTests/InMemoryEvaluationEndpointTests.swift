@@ -1,0 +1,95 @@
+import BigPeerServer
+import BigPeerTestSupport
+import HTTP
+import Testing
+import Values
+
+/// Issue #16 item 1: CPU-heavy DQL evaluated in memory (regexp_like, ILIKE) on a server with one
+/// event loop. Before: `regexp_like` backtracked and LIKE was O(text × pattern), both on the loop,
+/// so two such requests froze every connection (`/healthz` too) until they finished. Now the work
+/// leaves the loop once it outgrows a small slice and stops at the statement timeout with 408.
+@Suite struct InMemoryEvaluationEndpointTests {
+    static let documents = 24
+    /// Each document's `s`: just under `regexp_like`'s 64 KiB subject limit, no match anywhere.
+    static let subject = String(repeating: "a", count: 60_000) + "b"
+
+    /// WHERE conditions and their `args`, one bomb of each kind.
+    static let bombs: [(condition: String, args: String)] = [
+        // ~3,600 NFA instructions per scalar: linear, but 24 × 60k × 3.6k steps is far more than 6 s.
+        ("regexp_like(s, :p)", #"{"p":"(a|a){1,900}$x"}"#),
+        // `_` segments are searched position by position: 24 × 60k × 2k comparisons.
+        ("s ILIKE :p", #"{"p":"%\#(String(repeating: "a_", count: 1_000))b%"}"#),
+    ]
+
+    @Test func bombsTimeOutOffTheLoopWhileHealthzAnswers() async throws {
+        try await TestPostgres.withDatabase { db in
+            // Its own process (one loop: anything run on it blocks every other connection), so
+            // its evaluation threads serve only these bombs, not every test of this process; and a
+            // 6 s timeout, so the probes (~0.1 s each) have a wide margin even on a loaded machine.
+            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev", "--statement-timeout", "6"])
+            let port = server.port
+            let setup = try HTTPClient()
+            let insert = #"{"statement":"INSERT INTO c DOCUMENTS (:d)","args":{"d":{"s":"\#(Self.subject)"}}}"#
+            for _ in 0..<Self.documents {
+                let (code, _) = try await ExecuteEndpointTests.post(setup, port, insert)
+                #expect(code == 200)
+            }
+            await setup.shutdown()
+
+            // Two bombs at once, as in the report, each on its own connection.
+            let finished = MutexBox(0)
+            let bombs = Self.bombs.map { bomb in
+                Task { () throws -> (Int, Value) in
+                    let client = try HTTPClient()
+                    defer { Task { await client.shutdown() } }
+                    let body = #"{"statement":"SELECT * FROM c WHERE \#(bomb.condition)","args":\#(bomb.args)}"#
+                    let answer = try await ExecuteEndpointTests.post(client, port, body)
+                    finished.withLock { $0 += 1 }
+                    return answer
+                }
+            }
+            // Meanwhile the loop answers /healthz and ordinary statements, again and again, each
+            // before either bomb has finished (they need the whole 6 s timeout; these need ms).
+            let probe = try HTTPClient()
+            try await Task.sleep(for: .milliseconds(300))
+            for _ in 0..<5 {
+                let health = try await probe.get("http://127.0.0.1:\(port)/healthz")
+                #expect(health.status.code == 200)
+                let (code, v) = try await ExecuteEndpointTests.post(probe, port, #"{"statement":"SELECT COUNT(*) AS n FROM c"}"#)
+                #expect(code == 200 && v["items"] == [["n": .int(Int64(Self.documents))]])
+                #expect(finished.withLock { $0 } == 0, "a bomb finished before the probes: it held the loop")
+                try await Task.sleep(for: .milliseconds(50))
+            }
+
+            for bomb in bombs {
+                let (code, v) = try await bomb.value
+                #expect(code == 408, "\(v)")
+                #expect(v["error"]?["description"]?.stringValue?.contains("in-memory evaluation") == true, "\(v)")
+            }
+            // The same condition in a write: refused as a whole (its step cap, or the timeout of
+            // its candidate search), nothing written.
+            let update = #"{"statement":"UPDATE c SET hit = true WHERE \#(Self.bombs[0].condition)","args":\#(Self.bombs[0].args)}"#
+            let (code, v) = try await ExecuteEndpointTests.post(probe, port, update)
+            #expect(code == 408 || code == 400, "\(v)")
+            let (_, hits) = try await ExecuteEndpointTests.post(probe, port, #"{"statement":"SELECT COUNT(*) AS n FROM c WHERE hit = true"}"#)
+            #expect(hits["items"] == [["n": 0]])
+            await probe.shutdown()
+            await server.terminate()
+        }
+    }
+
+    /// A refused pattern is a client error with a readable reason, never a 5xx.
+    @Test func unsupportedRegexIsA400() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
+            let client = try HTTPClient()
+            _ = try await ExecuteEndpointTests.post(client, service.port, #"{"statement":"INSERT INTO c DOCUMENTS ({'s': 'aa'})"}"#)
+            let (code, v) = try await ExecuteEndpointTests.post(client, service.port,
+                                                                #"{"statement":"SELECT * FROM c WHERE regexp_like(s, :p)","args":{"p":"(a)\\1"}}"#)
+            #expect(code == 400)
+            #expect(v["error"]?["description"]?.stringValue?.contains("backreferences are not supported") == true, "\(v)")
+            await client.shutdown()
+            await service.stop()
+        }
+    }
+}
