@@ -58,7 +58,14 @@ public enum TestPostgres {
     public static func withDatabase<R>(_ body: (TestDatabase) async throws -> R) async throws -> R {
         let server = try await holder.server()
         let name = "t_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let admin = try await PostgresConnection.connect(server.admin, on: TestLoops.group.next())
+        let admin: PostgresConnection
+        do {
+            admin = try await PostgresConnection.connect(server.admin, on: TestLoops.group.next())
+        } catch let e as PostgresError {
+            // The description hides the server's reason; a test that cannot connect should say it.
+            FileHandle.standardError.write(Data("TestPostgres.withDatabase: \(e.debugDescription)\n".utf8))
+            throw e
+        }
         _ = try await admin.query("CREATE DATABASE \(identifier: name)")
         var config = server.admin
         config["dbname"] = name
