@@ -120,6 +120,10 @@ enum LegacyCommands {
         case .string("remove")?:
             if let id = c["id"], id != .null {
                 if c["query"] != nil && c["query"] != .null { throw Failure(400, "remove takes \"query\" or \"id\", not both") }
+                switch id {
+                case .string, .object: break
+                default: throw Failure(400, "remove: \"id\" must be a string or an object (a document's _id), not \(id.typeName)")
+                }
                 return Translated(method: "remove", collection: collection,
                                   statement: try parse("DELETE FROM \(quoted) WHERE _id = :id"), arguments: ["id": id])
             }
