@@ -548,10 +548,12 @@ paths:
                         properties:
                           method: { const: upsert }
                           collection: { type: string, minLength: 1, maxLength: 255 }
-                          id: { oneOf: [{ type: string }, { type: object }] }
+                          id:
+                            description: the document's _id (null or absent - `value._id`, else a generated id)
+                            oneOf: [{ type: string }, { type: object }, { type: "null" }]
                           value: { type: object }
                           valueTypeOverrides:
-                            type: object
+                            type: [object, "null"]
                             additionalProperties: { type: string, enum: [counter, register, map, attachment] }
                       - type: object
                         required: [method, collection, updates]
