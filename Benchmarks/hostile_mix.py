@@ -21,6 +21,8 @@ import base64, http.client, json, os, socket, statistics, sys, threading, time, 
 URL, KEY = sys.argv[1], sys.argv[2]
 SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else 20.0
 FLOOD = int(os.environ.get("FLOOD", "300"))
+# Which hostile clients run (comma-separated subset of regex,like,slow,flood; default all).
+KINDS = set(os.environ.get("HOSTILE", "regex,like,slow,flood").split(","))
 u = urllib.parse.urlparse(URL)
 HOST, PORT = u.hostname, u.port
 HEADERS = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
@@ -131,13 +133,17 @@ def run_phase(name, hostile):
     result, counts, threads = {}, {}, []
     if hostile:
         for _ in range(2):
-            threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
-                                                                       {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex")))
-            threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
-                                                                       {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like")))
-        for _ in range(4):
-            threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts)))
-        threads.append(threading.Thread(target=flood, args=(stop_at, counts)))
+            if "regex" in KINDS:
+                threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
+                                                                           {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex")))
+            if "like" in KINDS:
+                threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
+                                                                           {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like")))
+        if "slow" in KINDS:
+            for _ in range(4):
+                threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts)))
+        if "flood" in KINDS:
+            threads.append(threading.Thread(target=flood, args=(stop_at, counts)))
     for t in threads:
         t.daemon = True
         t.start()
