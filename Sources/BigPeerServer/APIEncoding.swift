@@ -1,5 +1,6 @@
 import Auth
 import HTTP
+import Store
 import Values
 
 /// Request and response bodies of the REST API: JSON by default, CBOR (RFC 8949) when asked.
@@ -52,6 +53,19 @@ enum APIEncoding {
     }
 
     /// The request body as a value, or a description of why it cannot be read.
+    /// Bodies from this size on are decoded on the evaluation threads, not on the request's event
+    /// loop: parsing a few MiB of JSON takes milliseconds that every other connection of the
+    /// loop would wait (docs/PERFORMANCE.md, "Hostile mix").
+    static let offLoopDecodeBytes = 256 << 10
+
+    /// `decodeBody`, off the event loop when the body is large.
+    static func decodeBodyOffLoopIfLarge(_ request: HTTPRequest) async -> Result<Value, APIRequestError> {
+        guard request.body.count >= offLoopDecodeBytes else { return decodeBody(request) }
+        do { return try await InMemoryEvaluation.offLoop { decodeBody(request) } } catch {
+            return .failure(APIRequestError("the request body could not be decoded: \(error)"))
+        }
+    }
+
     static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
         let type = request.headers["Content-Type"].flatMap { mentionsCBOR($0) ? $0 : nil }?
             .split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
@@ -100,7 +114,7 @@ enum APIEncoding {
 }
 
 /// A request the API cannot read (400), with the description for the error body.
-struct APIRequestError: Error {
+struct APIRequestError: Error, Sendable {
     let message: String
     init(_ message: String) { self.message = message }
 }

@@ -58,7 +58,7 @@ struct LegacyRoutes {
                 case .success(let p): principal = p
                 case .failure(let e): throw Failure(e)
                 }
-                guard case .object(let body) = try APIEncoding.decodeBody(request).mapError({ Failure(400, $0.message) }).get() else {
+                guard case .object(let body) = try await APIEncoding.decodeBodyOffLoopIfLarge(request).mapError({ Failure(400, $0.message) }).get() else {
                     throw Failure(400, "the request body must be an object")
                 }
                 let minimum = try APIEncoding.minimumTransaction(request).mapError { Failure(400, $0.message) }.get()

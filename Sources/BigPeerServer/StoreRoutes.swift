@@ -36,7 +36,7 @@ struct StoreRoutes {
         case .failure(let e): return failure(e, request)
         }
         let body: Value
-        switch APIEncoding.decodeBody(request) {
+        switch await APIEncoding.decodeBodyOffLoopIfLarge(request) {
         case .success(let v): body = v
         case .failure(let why): return failure(400, why.message, request)
         }

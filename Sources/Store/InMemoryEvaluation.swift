@@ -2,7 +2,7 @@
 //
 // Requests run on event loops, and a loop serves every other connection it owns: a filter, sort or
 // grouping that runs for a second there stalls them all (`/healthz` included). So every in-memory
-// stage first runs inline with a small step budget (`onLoopSteps`, about a millisecond or two);
+// stage first runs inline with a small step budget (`onLoopSteps`, a few tenths of a millisecond);
 // almost every request finishes within it and pays no thread hop. If the budget runs out, the
 // inline attempt is dropped (evaluation is pure) and the stage runs again from the start on
 // `workers`, threads of their own, with the statement's deadline. Past the
@@ -16,9 +16,11 @@ import Values
 
 public enum InMemoryEvaluation {
     /// Steps an in-memory stage may take inline before it moves off the loop. A step is a byte read
-    /// by a string function, an NFA state per scalar or an eighth of an expression node: 100,000
-    /// take 0.6-4 ms on the loaded 2-core test machine (docs/PERFORMANCE.md).
-    public static let onLoopSteps = 100_000
+    /// by a string function, an NFA state per scalar or an eighth of an expression node: 20,000
+    /// take 0.1-0.8 ms on the loaded 2-core test machine. (100,000 was measured first: CPU bombs
+    /// answered in a tight loop then cost a normal client 5x its idle p99, 20,000 3.8x;
+    /// docs/PERFORMANCE.md, "Hostile mix".)
+    public static let onLoopSteps = 20_000
 
     /// Steps one write statement (INSERT/UPDATE/DELETE/EVICT) may spend evaluating inline (its
     /// documents, SET expressions, the re-check of a locked document's WHERE): beyond, the
