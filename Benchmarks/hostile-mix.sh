@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A normal client's p99 on an idle server and while a bounded hostile mix runs (regex and LIKE
 # bombs, slow readers of a huge result, a WebSocket session flood): docs/PERFORMANCE.md, "Hostile
-# mix"; the goal (../shared/BENCHMARKS.md) is hostile p99 ≤ 2× idle p99.
+# mix"; the goal (BENCHMARKS.md of the design notes) is hostile p99 ≤ 2× idle p99.
 #   Benchmarks/hostile-mix.sh [seconds-per-phase=20]
 # Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300).
 # Starts `bigpeer serve` (release) on its own data dir and a free loopback port; everything stops

@@ -4,16 +4,38 @@
 #   scripts/autobahn.sh [quick|limits|deflate|full]      (default: quick)
 #
 # Starts the server on a free loopback port with a private PostgreSQL in a temporary data dir
-# (`--insecure-dev`: no API keys; the echo endpoint is unauthenticated anyway), runs
-# ../shared/tools/autobahn (next to the repository clone, as in CI) against
-# ws://127.0.0.1:PORT/api/v4/_echo, stops the server, and exits non-zero on any failed case.
-# Environment: BIGPEER_BIN (default: the `swift build` debug binary), AUTOBAHN (the tool),
-# AB_OUT (reports, default .build/autobahn-reports).
+# (`--insecure-dev`: no API keys; the echo endpoint is unauthenticated anyway), runs the testsuite's
+# fuzzingclient against ws://127.0.0.1:PORT/api/v4/_echo, stops the server, and exits non-zero on
+# any failed case (scripts/lib/autobahn_report.py).
+#   quick   every case but 9.*, 12.*, 13.*     limits  9.* (sizes)
+#   deflate 12.* and 13.* (slow: the testsuite compresses in Python)     full  everything (~20 min)
+# The testsuite is Python 2 code: it runs in a virtualenv on a Python 2.7 (pyenv's 2.7.18, or
+# python2.7 on PATH), built once with scripts/autobahn-requirements.txt.
+# Environment: BIGPEER_BIN (default: the `swift build` debug binary), AB_VENV (the virtualenv,
+# default /tmp/bigpeer-autobahn-venv), AB_OUT (reports, default .build/autobahn-reports),
+# AB_TIMEOUT (seconds, default 2400).
 set -euo pipefail
 set_name="${1:-quick}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-tool="${AUTOBAHN:-$root/../shared/tools/autobahn}"
-[[ -x "$tool" ]] || { echo "autobahn.sh: no Autobahn runner at $tool (set AUTOBAHN)" >&2; exit 2; }
+case "$set_name" in
+    quick)   cases='["*"]'; exclude='["9.*", "12.*", "13.*"]';;
+    limits)  cases='["9.*"]'; exclude='[]';;
+    deflate) cases='["12.*", "13.*"]'; exclude='[]';;
+    full)    cases='["*"]'; exclude='[]';;
+    *) echo "autobahn.sh: unknown set $set_name (quick, limits, deflate or full)" >&2; exit 2;;
+esac
+
+venv="${AB_VENV:-/tmp/bigpeer-autobahn-venv}"
+if [[ ! -x "$venv/bin/wstest" ]]; then
+    py2="/root/.pyenv/versions/2.7.18/bin/python2.7"
+    [[ -x "$py2" ]] || py2="$(command -v python2.7 || true)"
+    [[ -n "$py2" && -x "$py2" ]] || { echo "autobahn.sh: the testsuite needs Python 2.7 (pyenv 2.7.18 or python2.7 on PATH)" >&2; exit 2; }
+    echo "==> building the Autobahn testsuite's virtualenv in $venv"
+    python3 -m venv "$venv-tools"
+    "$venv-tools/bin/pip" -q install 'virtualenv<20.22'   # the last virtualenv that makes Python 2 environments
+    "$venv-tools/bin/virtualenv" -q -p "$py2" "$venv"
+    "$venv/bin/pip" -q install -r "$root/scripts/autobahn-requirements.txt"
+fi
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
 bin="${BIGPEER_BIN:-}"
 if [[ -z "$bin" ]]; then
@@ -43,5 +65,16 @@ for _ in $(seq 1 600); do
 done
 curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { echo "autobahn.sh: server not ready:" >&2; cat "$log" >&2; exit 1; }
 
-echo "==> autobahn $set_name against ws://127.0.0.1:$port/api/v4/_echo"
-AB_OUT="${AB_OUT:-$root/.build/autobahn-reports}" "$tool" "ws://127.0.0.1:$port/api/v4/_echo" "$set_name"
+url="ws://127.0.0.1:$port/api/v4/_echo"
+out="${AB_OUT:-$root/.build/autobahn-reports}"
+mkdir -p "$out"
+rm -rf "${out:?}/$set_name"
+cat >"$data/spec.json" <<JSON
+{"outdir": "$out/$set_name", "servers": [{"agent": "bigpeer", "url": "$url"}],
+ "cases": $cases, "exclude-cases": $exclude, "exclude-agent-cases": {}}
+JSON
+echo "==> autobahn $set_name against $url"
+# wstest exits 0 whatever the cases did; the report decides.
+timeout "${AB_TIMEOUT:-2400}" "$venv/bin/wstest" -m fuzzingclient -s "$data/spec.json" >"$out/$set_name.log" 2>&1 || true
+[[ -f "$out/$set_name/index.json" ]] || { echo "autobahn.sh: no report (timed out or crashed; see $out/$set_name.log)" >&2; exit 1; }
+python3 "$root/scripts/lib/autobahn_report.py" "$out/$set_name/index.json"
