@@ -72,9 +72,7 @@ extension PostgresQuery {
         if binds.count > maxBindCount {
             return .server(PostgresServerError(sqlState: "54023", message: "the statement has \(binds.count) parameters; PostgreSQL accepts at most \(maxBindCount)"))
         }
-        if sql.utf8.contains(0) {
-            return .server(PostgresServerError(sqlState: "22021", message: "the statement text contains U+0000 (NUL)"))
-        }
+        if let nul = nulInSQLError(sql) { return nul }
         for (i, b) in binds.enumerated() {
             guard let bytes = b.bytes else { continue }
             if bytes.count > maxBindBytes {
@@ -86,6 +84,11 @@ extension PostgresQuery {
         }
         return nil
     }
+}
+
+/// The error for SQL text holding U+0000 (libpq would end the statement there), or nil.
+private func nulInSQLError(_ sql: String) -> PostgresError? {
+    sql.utf8.contains(0) ? .server(PostgresServerError(sqlState: "22021", message: "the statement text contains U+0000 (NUL)")) : nil
 }
 
 /// memchr speed: the scan runs over every text parameter of every statement.
@@ -100,8 +103,7 @@ extension PostgresConnection.Request {
     /// The first reason any statement in the request cannot be sent, or nil.
     var unsendableError: PostgresError? {
         switch self {
-        case .simple(let sql):
-            return sql.utf8.contains(0) ? .server(PostgresServerError(sqlState: "22021", message: "the statement text contains U+0000 (NUL)")) : nil
+        case .simple(let sql): return nulInSQLError(sql)
         case .statement(let q), .copyIn(let q, _), .copyInStream(let q, _), .copyOut(let q, _): return q.unsendableError
         case .pipeline(let qs): return qs.lazy.compactMap(\.unsendableError).first
         }
