@@ -139,7 +139,16 @@ extension InsertPlan {
 public struct UpdatePlan: Sendable {
     public let statement: UpdateStatement
     public let declarations: TypeDeclarations
-    public let evaluator: Evaluator
+    public private(set) var evaluator: Evaluator
+
+    /// The same plan evaluating under `budget` (steps and deadline for in-memory work).
+    public func budgeted(_ budget: EvaluationBudget?) -> UpdatePlan {
+        var copy = self
+        var context = evaluator.context
+        context.budget = budget
+        copy.evaluator = Evaluator(context: context)
+        return copy
+    }
 
     public init(_ u: UpdateStatement, context: EvaluationContext) throws(DQLEvaluationError) {
         statement = u

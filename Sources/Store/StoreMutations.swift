@@ -85,7 +85,8 @@ extension WriteTransaction {
             return chunk
         }
         // Chunk 0 before anything is sent: an error in it leaves the transaction clean.
-        let first = try make(0)
+        // (On the global pool, as the later chunks: not on the loop driving this transaction.)
+        let first = try await Task(executorPreference: globalConcurrentExecutor) { try make(0) }.value
         // Chunk 1 on is made from now on, while chunk 0 is stored.
         let feed = BulkCopyFeed(from: 1, chunks: chunks, make: make)
         try await registerCollection(plan.collection)
@@ -123,15 +124,25 @@ extension WriteTransaction {
         let types = crdtTypes(plan.declarations)
         let ids = try await candidates(u.collection, filter: u.filter, orderBy: u.orderBy, limit: u.limit, offset: u.offset, context: context)
         let docs = try await lockDocuments(u.collection.name, ids)
+        let locked = ids.compactMap { id in docs[id].map { (id, $0) } }
         let recheck = try filterQuery(u.collection, u.filter, context)
+        // What to change in each locked document that still matches: pure, so off the loop when heavy.
+        let planned = try await evaluate(context) { context -> [(id: Value, operations: [FieldOperation])] in
+            let (recheck, plan) = (recheck.budgeted(context.budget), plan.budgeted(context.budget))
+            return try locked.compactMap { id, doc in
+                try context.budget?.charge(1)
+                guard let current = doc.materialize(), try recheck.matches(current) else { return nil }
+                return (id, try plan.operations(for: current))
+            }
+        }
         var writes: [PendingWrite] = []
         var mutated: [Value] = []
         var warnings: [String] = []
-        for id in ids {
-            guard var doc = docs[id], let current = doc.materialize(), try recheck.matches(current) else { continue }
+        for (id, operations) in planned {
+            guard var doc = docs[id] else { continue }
             let before = doc.versionVector
             var changed = false
-            for op in try plan.operations(for: current) {
+            for op in operations {
                 changed = try apply(op, to: &doc, types: types) || changed
             }
             let delta = doc.delta(since: before)
@@ -158,11 +169,15 @@ extension WriteTransaction {
     mutating func remove(_ r: RemoveStatement, context: EvaluationContext, evict: Bool) async throws -> ExecuteResult {
         let ids = try await candidates(r.collection, filter: r.filter, context: context)
         let docs = try await lockDocuments(r.collection.name, ids)
+        let locked = ids.compactMap { id in docs[id].map { (id, $0) } }
         let recheck = try filterQuery(r.collection, r.filter, context)
-        var matched: [Value] = []
-        for id in ids {
-            guard let doc = docs[id], let current = doc.materialize(), try recheck.matches(current) else { continue }
-            matched.append(id)
+        let matched = try await evaluate(context) { context -> [Value] in
+            let recheck = recheck.budgeted(context.budget)
+            return try locked.compactMap { id, doc in
+                try context.budget?.charge(1)
+                guard let current = doc.materialize(), try recheck.matches(current) else { return nil }
+                return id
+            }
         }
         let queryType = evict ? "evict" : "delete"
         if evict {

@@ -145,15 +145,15 @@ struct WriteTransaction {
         case .merge(let items, let origin): return try await merge(items, origin: origin)
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }
-        // Writes evaluate inside their transaction, on the drain task's loop: capped in steps (a 400
-        // beyond), not by the clock, since a bulk INSERT interleaves evaluation with its COPYs and
-        // may rightly take longer in total than one statement may in PostgreSQL. Their candidate
-        // search moves off the loop when heavy.
+        // Writes evaluate inside their transaction, driven from the drain task's loop: capped in
+        // steps (a 400 beyond), not by the clock, since a bulk INSERT interleaves evaluation with
+        // its COPYs and may rightly take longer in total than one statement may in PostgreSQL.
+        // Every part of that evaluation moves off the loop when heavy (`evaluate`).
         let budget = EvaluationBudget(maxSteps: InMemoryEvaluation.writeStatementSteps)
         let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
-        case .insert(let s): return try await insert(InsertPlan(s, context: context))
+        case .insert(let s): return try await insert(evaluate(context) { context in try InsertPlan(s, context: context) })
         case .update(let u): return try await update(u, context: context)
         case .delete(let r): return try await remove(r, context: context, evict: false)
         case .evict(let r): return try await remove(r, context: context, evict: true)

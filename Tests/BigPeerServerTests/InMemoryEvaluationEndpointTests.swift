@@ -78,6 +78,48 @@ import Values
         }
     }
 
+    /// A write's own evaluation (here each document's SET value) leaves the loop too. Before, it
+    /// ran inline (up to the write cap of 50M steps), and the loop answered nothing else meanwhile.
+    @Test func heavyWriteEvaluationLeavesTheLoop() async throws {
+        try await TestPostgres.withDatabase { db in
+            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev"])
+            let port = server.port
+            let probe = try HTTPClient()
+            let insert = #"{"statement":"INSERT INTO c DOCUMENTS (:d)","args":{"d":{"s":"\#(Self.subject)"}}}"#
+            for _ in 0..<Self.documents {
+                let (code, _) = try await ExecuteEndpointTests.post(probe, port, insert)
+                #expect(code == 200)
+            }
+            // No WHERE: the candidate search is a plain scan; the cost is in the SET value, ~10
+            // steps per character: 15M steps in all, within the write cap (seconds in a debug build).
+            let finished = MutexBox(false)
+            let write = Task { () throws -> (Int, Value) in
+                var configuration = HTTPClient.Configuration()
+                configuration.requestTimeout = .seconds(300)
+                let client = try HTTPClient(configuration: configuration)
+                defer { Task { await client.shutdown() } }
+                let body = #"{"statement":"UPDATE c SET hit = regexp_like(s, :p)","args":{"p":"(a|a)$x"}}"#
+                let answer = try await ExecuteEndpointTests.post(client, port, body)
+                finished.withLock { $0 = true }
+                return answer
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            for _ in 0..<3 {
+                let health = try await probe.get("http://127.0.0.1:\(port)/healthz")
+                #expect(health.status.code == 200)
+                #expect(!finished.withLock { $0 }, "the UPDATE finished before the probes: it held the loop")
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let (code, v) = try await write.value
+            #expect(code == 200, "\(v)")
+            #expect(v["mutatedDocumentIds"]?.arrayValue?.count == Self.documents, "\(v)")
+            let (_, hits) = try await ExecuteEndpointTests.post(probe, port, #"{"statement":"SELECT COUNT(*) AS n FROM c WHERE hit = false"}"#)
+            #expect(hits["items"] == [["n": .int(Int64(Self.documents))]])
+            await probe.shutdown()
+            await server.terminate()
+        }
+    }
+
     /// A refused pattern is a client error with a readable reason, never a 5xx.
     @Test func unsupportedRegexIsA400() async throws {
         try await TestPostgres.withDatabase { db in
