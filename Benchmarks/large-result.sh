@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Large SELECT results (issue #16 item 4): peak RSS of the server and time to first/last byte for
 # `SELECT * FROM big` over N documents (~155 bytes of JSON each; 200k ≈ 31 MB), a fast reader
-# (curl) and a slow one (curl --limit-rate). Numbers: docs/PERFORMANCE.md, "Large results stream".
+# (curl) and a slow one (curl --limit-rate). Numbers: docs/performance-history.md, "Large results stream".
 #
 #   Benchmarks/large-result.sh [BIGPEER_BINARY]     # DOCS=200000 PORT=18416 RATE=4M
 #

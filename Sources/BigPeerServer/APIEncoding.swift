@@ -55,7 +55,7 @@ enum APIEncoding {
     /// The request body as a value, or a description of why it cannot be read.
     /// Bodies from this size on are decoded on the evaluation threads, not on the request's event
     /// loop: parsing a few MiB of JSON takes milliseconds that every other connection of the
-    /// loop would wait (docs/PERFORMANCE.md, "Hostile mix").
+    /// loop would wait (docs/performance-history.md, "Hostile mix").
     static let offLoopDecodeBytes = 256 << 10
 
     /// `decodeBody`, off the event loop when the body is large.

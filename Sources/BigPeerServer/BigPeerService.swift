@@ -103,7 +103,7 @@ public final class BigPeerService: Sendable {
         }
         // The feed runs on the listener's loop: a notification then wakes no other thread, and
         // the change-log read uses a pooled session of that loop (no hop per round trip). On the
-        // shared cooperative pool every commit cost several thread switches (docs/PERFORMANCE.md).
+        // shared cooperative pool every commit cost several thread switches (docs/performance-history.md).
         let follower = Task(executorPreference: listenerLoop) { await feed.follow(listener) }
 
         let auth: Authenticator

@@ -2,7 +2,7 @@
 ///
 /// A handler's locals die when it returns, before the HTTP layer writes the response it returned:
 /// for a bulk INSERT of 100,000 documents, freeing the parsed body (a tree of ~400,000
-/// allocations) took ~0.1 s between COMMIT and the response (docs/PERFORMANCE.md, "Session 6: bulk
+/// allocations) took ~0.1 s between COMMIT and the response (docs/performance-history.md, "Session 6: bulk
 /// INSERT"). `hold` keeps one more reference to them on a background task that lets go a moment
 /// later, so the handler's own releases only decrement counts and the last one, which frees, runs
 /// on a pool thread while the response is sent.

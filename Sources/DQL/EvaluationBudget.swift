@@ -28,7 +28,7 @@ public final class EvaluationBudget: Sendable {
     /// How many steps pass between two readings of the clock (a power of two).
     static let clockInterval = 4096
     /// What evaluating one expression node costs: ~100-300 ns measured, against ~5-20 ns for a
-    /// byte of string work or an NFA state (docs/PERFORMANCE.md), so a step stays near 10-40 ns.
+    /// byte of string work or an NFA state (docs/performance-history.md), so a step stays near 10-40 ns.
     public static let stepsPerNode = 8
 
     public init(maxSteps: Int = .max, deadline: ContinuousClock.Instant? = nil, exhaustion: Exhaustion = .fail) {

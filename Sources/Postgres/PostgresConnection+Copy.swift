@@ -26,7 +26,7 @@ extension PostgresConnection {
     /// allows) of COPY data. With the default send buffer (~200 KiB) PostgreSQL, which reads 8 KiB
     /// at a time, emptied it faster than this loop refilled it: a bulk INSERT's backend went to
     /// sleep waiting for data ~8 times per 2 MB chunk, and each refill waited for this loop's
-    /// thread to be scheduled (docs/PERFORMANCE.md, "Session 6: bulk INSERT"). Raised once per
+    /// thread to be scheduled (docs/performance-history.md, "Session 6: bulk INSERT"). Raised once per
     /// session, and only by a COPY: sessions that never copy keep the default.
     func enlargeSendBuffer(for bytes: Int) {
         guard let pg else { return }

@@ -258,7 +258,7 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
             // the CPU from it only at a tick (4 ms at HZ=250), and every connection of the loop
             // waits that long. Offering the CPU after each batch lets them run now, and the loop
             // gets it back as soon as they block: on 2 cores shared with wrk, c64 p99 fell from
-            // 7.5-7.8 ms to 0.9-1.2 ms at the same requests/s (docs/PERFORMANCE.md, HTTP). With
+            // 7.5-7.8 ms to 0.9-1.2 ms at the same requests/s (docs/performance-history.md, HTTP). With
             // nothing else runnable, sched_yield returns at once (one cheap syscall per batch).
             if yieldsAfterEachBatch && n > 0 { sched_yield() }
         }

@@ -6,7 +6,7 @@ import Synchronization
 /// glibc keeps freed heap (in every thread's arena) for reuse instead of returning it: after 100
 /// sync peers that never read had left, the server's RSS stayed at 236 MB of the 267 MB they had
 /// raised it to (78 MB before them); `malloc_trim(0)` brought it back to 78 MB
-/// (docs/PERFORMANCE.md, "Sync: peers that never read"). Callers that have just let go of a lot
+/// (docs/performance-history.md, "Peers that never read"). Callers that have just let go of a lot
 /// (a session with a full output queue) call `request()`; bursts of such releases cost one trim.
 public enum HeapTrim {
     private static let scheduled = Atomic<Bool>(false)

@@ -19,7 +19,7 @@ public enum InMemoryEvaluation {
     /// by a string function, an NFA state per scalar or an eighth of an expression node: 20,000
     /// take 0.1-0.8 ms on the loaded 2-core test machine. (100,000 was measured first: CPU bombs
     /// answered in a tight loop then cost a normal client 5x its idle p99, 20,000 3.8x;
-    /// docs/PERFORMANCE.md, "Hostile mix".)
+    /// docs/performance-history.md, "Hostile mix".)
     public static let onLoopSteps = 20_000
 
     /// Steps one write statement (INSERT/UPDATE/DELETE/EVICT) may spend evaluating inline (its

@@ -73,7 +73,7 @@ extension SyncSession {
     /// (`pageArrived`), never sent without credit.
     static let estimatedEntryOverhead = 48
 
-    /// Pipelining (PERFORMANCE.md, "Sync"): while the one page read in flight is decoded and sent,
+    /// Pipelining (performance-history.md, "Sync"): while the one page read in flight is decoded and sent,
     /// the database reads the following page, as soon as it is known where that starts and if the
     /// credit left after the page in flight still covers some of it. Never more than two reads.
     mutating func readAhead(into out: inout [SyncSessionAction]) {

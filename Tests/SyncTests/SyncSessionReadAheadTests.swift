@@ -3,7 +3,7 @@ import Values
 @testable import Sync
 @testable import SyncProtocol
 
-/// Initial-sync pages read ahead (PERFORMANCE.md, "Sync"): once the store says where a page ends
+/// Initial-sync pages read ahead (performance-history.md, "Sync"): once the store says where a page ends
 /// (`.pageBoundary`), the session asks for the next one while the first is decoded and sent; at
 /// most two reads are in flight, pages are sent in id order, and a page read ahead is never sent
 /// without credit (it is dropped and read again).
