@@ -72,3 +72,12 @@ extension EvaluationContext {
         if let budget { try budget.charge(n) }
     }
 }
+
+extension Evaluator {
+    /// The same evaluator under `budget` instead of its context's.
+    public func budgeted(_ budget: EvaluationBudget?) -> Evaluator {
+        var context = self.context
+        context.budget = budget
+        return Evaluator(context: context)
+    }
+}

@@ -144,9 +144,7 @@ public struct UpdatePlan: Sendable {
     /// The same plan evaluating under `budget` (steps and deadline for in-memory work).
     public func budgeted(_ budget: EvaluationBudget?) -> UpdatePlan {
         var copy = self
-        var context = evaluator.context
-        context.budget = budget
-        copy.evaluator = Evaluator(context: context)
+        copy.evaluator = evaluator.budgeted(budget)
         return copy
     }
 

@@ -59,9 +59,7 @@ public struct SelectQuery: Sendable {
     /// The same query evaluated under `budget` (steps and deadline for in-memory work).
     public func budgeted(_ budget: EvaluationBudget?) -> SelectQuery {
         var copy = self
-        var context = evaluator.context
-        context.budget = budget
-        copy.evaluator = Evaluator(context: context)
+        copy.evaluator = evaluator.budgeted(budget)
         return copy
     }
 

@@ -21,20 +21,26 @@ import Values
         ("s ILIKE :p", #"{"p":"%\#(String(repeating: "a_", count: 1_000))b%"}"#),
     ]
 
+    /// A one-loop server of its own with `documents` documents whose `s` is `subject`.
+    static func serverWithDocuments(_ db: TestDatabase, _ arguments: String...) async throws -> ServerProcess {
+        let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev"] + arguments)
+        let setup = try HTTPClient()
+        let insert = #"{"statement":"INSERT INTO c DOCUMENTS (:d)","args":{"d":{"s":"\#(Self.subject)"}}}"#
+        for _ in 0..<Self.documents {
+            let (code, _) = try await ExecuteEndpointTests.post(setup, server.port, insert)
+            #expect(code == 200)
+        }
+        await setup.shutdown()
+        return server
+    }
+
     @Test func bombsTimeOutOffTheLoopWhileHealthzAnswers() async throws {
         try await TestPostgres.withDatabase { db in
             // Its own process (one loop: anything run on it blocks every other connection), so
             // its evaluation threads serve only these bombs, not every test of this process; and a
             // 6 s timeout, so the probes (~0.1 s each) have a wide margin even on a loaded machine.
-            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev", "--statement-timeout", "6"])
+            let server = try await Self.serverWithDocuments(db, "--statement-timeout", "6")
             let port = server.port
-            let setup = try HTTPClient()
-            let insert = #"{"statement":"INSERT INTO c DOCUMENTS (:d)","args":{"d":{"s":"\#(Self.subject)"}}}"#
-            for _ in 0..<Self.documents {
-                let (code, _) = try await ExecuteEndpointTests.post(setup, port, insert)
-                #expect(code == 200)
-            }
-            await setup.shutdown()
 
             // Two bombs at once, as in the report, each on its own connection.
             let finished = MutexBox(0)
@@ -82,14 +88,9 @@ import Values
     /// ran inline (up to the write cap of 50M steps), and the loop answered nothing else meanwhile.
     @Test func heavyWriteEvaluationLeavesTheLoop() async throws {
         try await TestPostgres.withDatabase { db in
-            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: ["--insecure-dev"])
+            let server = try await Self.serverWithDocuments(db)
             let port = server.port
             let probe = try HTTPClient()
-            let insert = #"{"statement":"INSERT INTO c DOCUMENTS (:d)","args":{"d":{"s":"\#(Self.subject)"}}}"#
-            for _ in 0..<Self.documents {
-                let (code, _) = try await ExecuteEndpointTests.post(probe, port, insert)
-                #expect(code == 200)
-            }
             // No WHERE: the candidate search is a plain scan; the cost is in the SET value, ~10
             // steps per character: 15M steps in all, within the write cap (seconds in a debug build).
             let finished = MutexBox(false)
