@@ -193,7 +193,7 @@ public final class PostgresPool: Sendable {
                 let error: any Error = switch failure {
                 case .timeout: PostgresError.poolTimeout(waited: configuration.acquireTimeout, maxConnections: configuration.maxConnections)
                 case .shutDown: PostgresError.shutDown
-                case .connectFailed: connectError ?? PostgresError.shutDown
+                case .connectFailed: connectError ?? PostgresError.connectionFailed("the session could not be opened")
                 }
                 effects.append(.resume(cont, .failure(error)))
             case .connect(let id): effects.append(.connect(id))
