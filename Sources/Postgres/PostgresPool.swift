@@ -13,10 +13,12 @@ import Synchronization
 /// - A caller that finds none free but room for one more opens a session, and takes whichever
 ///   comes first: its new session or one another caller releases meanwhile. Opening can take a
 ///   long time on a loaded server (a backend to fork and initialise); a caller bound to its own
-///   open sat out that time with other sessions idle — an initial sync's page read stalled for
-///   seconds that way (see `PostgresPoolTests`).
+///   open sat out that time with other sessions idle.
 ///
-/// All state lives in one `Mutex`; no lock is held across an `await`.
+/// The decisions are `PostgresPoolStateMachine`'s; this class keeps the callers' continuations,
+/// opens and closes sessions, and runs the one acquire timer and the idle sweep on the group's
+/// first loop. All state lives in one `Mutex`; each step of the machine runs under it, and what the
+/// step returns is carried out after it is released (no lock is held across an `await`).
 public final class PostgresPool: Sendable {
     public struct Configuration: Sendable {
         public var maxConnections = 16
