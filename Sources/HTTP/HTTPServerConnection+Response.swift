@@ -7,18 +7,10 @@ import Sockets
 extension HTTPServerConnection {
     /// Sends the handler's answer and moves to the next request.
     func finish(_ result: HTTPHandlerResult) {
-        guard phase == .handling, let head = current else { return }
-        if bodyStreaming {
-            // Answered before reading all the content: the rest is never parsed, so the
-            // connection cannot carry another request.
-            bodyStreaming = false
-            closeAfterResponse = true
-            pausedForInbound = false
-        }
+        guard let (head, keepAliveAllowed) = machine.responseStarting(draining: context.draining) else { return }
         inbound?.fail(.finished)
         inbound = nil
-        let config = context.shared.configuration
-        var keepAlive = head.keepAlive && !closeAfterResponse && !context.draining && requestsServed < config.maxRequestsPerConnection
+        var keepAlive = keepAliveAllowed
         switch result {
         case .upgrade(let response, let upgrade):
             tcp.writeInPlace { out in
@@ -27,9 +19,8 @@ extension HTTPServerConnection {
                                          passConnectionHeader: true)
             }
             log(head, response.status, bytes: 0)
-            phase = .upgraded
+            let leftover = machine.upgraded()
             context.remove(self)
-            let leftover = parser.takeBufferedBytes()
             tcp.delegate = nil
             upgrade.takeOver(tcp, leftover)
         case .response(let response):
@@ -50,18 +41,18 @@ extension HTTPServerConnection {
                 log(head, response.status, bytes: bodyAllowed ? bytes.count : 0)
                 completeResponse(keepAlive: keepAlive)
             case .stream(let producer):
-                streamChunked = head.version == .http1_1
-                if !streamChunked { keepAlive = false }  // HTTP/1.0: the close ends the body
+                let chunked = head.version == .http1_1
+                if !chunked { keepAlive = false }  // HTTP/1.0: the close ends the body
                 tcp.writeInPlace { out in
                     ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
-                                             framing: bodyAllowed ? (streamChunked ? .chunked : .untilClose) : .none,
+                                             framing: bodyAllowed ? (chunked ? .chunked : .untilClose) : .none,
                                              keepAlive: keepAlive, date: context.date, serverName: context.serverName)
                 }
                 log(head, response.status, bytes: -1)
                 guard bodyAllowed else { return completeResponse(keepAlive: keepAlive) }
-                startProducer(producer, keepAlive: keepAlive)
+                machine.streamStarted(chunked: chunked, length: nil, keepAlive: keepAlive)
+                startProducer(producer)
             case .sizedStream(let length, let producer):
-                streamChunked = false
                 tcp.writeInPlace { out in
                     ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
                                              framing: response.status.forbidsBody ? .none : .length(length),
@@ -69,15 +60,13 @@ extension HTTPServerConnection {
                 }
                 log(head, response.status, bytes: bodyAllowed ? length : 0)
                 guard bodyAllowed, length > 0 else { return completeResponse(keepAlive: keepAlive) }
-                streamRemaining = length
-                startProducer(producer, keepAlive: keepAlive)
+                machine.streamStarted(chunked: false, length: length, keepAlive: keepAlive)
+                startProducer(producer)
             }
         }
     }
 
-    private func startProducer(_ producer: @escaping @Sendable (HTTPBodyWriter) async throws -> Void, keepAlive: Bool) {
-        closeAfterResponse = !keepAlive
-        phase = .streaming
+    private func startProducer(_ producer: @escaping @Sendable (HTTPBodyWriter) async throws -> Void) {
         let writer = HTTPBodyWriter(connection: LoopBound(self, loop: tcp.loop))
         Task(executorPreference: tcp.loop) {
             do {
@@ -90,14 +79,7 @@ extension HTTPServerConnection {
     }
 
     func completeResponse(keepAlive: Bool) {
-        current = nil
-        guard keepAlive else {
-            phase = .closing
-            tcp.closeAfterFlush()
-            return
-        }
-        phase = .idle
-        deadline = NanoTime.now().adding(context.shared.configuration.timeouts.idle)
+        guard machine.responseFinished(keepAlive: keepAlive, now: .now()) else { return tcp.closeAfterFlush() }
         tcp.resumeReading()
         processBuffered()
     }

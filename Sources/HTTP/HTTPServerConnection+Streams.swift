@@ -8,8 +8,7 @@ extension HTTPServerConnection {
     func inboundNext(generation: UInt64, resume: CheckedContinuation<[UInt8]?, any Error>) {
         guard inbound?.generation == generation else { return resume.resume(throwing: HTTPRequestBody.Failed(reason: .finished)) }
         inbound?.take(resume)
-        if pausedForInbound, let buffered = inbound?.bufferedBytes, buffered < InboundBody.lowWaterMark {
-            pausedForInbound = false
+        if let buffered = inbound?.bufferedBytes, buffered < InboundBody.lowWaterMark, machine.inboundDrained() {
             if !tcp.isBackpressured { tcp.resumeReading() }
             processBuffered()
         }
@@ -18,16 +17,16 @@ extension HTTPServerConnection {
     // MARK: - Streaming (called by HTTPBodyWriter on the loop)
 
     func streamWrite(_ bytes: [UInt8], resume: CheckedContinuation<Void, any Error>) {
-        guard phase == .streaming, !tcp.isClosed else { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
-        if let remaining = streamRemaining {
-            // More than the announced Content-Length would corrupt the framing of the next response.
-            guard bytes.count <= remaining else {
-                tcp.close()
-                return resume.resume(throwing: HTTPBodyWriter.Closed())
-            }
-            streamRemaining = remaining - bytes.count
+        guard !tcp.isClosed else { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
+        switch machine.streamWrite(count: bytes.count) {
+        case .notStreaming:
+            return resume.resume(throwing: HTTPBodyWriter.Closed())
+        case .overrun:
+            tcp.close()
+            return resume.resume(throwing: HTTPBodyWriter.Closed())
+        case .raw:
             tcp.write(bytes)
-        } else if streamChunked {
+        case .chunk:
             let inline = bytes.count < OutputQueueCopyThreshold.value
             tcp.writeInPlace { out in
                 ResponseHeadWriter.appendHex(bytes.count, to: &out)
@@ -41,8 +40,6 @@ extension HTTPServerConnection {
                 tcp.write(bytes)
                 tcp.write(ResponseHeadWriter.crlf)
             }
-        } else {
-            tcp.write(bytes)
         }
         if tcp.isClosed { return resume.resume(throwing: HTTPBodyWriter.Closed()) }
         context.shared.notePeakQueuedOutput(tcp.peakPendingOutputBytes)
@@ -54,22 +51,19 @@ extension HTTPServerConnection {
     }
 
     func streamFinish() {
-        guard phase == .streaming, !tcp.isClosed else { return }
-        if let remaining = streamRemaining {
-            streamRemaining = nil
-            // Fewer bytes than announced: only closing tells the client the body is incomplete.
-            guard remaining == 0 else { return tcp.close() }
-            phase = .handling
-            return completeResponse(keepAlive: !closeAfterResponse && !context.draining)
+        guard !tcp.isClosed else { return }
+        switch machine.streamFinished(draining: context.draining) {
+        case .notStreaming:
+            break
+        case .truncated:
+            tcp.close()
+        case .complete(let writeTerminator, let keepAlive):
+            if writeTerminator { tcp.write(Array("0\r\n\r\n".utf8)) }
+            completeResponse(keepAlive: keepAlive)
         }
-        if streamChunked { tcp.write(Array("0\r\n\r\n".utf8)) }
-        phase = .handling
-        completeResponse(keepAlive: !closeAfterResponse && streamChunked && !context.draining)
     }
 
     func streamAbort() {
-        guard phase == .streaming else { return }
-        streamRemaining = nil
-        tcp.close()
+        if machine.streamAborted() { tcp.close() }
     }
 }

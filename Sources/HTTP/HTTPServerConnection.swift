@@ -1,116 +1,70 @@
 import Logging
 import Sockets
 
-/// One HTTP/1.1 connection on the server: feeds the parser, runs handlers one request at a time
-/// (so pipelined responses leave in request order), writes responses, enforces timeouts.
-/// Loop-owned: every method runs on `tcp.loop`.
-///
-///     idle ──bytes──▶ readingHead ──head──▶ readingBody ──end──▶ handling ──response──▶ idle
-///                          │                    │                   │ (stream) ▶ streaming ─▶ idle
-///                          └─────── timeout: 408 + close ───────────┘           (or close)
-///
-/// A `.streaming` route skips `readingBody`: its handler starts at the head (`handling` with
-/// `bodyStreaming` set) and the parser keeps feeding it content until the end of the message.
+/// One HTTP/1.1 connection on the server: moves bytes between the socket and its
+/// `HTTPConnectionStateMachine` (which decides), runs handlers one request at a time (so
+/// pipelined responses leave in request order), and writes responses.
+/// Loop-owned: every method runs on `tcp.loop`, and so does every step of `machine`.
 final class HTTPServerConnection: ConnectionDelegate {
-    enum Phase { case idle, readingHead, readingBody, handling, streaming, closing, upgraded, closed }
-
     let context: HTTPLoopContext
     let tcp: TCPConnection
-    var parser: HTTPParser
-    var phase = Phase.idle
-    var deadline: NanoTime?
-    private var writeDeadline: NanoTime?
-    private var writtenAtLastSweep: UInt64 = 0
-    var current: HTTPRequestHead?
+    var machine: HTTPConnectionStateMachine
     private(set) var currentID: (loop: Int, number: UInt64) = (0, 0)
     private(set) var started = NanoTime.now()
-    private(set) var requestsServed = 0
-    var closeAfterResponse = false
     private var inProcessLoop = false
     var streamWaiter: CheckedContinuation<Void, any Error>?
-    var streamChunked = true
-    /// Bytes a `.sizedStream` body still owes (nil for chunked or close-delimited streams).
-    var streamRemaining: Int?
     lazy var remote: String? = tcp.remoteAddress?.description
     /// The streamed request body of the running `.streaming` handler, while it has one.
     var inbound: InboundBody?
     private var inboundGeneration: UInt64 = 0
-    /// True while a `.streaming` handler runs and its content is still arriving.
-    var bodyStreaming = false
-    /// Reading paused because the handler has `InboundBody.highWaterMark` bytes unread.
-    var pausedForInbound = false
     /// The route matched at the head, used when the content has arrived.
     private var currentMatch: HTTPRouter.Match?
-    /// The server's body limit for ordinary routes; the parser admits up to `parserBodyLimit` at
-    /// the head (the largest streaming route) and gets the matched route's limit for the content.
-    private let baseBodyLimit: Int
-    private let parserBodyLimit: Int
 
     private static let continue100: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     init(context: HTTPLoopContext, tcp: TCPConnection) {
         self.context = context
         self.tcp = tcp
-        var limits = context.shared.configuration.limits
-        baseBodyLimit = limits.maxBodyBytes
-        limits.maxBodyBytes = max(limits.maxBodyBytes, context.shared.router.largestStreamingBodyLimit)
-        parserBodyLimit = limits.maxBodyBytes
-        parser = HTTPParser(kind: .request, limits: limits, aggregatesBody: true)
-        deadline = NanoTime.now().adding(context.shared.configuration.timeouts.header)
+        machine = HTTPConnectionStateMachine(configuration: context.shared.configuration,
+                                             largestStreamingBodyLimit: context.shared.router.largestStreamingBodyLimit, now: .now())
     }
 
-    var isIdle: Bool { phase == .idle && !parser.isMidMessage && tcp.pendingOutputBytes == 0 }
+    var isIdle: Bool { machine.isIdle(pendingOutputBytes: tcp.pendingOutputBytes) }
 
     // MARK: - ConnectionDelegate
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        parser.feed(bytes)
-        switch phase {
-        case .idle, .readingHead, .readingBody:
-            processBuffered()
-        case .handling where bodyStreaming:
-            processBuffered()
-        case .handling, .streaming:
-            // Pipelined bytes wait; stop reading once a full head's worth is waiting.
-            if parser.bufferedByteCount > context.shared.configuration.limits.maxHeaderBytes { tcp.pauseReading() }
-        case .closing, .upgraded, .closed:
-            break
+        switch machine.bytesReceived(bytes) {
+        case .process: processBuffered()
+        case .pauseReading: tcp.pauseReading()
+        case .none: break
         }
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
-        if bodyStreaming {
-            // The upload is truncated: nothing sensible can be answered, and the handler must not
-            // mistake the part it got for the whole.
-            bodyStreaming = false
-            inbound?.fail(.disconnected)
-            return tcp.close()
-        }
-        switch phase {
-        case .handling, .streaming:
-            closeAfterResponse = true  // answer what was asked, then close
-        default:
-            tcp.close()  // idle, or the peer left mid-request: nothing to answer
+        switch machine.peerClosed() {
+        case .close(let failInbound):
+            if failInbound { inbound?.fail(.disconnected) }
+            tcp.close()
+        case .closeAfterResponse:
+            break
         }
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        writeDeadline = nil
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume()
         }
-        if phase == .idle || phase == .readingHead || phase == .readingBody || (bodyStreaming && !pausedForInbound) {
+        if machine.outputDrained() {
             tcp.resumeReading()
             processBuffered()
         }
     }
 
     func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
-        let wasUpgraded = phase == .upgraded
+        let wasUpgraded = machine.transportClosed()
         if !wasUpgraded { context.shared.notePeakQueuedOutput(connection.peakPendingOutputBytes) }
-        phase = .closed
-        bodyStreaming = false
         inbound?.fail(.disconnected)
         if let waiter = streamWaiter {
             streamWaiter = nil
@@ -128,77 +82,48 @@ final class HTTPServerConnection: ConnectionDelegate {
         guard !inProcessLoop else { return }
         inProcessLoop = true
         defer { inProcessLoop = false }
-        while phase == .idle || phase == .readingHead || phase == .readingBody || bodyStreaming {
-            if tcp.isBackpressured {
-                tcp.pauseReading()
+        while true {
+            let now = NanoTime.now()
+            switch machine.next(now: now, outputBackpressured: tcp.isBackpressured) {
+            case .wait:
                 return
-            }
-            let event: HTTPParserEvent
-            do {
-                event = try parser.next()
-            } catch {
-                return reject(error)
-            }
-            switch event {
-            case .needMoreData:
-                if phase == .idle && parser.isMidMessage {
-                    phase = .readingHead
-                    deadline = NanoTime.now().adding(context.shared.configuration.timeouts.header)
-                }
-                return
-            case .requestHead(let head):
-                current = head
+            case .pauseReading:
+                return tcp.pauseReading()
+            case .head(let head):
                 let match = context.shared.router.match(head.method, path: head.path)
-                let limit: Int
-                if case .found(.streaming(let routeLimit, _), _) = match { limit = routeLimit } else { limit = baseBodyLimit }
-                // The parser admitted the largest limit of any route; this route's applies (RFC 9110 §15.5.14).
-                if let declared = head.headers["Content-Length"].flatMap({ Int($0) }), declared > limit {
-                    return reject(.contentTooLarge)
+                var streaming: (limit: Int, body: @Sendable (HTTPRequest, HTTPRequestBody) async throws -> HTTPHandlerResult, parameters: [String: String])?
+                if case .found(.streaming(let limit, let body), let parameters) = match { streaming = (limit, body, parameters) }
+                switch machine.routed(bodyLimit: streaming?.limit ?? machine.baseBodyLimit, streaming: streaming != nil, now: now) {
+                case .reject(let error):
+                    return sendRejection(error)
+                case .proceed(let sendContinue):
+                    if sendContinue { tcp.write(Self.continue100) }  // RFC 9110 §10.1.1
                 }
-                parser.limits.maxBodyBytes = limit
-                if parser.isReadingBody {
-                    deadline = NanoTime.now().adding(context.shared.configuration.timeouts.body)
-                    if head.expectsContinue { tcp.write(Self.continue100) }  // RFC 9110 §10.1.1
-                }
-                if case .found(.streaming(_, let body), let parameters) = match {
-                    startStreaming(head, body, parameters)
+                if let streaming {
+                    startStreaming(head, streaming.body, streaming.parameters)
                 } else {
                     currentMatch = match
-                    if parser.isReadingBody { phase = .readingBody }
                 }
-            case .body(let piece):
-                guard bodyStreaming else { continue }
-                // Streamed content may take long in total (64 MiB on a slow link): the body
-                // timeout counts from the last piece instead, so only a stalled client hits it.
-                deadline = NanoTime.now().adding(context.shared.configuration.timeouts.body)
+            case .content(let piece):
                 inbound?.deliver(piece)
                 if let buffered = inbound?.bufferedBytes, buffered > InboundBody.highWaterMark {
-                    pausedForInbound = true
-                    tcp.pauseReading()
-                    return
+                    machine.inboundFull()
+                    return tcp.pauseReading()
                 }
-            case .end(let trailers):
-                parser.limits.maxBodyBytes = parserBodyLimit
-                if bodyStreaming {
-                    bodyStreaming = false
-                    parser.aggregatesBody = true
-                    deadline = nil
-                    inbound?.end()
-                    continue
-                }
-                guard let head = current else { return reject(.malformed(.truncated)) }
-                var request = HTTPRequest(head: head, body: parser.takeBody(), trailers: trailers)
+            case .contentEnded:
+                inbound?.end()
+            case .dispatch(var request):
                 dispatch(&request)
-            case .responseHead:
-                continue  // not produced by a request parser
+            case .reject(let error, let failInbound):
+                if let failInbound { inbound?.fail(failInbound) }
+                return sendRejection(error)
             }
         }
     }
 
+    /// Stamps a request the machine has started handling.
     private func beginHandling(_ request: inout HTTPRequest) {
-        phase = .handling
         started = NanoTime.now()
-        requestsServed += 1
         currentID = context.nextRequestID()
         request.sequence = currentID
         request.remoteAddress = remote
@@ -213,16 +138,11 @@ final class HTTPServerConnection: ConnectionDelegate {
         inboundGeneration &+= 1
         inbound = InboundBody(generation: inboundGeneration)
         let reader = HTTPRequestBody(connection: LoopBound(self, loop: tcp.loop), generation: inboundGeneration)
-        // Even without content the parser still reports the message's `.end`; it must be consumed
-        // here (it ends `inbound`), not left to be mistaken for the end of the next request.
-        bodyStreaming = true
-        parser.aggregatesBody = false
         runAsync({ try await body($0, reader) }, request)
     }
 
     private func dispatch(_ request: inout HTTPRequest) {
         beginHandling(&request)
-        deadline = nil
         let match = currentMatch ?? context.shared.router.match(request.method, path: request.path)
         currentMatch = nil
         switch match {
@@ -271,22 +191,16 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     // MARK: - Errors, timeouts, shutdown
 
-    private func reject(_ error: HTTPParseError) {
-        if bodyStreaming {
-            bodyStreaming = false
-            inbound?.fail(error == .contentTooLarge ? .tooLarge : .malformed)
-        }
-        let response = HTTPResponse.error(error.status, message: error.description)
+    /// Answers a request the parser (or the route's limit) refused; the machine is `closing`.
+    private func sendRejection(_ error: HTTPParseError) {
         if context.logger.logLevel <= .info {
             context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "status": "\(error.status.code)", "reason": "\(error)"])
         }
-        sendErrorAndClose(response)
+        sendErrorAndClose(HTTPResponse.error(error.status, message: error.description))
     }
 
     private func sendErrorAndClose(_ response: HTTPResponse) {
         guard case .bytes(let body) = response.body else { return }
-        phase = .closing
-        deadline = nil
         tcp.writeInPlace { out in
             ResponseHeadWriter.write(into: &out, version: .http1_1, status: response.status, headers: response.headers,
                                      framing: .length(body.count), keepAlive: false, date: context.date, serverName: context.serverName)
@@ -297,36 +211,22 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     /// Called by the loop's sweeper.
     func checkTimeouts(now: NanoTime) {
-        // Write timeout = no write progress for `timeouts.write` while output is queued.
-        if tcp.pendingOutputBytes == 0 {
-            writeDeadline = nil
-        } else if tcp.totalBytesWritten != writtenAtLastSweep || writeDeadline == nil {
-            writtenAtLastSweep = tcp.totalBytesWritten
-            writeDeadline = now.adding(context.shared.configuration.timeouts.write)
-        } else if let w = writeDeadline, now >= w {
-            context.logger.info("dropping connection: peer not reading", metadata: ["peer": "\(remote ?? "?")", "queued": "\(tcp.pendingOutputBytes)"])
-            return tcp.close()
-        }
-        guard let d = deadline, now >= d else { return }
-        deadline = nil
-        switch phase {
-        case .idle where !parser.isMidMessage:
-            tcp.close()
-        case .idle, .readingHead, .readingBody:
-            sendErrorAndClose(.error(.requestTimeout, message: "request not received in time"))
-        case .handling where bodyStreaming && pausedForInbound:
-            deadline = now.adding(context.shared.configuration.timeouts.body)  // waiting on our handler, not the client
-        case .handling where bodyStreaming:
-            bodyStreaming = false
-            inbound?.fail(.timeout)
-            sendErrorAndClose(.error(.requestTimeout, message: "request content not received in time"))
-        default:
+        switch machine.checkTimeouts(now: now, pendingOutputBytes: tcp.pendingOutputBytes, totalBytesWritten: tcp.totalBytesWritten) {
+        case .none:
             break
+        case .dropStalledReader:
+            context.logger.info("dropping connection: peer not reading", metadata: ["peer": "\(remote ?? "?")", "queued": "\(tcp.pendingOutputBytes)"])
+            tcp.close()
+        case .closeIdle:
+            tcp.close()
+        case .requestTimeout(let message, let failInbound):
+            if failInbound { inbound?.fail(.timeout) }
+            sendErrorAndClose(.error(.requestTimeout, message: message))
         }
     }
 
     /// Graceful shutdown: idle connections close now; busy ones close after their response.
     func beginDrain() {
-        if isIdle { tcp.close() } else { closeAfterResponse = true }
+        if machine.drain(pendingOutputBytes: tcp.pendingOutputBytes) { tcp.close() }
     }
 }

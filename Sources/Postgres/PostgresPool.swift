@@ -13,10 +13,12 @@ import Synchronization
 /// - A caller that finds none free but room for one more opens a session, and takes whichever
 ///   comes first: its new session or one another caller releases meanwhile. Opening can take a
 ///   long time on a loaded server (a backend to fork and initialise); a caller bound to its own
-///   open sat out that time with other sessions idle — an initial sync's page read stalled for
-///   seconds that way (see `PostgresPoolTests`).
+///   open sat out that time with other sessions idle.
 ///
-/// All state lives in one `Mutex`; no lock is held across an `await`.
+/// The decisions are `PostgresPoolStateMachine`'s; this class keeps the callers' continuations,
+/// opens and closes sessions, and runs the one acquire timer and the idle sweep on the group's
+/// first loop. All state lives in one `Mutex`; each step of the machine runs under it, and what the
+/// step returns is carried out after it is released (no lock is held across an `await`).
 public final class PostgresPool: Sendable {
     public struct Configuration: Sendable {
         public var maxConnections = 16
@@ -26,35 +28,35 @@ public final class PostgresPool: Sendable {
         public init() {}
     }
 
-    private struct Idle {
-        var connection: PostgresConnection
-        var since: NanoTime
-    }
-
-    private struct Waiter {
-        var id: UInt64
-        var continuation: CheckedContinuation<PostgresConnection, any Error>
-    }
+    private typealias Machine = PostgresPoolStateMachine<PostgresConnection>
 
     private struct State {
-        var idle: [Idle] = []
-        var open = 0
-        var waiters: [Waiter] = []
-        var nextWaiterID: UInt64 = 0
-        var isShutDown = false
+        var machine: Machine
+        /// The callers the machine's waiters stand for.
+        var waiters: [Machine.WaiterID: CheckedContinuation<PostgresConnection, any Error>] = [:]
+        /// The loop timer armed for `machine.armedTimer` (touched only on `timerLoop`).
+        var timer: (id: TimerID, at: NanoTime)?
         /// Sessions handed out and not yet released (diagnostics: `leasedSessionStates`).
         var leased: [ObjectIdentifier: PostgresConnection] = [:]
-        /// Sessions being opened right now (counted in `open`, neither idle nor leased yet).
-        var connecting = 0
         /// Sessions opened so far, and the longest time one took to open (diagnostics).
         var opened = 0
         var longestOpen: Duration = .zero
     }
 
+    /// What a step of the machine leaves to do once the lock is released.
+    private enum Effect {
+        case resume(CheckedContinuation<PostgresConnection, any Error>, Result<PostgresConnection, any Error>)
+        case connect(Machine.ConnectID)
+        case close(PostgresConnection)
+        case syncTimer
+    }
+
     public let configuration: Configuration
     public let connectionConfiguration: PostgresConfiguration
     private let group: EventLoopGroup
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    /// The loop that runs the acquire timer and the idle sweep.
+    private var timerLoop: EventLoop { group.loops[0] }
     /// Opens one session on a loop (tests replace it to control how long an open takes).
     private let opener: @Sendable (PostgresConfiguration, EventLoop) async throws -> PostgresConnection
 
@@ -68,12 +70,13 @@ public final class PostgresPool: Sendable {
         self.configuration = configuration
         self.group = group
         self.opener = opener
+        state = Mutex(State(machine: Machine(configuration: configuration)))
         scheduleSweep()
     }
 
     /// Sessions currently open (idle + leased + connecting).
-    public var openConnections: Int { state.withLock { $0.open } }
-    public var idleConnections: Int { state.withLock { $0.idle.count } }
+    public var openConnections: Int { state.withLock { $0.machine.open } }
+    public var idleConnections: Int { state.withLock { $0.machine.idleCount } }
     /// A loop of this pool's group, for work that should run beside its sessions (a task with this
     /// executor preference never waits for Swift's shared cooperative threads).
     public var preferredLoop: EventLoop { group.next() }
@@ -82,14 +85,17 @@ public final class PostgresPool: Sendable {
     public var callersLoop: EventLoop { group.loops.first(where: { $0.inEventLoop }) ?? group.next() }
 
     /// Sessions being opened right now.
-    public var connectingCount: Int { state.withLock { $0.connecting } }
+    public var connectingCount: Int { state.withLock { $0.machine.connectingCount } }
 
     /// Sessions this pool has opened, and the longest an open took (a caller that opens a
     /// session waits for it, even if another one is released meanwhile).
     public var openStatistics: (opened: Int, longest: Duration) { state.withLock { ($0.opened, $0.longestOpen) } }
 
     /// Callers waiting for a session right now (those whose own open is under way included).
-    public var waitingCount: Int { state.withLock { $0.waiters.count } }
+    public var waitingCount: Int { state.withLock { $0.machine.waitingCount } }
+
+    /// Whether the acquire timer is armed (tests: it is cancelled once no caller waits).
+    var hasArmedTimer: Bool { state.withLock { $0.machine.armedTimer != nil } }
 
     // MARK: - Use
 
@@ -127,184 +133,154 @@ public final class PostgresPool: Sendable {
     }
 
     private func acquireSession() async throws -> PostgresConnection {
-        enum Step { case got(PostgresConnection), connect, wait }
-        let step: Step = try state.withLock { s throws(PostgresError) -> Step in
-            if s.isShutDown { throw .shutDown }
-            // Prefer a session on the caller's own loop: the statement then starts and completes on
-            // this thread with no hop (HTTP handlers run with their connection's loop as executor).
-            if let i = s.idle.lastIndex(where: { $0.connection.loop.inEventLoop && !$0.connection.isBroken }) {
-                return .got(s.idle.remove(at: i).connection)
-            }
-            while let item = s.idle.popLast() {
-                if !item.connection.isBroken { return .got(item.connection) }
-                s.open -= 1
-            }
-            if s.open < configuration.maxConnections {
-                s.open += 1
-                return .connect
-            }
-            return .wait
-        }
-        switch step {
-        case .got(let c): return c
-        case .connect: return try await openOrTakeReleased()
-        case .wait: return try await waitForConnection()
-        }
-    }
-
-    /// Opens a session for a slot already counted in `open`, waiting meanwhile as a waiter: a
-    /// session released before the open completes serves this caller at once, and the new
-    /// session then goes to the next waiter or the idle list. If the open completes first, it is
-    /// this caller's. If it fails while this caller still waits, the caller gets the error (as a
-    /// caller that opened a session always did). No acquire timeout: the open's own
-    /// `connectTimeout` bounds the wait, as before.
-    private func openOrTakeReleased() async throws -> PostgresConnection {
-        // The caller's own loop when it runs on one (then the session serves it with no hop).
-        let loop = group.loops.first(where: { $0.inEventLoop }) ?? group.next()
+        // The caller's own loop: sessions owned by it serve the caller with no thread hop (HTTP
+        // handlers run with their connection's loop as executor).
+        let preferring: @Sendable (PostgresConnection) -> Bool = { $0.loop.inEventLoop }
+        if let idle = state.withLock({ $0.machine.takeIdle(preferring: preferring) }) { return idle }
         return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresConnection, any Error>) in
-            let id = state.withLock { s -> UInt64 in
-                s.nextWaiterID += 1
-                s.waiters.append(Waiter(id: s.nextWaiterID, continuation: cont))
-                return s.nextWaiterID
-            }
-            Task {
-                let opened: Result<PostgresConnection, any Error>
-                do { opened = .success(try await self.openConnection(on: loop)) } catch { opened = .failure(error) }
-                let mine = self.state.withLock { s -> Waiter? in
-                    guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                    return s.waiters.remove(at: i)
-                }
-                switch (opened, mine) {
-                case (.success(let conn), let w?): w.continuation.resume(returning: conn)
-                case (.success(let conn), nil): self.release(conn)  // served already: to the next waiter or idle
-                case (.failure(let error), let w?): w.continuation.resume(throwing: error)
-                case (.failure, nil): break  // served already; `openConnection` gave the slot back
+            let effects = state.withLock { s -> [Effect] in
+                switch s.machine.acquire(now: .now(), preferring: preferring) {
+                case .session(let c): return [.resume(cont, .success(c))]
+                case .shutDown: return [.resume(cont, .failure(PostgresError.shutDown))]
+                case .wait(let id, let actions):
+                    s.waiters[id] = cont
+                    return Self.effects(of: actions, in: &s, configuration: configuration, connectError: nil)
                 }
             }
+            run(effects)
         }
     }
 
     public func release(_ conn: PostgresConnection) {
         let reusable = !conn.isBroken && conn.isIdleOutsideTransaction
-        if !reusable && !conn.isBroken { Task { await conn.close() } }
-        enum Next { case none, hand(Waiter), replace(Waiter), close }
-        let next: Next = state.withLock { s in
+        step { s in
             s.leased[ObjectIdentifier(conn)] = nil
-            if s.isShutDown {
-                s.open -= 1
-                return reusable ? .close : .none
-            }
-            if !reusable {
-                s.open -= 1
-                guard !s.waiters.isEmpty, s.open < configuration.maxConnections else { return .none }
-                s.open += 1
-                return .replace(s.waiters.removeFirst())
-            }
-            if !s.waiters.isEmpty { return .hand(s.waiters.removeFirst()) }
-            s.idle.append(Idle(connection: conn, since: .now()))
-            return .none
-        }
-        switch next {
-        case .none: break
-        case .close: Task { await conn.close() }
-        case .hand(let w): w.continuation.resume(returning: conn)
-        case .replace(let w):
-            Task {
-                do { w.continuation.resume(returning: try await self.openConnection()) } catch { w.continuation.resume(throwing: error) }
-            }
+            return s.machine.release(conn, reusable: reusable, now: .now())
         }
     }
 
     /// Closes idle sessions and fails waiters; leased sessions close when released.
     public func shutdown() async {
-        let (idle, waiters) = state.withLock { s in
-            s.isShutDown = true
-            let r = (s.idle, s.waiters)
-            s.open -= s.idle.count
-            s.idle = []
-            s.waiters = []
-            return r
+        let effects = state.withLock { s in
+            Self.effects(of: s.machine.shutdown(), in: &s, configuration: configuration, connectError: nil)
         }
-        for w in waiters { w.continuation.resume(throwing: PostgresError.shutDown) }
-        for i in idle { await i.connection.close() }
+        var closing: [PostgresConnection] = []
+        for effect in effects {
+            if case .close(let c) = effect { closing.append(c) } else { run([effect]) }
+        }
+        for c in closing { await c.close() }
     }
 
-    // MARK: - Internals
+    // MARK: - Carrying out the machine's actions
 
-    /// Opens a session for a slot already counted in `open`; gives the slot back on failure.
-    private func openConnection(on chosen: EventLoop? = nil) async throws -> PostgresConnection {
-        state.withLock { $0.connecting += 1 }
-        let started = ContinuousClock.now
-        defer {
+    /// Runs one step of the machine under the lock, then its effects outside it.
+    private func step(connectError: (any Error)? = nil, _ body: (inout State) -> [Machine.Action]) {
+        let effects = state.withLock { s in
+            Self.effects(of: body(&s), in: &s, configuration: configuration, connectError: connectError)
+        }
+        run(effects)
+    }
+
+    /// Pairs the machine's actions with the callers they concern (under the lock, so a caller is
+    /// resumed exactly once).
+    private static func effects(of actions: [Machine.Action], in s: inout State, configuration: Configuration,
+                                connectError: (any Error)?) -> [Effect] {
+        var effects: [Effect] = []
+        for action in actions {
+            switch action {
+            case .handOver(let conn, let id):
+                if let cont = s.waiters.removeValue(forKey: id) { effects.append(.resume(cont, .success(conn))) }
+            case .failWaiter(let id, let failure):
+                guard let cont = s.waiters.removeValue(forKey: id) else { continue }
+                let error: any Error = switch failure {
+                case .timeout: PostgresError.poolTimeout(waited: configuration.acquireTimeout, maxConnections: configuration.maxConnections)
+                case .shutDown: PostgresError.shutDown
+                case .connectFailed: connectError ?? PostgresError.connectionFailed("the session could not be opened")
+                }
+                effects.append(.resume(cont, .failure(error)))
+            case .connect(let id): effects.append(.connect(id))
+            case .close(let conn): effects.append(.close(conn))
+            case .armTimer, .cancelTimer: effects.append(.syncTimer)
+            }
+        }
+        return effects
+    }
+
+    private func run(_ effects: [Effect]) {
+        var closing: [PostgresConnection] = []
+        for effect in effects {
+            switch effect {
+            case .resume(let cont, let result): cont.resume(with: result)
+            case .connect(let id): connect(id, on: callersLoop)
+            case .close(let conn): closing.append(conn)
+            case .syncTimer:
+                let loop = timerLoop
+                loop.execute { [weak self] in self?.syncTimer() }
+            }
+        }
+        if !closing.isEmpty { Task { for c in closing { await c.close() } } }
+    }
+
+    /// Opens a session for the machine's `connect` action.
+    private func connect(_ id: Machine.ConnectID, on loop: EventLoop) {
+        Task {
+            let started = ContinuousClock.now
+            let opened: Result<PostgresConnection, any Error>
+            do { opened = .success(try await opener(connectionConfiguration, loop)) } catch { opened = .failure(error) }
             let took = ContinuousClock.now - started
-            state.withLock { s in
-                s.connecting -= 1
-                s.opened += 1
-                s.longestOpen = max(s.longestOpen, took)
-            }
-        }
-        do {
-            let loop = chosen ?? group.loops.first(where: { $0.inEventLoop }) ?? group.next()
-            return try await opener(connectionConfiguration, loop)
-        } catch {
-            state.withLock { $0.open -= 1 }
-            throw error
-        }
-    }
-
-    private func waitForConnection() async throws -> PostgresConnection {
-        let timeout = configuration.acquireTimeout
-        let max = configuration.maxConnections
-        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<PostgresConnection, any Error>) in
-            let id = state.withLock { s -> UInt64 in
-                s.nextWaiterID += 1
-                s.waiters.append(Waiter(id: s.nextWaiterID, continuation: cont))
-                return s.nextWaiterID
-            }
-            let loop = group.next()
-            loop.execute { [weak self] in
-                loop.scheduleTimer(after: timeout) {
-                    guard let self else { return }
-                    let expired = self.state.withLock { s -> Waiter? in
-                        guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                        return s.waiters.remove(at: i)
-                    }
-                    expired?.continuation.resume(throwing: PostgresError.poolTimeout(waited: timeout, maxConnections: max))
+            switch opened {
+            case .success(let conn):
+                step { s in
+                    s.opened += 1
+                    s.longestOpen = max(s.longestOpen, took)
+                    return s.machine.connected(id, conn, now: .now())
+                }
+            case .failure(let error):
+                step(connectError: error) { s in
+                    s.opened += 1
+                    s.longestOpen = max(s.longestOpen, took)
+                    return s.machine.connectFailed(id)
                 }
             }
         }
+    }
+
+    /// On `timerLoop`: moves the loop timer to the machine's `armedTimer` (cancels it when nil).
+    /// Arm and cancel requests from several threads may arrive in any order; each one re-reads
+    /// where the timer should be, so the last one leaves it right.
+    private func syncTimer() {
+        let loop = timerLoop
+        let (stale, wanted) = state.withLock { s -> (TimerID?, NanoTime?) in
+            let wanted = s.machine.armedTimer
+            guard s.timer?.at != wanted else { return (nil, nil) }
+            let stale = s.timer?.id
+            s.timer = nil
+            return (stale, wanted)
+        }
+        if let stale { loop.cancelTimer(stale) }
+        guard let wanted else { return }
+        let id = loop.scheduleTimer(after: max(.zero, wanted.duration(since: .now()))) { [weak self] in
+            guard let self else { return }
+            self.step { s in
+                s.timer = nil
+                return s.machine.timerFired(now: .now())
+            }
+        }
+        state.withLock { $0.timer = (id, wanted) }
     }
 
     /// Every half idle-timeout, closes sessions idle longer than the timeout.
     private func scheduleSweep() {
-        let loop = group.loops[0]
+        let loop = timerLoop
         let period = configuration.idleTimeout / 2
         loop.execute { [weak self] in
             loop.scheduleTimer(after: period) { [weak self] in
                 guard let self else { return }
-                self.sweepIdle()
+                self.step { $0.machine.sweepIdle(now: .now()) }
                 self.scheduleSweep()
             }
         }
     }
-
-    private func sweepIdle() {
-        let cutoff = NanoTime.now().adding(.zero - configuration.idleTimeout)
-        let expired: [PostgresConnection] = state.withLock { s in
-            guard !s.isShutDown else { return [] }
-            var keep: [Idle] = [], drop: [PostgresConnection] = []
-            for (i, item) in s.idle.enumerated().reversed() {
-                let mustKeep = keep.count < configuration.minIdleConnections
-                if item.connection.isBroken || (!mustKeep && item.since < cutoff) {
-                    drop.append(item.connection)
-                } else {
-                    keep.append(s.idle[i])
-                }
-            }
-            s.idle = keep.reversed()
-            s.open -= drop.count
-            return drop
-        }
-        if !expired.isEmpty { Task { for c in expired { await c.close() } } }
-    }
 }
+
+extension PostgresConnection: PoolSession {}

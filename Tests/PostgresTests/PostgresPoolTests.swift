@@ -99,6 +99,7 @@ import Testing
             pool.release(a)
             let c = try await waiter.value
             #expect(c === a)
+            #expect(!pool.hasArmedTimer, "the acquire timer goes once nobody waits")
             pool.release(c)
             #expect(pool.openConnections == 1)
         }
