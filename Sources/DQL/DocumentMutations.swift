@@ -1,11 +1,14 @@
-// The pure part of INSERT and UPDATE: a validated plan (Mutation.swift) plus a document's current
-// CRDT state in, the updated state and "was it mutated" out. No storage, no locks, no clock of its
-// own: the caller passes the `Replica` whose site id and hybrid logical clock stamp the writes.
+// The rules of INSERT and UPDATE, once, for every executor: a validated plan (Mutation.swift) plus a
+// document's current CRDT state in, the updated state and "was it mutated" out, and the errors (with
+// their messages) a statement meets on the way. No storage, no locks, no clock of its own: the caller
+// passes the `Replica` whose site id and hybrid logical clock stamp the writes.
 //
 // Two executors share it:
-//   * the SmallPeer local store (Sources/SmallPeer), which keeps documents in memory and a log on disk;
-//   * the server store (Sources/Store/StoreMutations.swift), which reads and locks rows in
-//     PostgreSQL, calls these functions inside `replica.withLock { r in ... }`, and writes back.
+//   * the SmallPeer local store (Sources/SmallPeer/LocalStore+Execute.swift), which keeps documents
+//     in memory and a log on disk;
+//   * the server store (Sources/Store/StoreMutations.swift, InsertMerge.swift), which reads and locks
+//     rows in PostgreSQL, calls these functions inside `replica.withLock { r in ... }`, and writes
+//     back. What it adds is its own: batching, COPY, re-checking a filter on the locked row.
 // DELETE is `Document.delete(replica:)` and EVICT drops the copy; neither needs a plan here.
 
 import CRDT
@@ -75,28 +78,73 @@ public enum DocumentMutations {
     /// `documentWarningBytes` a warning (returned). Tombstones have no size.
     public static func checkSize(of document: Document) throws(DocumentMutationError) -> String? {
         guard let value = document.materialize() else { return nil }
-        let size = JSON.serializedCount(value)
-        let id = JSON.string(document.id)
-        if size > documentLimitBytes { throw .tooLarge("document \(id) would be \(size) bytes; the limit is \(documentLimitBytes)") }
-        if size > documentWarningBytes { return "document \(id) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly" }
+        return try checkSize(id: document.id, serializedBytes: JSON.serializedCount(value))
+    }
+
+    /// The same rule for a document whose JSON text (`JSON.string` of its value) is already made
+    /// and `serializedBytes` long: an executor that stores that text measures it rather than
+    /// serializing the document twice.
+    public static func checkSize(id: Value, serializedBytes size: Int) throws(DocumentMutationError) -> String? {
+        if size > documentLimitBytes { throw .tooLarge("document \(JSON.string(id)) would be \(size) bytes; the limit is \(documentLimitBytes)") }
+        if size > documentWarningBytes { return "document \(JSON.string(id)) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly" }
         return nil
     }
 }
 
-extension InsertPlan {
-    /// The statement's documents grouped by `_id`, in order of first appearance; documents without
-    /// `_id` get one from `generateID` (and carry it in their fields). The same `_id` twice in one
-    /// statement is one document written twice, in statement order.
-    public func documentsByID(generateID: () -> Value) -> [(id: Value, versions: [[String: Value]])] {
-        var order: [Value] = []
-        var byID: [Value: [[String: Value]]] = [:]
-        for var doc in documents {
-            let id = doc["_id"] ?? generateID()
-            doc["_id"] = id
-            if byID[id] == nil { order.append(id) }
-            byID[id, default: []].append(doc)
+/// An INSERT's documents grouped by `_id`, in order of first appearance: documents without one get
+/// an id from `generateID` (and carry it in their fields); the same `_id` twice in one statement is
+/// one document written twice, in statement order.
+public struct InsertGroups: Sendable {
+    /// Ids in order of first appearance.
+    public private(set) var order: [Value] = []
+    /// Ids the statement gave (an executor looks these up); a freshly generated 128-bit random id
+    /// cannot exist yet.
+    public private(set) var supplied: [Value] = []
+    public private(set) var generated: [Value] = []
+    /// Each id's versions, in statement order (`InsertPlan.apply`'s `versions`).
+    public private(set) var fieldsByID: [Value: [[String: Value]]] = [:]
+
+    public init(_ documents: [[String: Value]], generateID: () -> Value) {
+        order.reserveCapacity(documents.count)
+        supplied.reserveCapacity(documents.count)
+        fieldsByID.reserveCapacity(documents.count)
+        for doc in documents {
+            if let given = doc["_id"] {
+                // One hash lookup per document, and the document is not copied (it has its `_id`).
+                if let i = fieldsByID.index(forKey: given) {
+                    fieldsByID.values[i].append(doc)
+                } else {
+                    fieldsByID[given] = [doc]
+                    supplied.append(given)
+                    order.append(given)
+                }
+            } else {
+                let id = generateID()
+                generated.append(id)
+                var withID = doc
+                withID["_id"] = id
+                fieldsByID[id] = [withID]
+                order.append(id)
+            }
         }
-        return order.map { ($0, byID[$0] ?? []) }
+    }
+}
+
+extension InsertPlan {
+    /// The CRDT field types this INSERT writes with: its declarations under its strict mode.
+    public var crdtTypes: CRDT.TypeDeclarations { declarations.crdt(strictMode: strictMode) }
+
+    /// Whether a live document with a given `_id` fails the statement (`ON ID CONFLICT FAIL`, the
+    /// default, and not INITIAL).
+    public var failsOnLiveDocument: Bool { policy == .fail && !initial }
+
+    /// The statement's conflict with documents that exist before it, checked before anything is
+    /// written: under `failsOnLiveDocument`, the first of `supplied` (`InsertGroups.supplied`, in
+    /// statement order) that `isLive`. So FAIL names a document the store already had, even when
+    /// the statement also repeats an `_id` (which `apply` then reports, if nothing existed).
+    public func conflictWithExisting(_ supplied: [Value], isLive: (Value) -> Bool) -> DocumentMutationError? {
+        guard failsOnLiveDocument, let id = supplied.first(where: isLive) else { return nil }
+        return .conflict(collection: collection, id: id)
     }
 
     /// Applies this INSERT's `versions` of one document to `document` (a fresh `Document(id:)`
@@ -105,9 +153,9 @@ extension InsertPlan {
     /// even with equal values (every supplied field is a new write); DO UPDATE_LOCAL_DIFF and
     /// INITIAL only when a value changed. Throws `.conflict` for FAIL on a live document; on any
     /// error the caller must discard `document` (it may hold the statement's earlier versions).
-    public func apply(_ versions: [[String: Value]], to document: inout Document, strictMode: Bool,
+    /// `types` is `crdtTypes`, made once per statement by the caller.
+    public func apply(_ versions: [[String: Value]], to document: inout Document, types: CRDT.TypeDeclarations,
                       replica: inout Replica) throws(DocumentMutationError) -> Bool {
-        let types = declarations.crdt(strictMode: strictMode)
         var changed = false
         for fields in versions {
             if initial {
@@ -118,7 +166,7 @@ extension InsertPlan {
                 case .doNothing: continue
                 case .doUpdate:
                     _ = try crdt { () throws(CRDTError) in try document.upsert(fields, mode: .update, types: types, replica: &replica) }
-                    changed = true
+                    changed = true  // every supplied field is a new write, even with equal values
                 case .doUpdateLocalDiff:
                     changed = try crdt { () throws(CRDTError) in
                         try document.upsert(fields, mode: .updateLocalDiff, types: types, replica: &replica)
@@ -137,6 +185,9 @@ extension UpdatePlan {
     /// The strict-mode setting the plan was validated under.
     public var strictMode: Bool { evaluator.context.strictMode }
 
+    /// The CRDT field types this UPDATE writes with: its declarations under its strict mode.
+    public var crdtTypes: CRDT.TypeDeclarations { declarations.crdt(strictMode: strictMode) }
+
     /// Applies the UPDATE to one document the statement selected; `current` is its materialized
     /// value (SET expressions may read it). Returns whether the value changed and an optional size
     /// warning (the size rule applies when the statement wrote something). On error the caller must
@@ -145,15 +196,24 @@ extension UpdatePlan {
                       replica: inout Replica) throws(DocumentMutationError) -> (changed: Bool, warning: String?) {
         let ops: [FieldOperation]
         do { ops = try operations(for: current) } catch { throw .invalid(error) }
-        let types = declarations.crdt(strictMode: strictMode)
         let before = document.versionVector
-        var changed = false
-        for op in ops {
-            changed = try crdt { () throws(CRDTError) in try DocumentMutations.apply(op, to: &document, types: types, replica: &replica) } || changed
-        }
+        let changed = try apply(ops, to: &document, types: crdtTypes, replica: &replica)
         // Only a write is checked: a document that grew past the limit through merges stays readable.
         guard document.versionVector != before else { return (changed, nil) }
         return (changed, try DocumentMutations.checkSize(of: document))
+    }
+
+    /// Applies `operations(for:)` of one document as CRDT operations, in order; whether its value
+    /// changed. The size rule is the caller's (`DocumentMutations.checkSize`): an executor that
+    /// serializes the document anyway measures that text. `types` is `crdtTypes`, made once per
+    /// statement. On error the caller must discard `document`.
+    public func apply(_ operations: [FieldOperation], to document: inout Document, types: CRDT.TypeDeclarations,
+                      replica: inout Replica) throws(DocumentMutationError) -> Bool {
+        var changed = false
+        for op in operations {
+            changed = try crdt { () throws(CRDTError) in try DocumentMutations.apply(op, to: &document, types: types, replica: &replica) } || changed
+        }
+        return changed
     }
 }
 

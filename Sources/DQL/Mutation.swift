@@ -1,8 +1,8 @@
-// Mutations as typed plans. The DQL layer does not know the CRDT engine: it binds arguments,
-// evaluates documents and values, validates paths against strict mode and the COLLECTION type
-// declarations, and hands the store a list of field operations per document; the store turns those
-// into CRDT operations (REGISTER set, MAP put/remove, COUNTER increment/restart) and reports
-// mutatedDocumentIds as the conflict policy implies.
+// Mutations as typed plans: this file binds arguments, evaluates documents and values, validates
+// paths against strict mode and the COLLECTION type declarations, and gives an UPDATE's field
+// operations per document. DocumentMutations.swift applies a plan to a document as CRDT operations
+// (REGISTER set, MAP put/remove, COUNTER increment/restart), with the conflict policies and the
+// mutatedDocumentIds they imply, for both executors (server store and small peer).
 //
 // Strict mode (DQL_STRICT_MODE, default on): an object value is one REGISTER unless the path is
 // declared MAP, so `SET a.b = 1` needs `COLLECTION c (a MAP)`; with strict mode off objects are
@@ -102,40 +102,6 @@ public struct InsertPlan: Sendable {
     }
 }
 
-extension InsertPlan {
-    /// What an INSERT does to a document whose `_id` already exists, as field operations; empty means
-    /// "not mutated" (so it is left out of mutatedDocumentIds). FAIL and DO NOTHING give none (FAIL is
-    /// the store's error to raise). DO UPDATE sets every given field; DO UPDATE_LOCAL_DIFF only those
-    /// whose value differs (exactly: 1 and 1.0 differ). Fields the document does not mention are kept.
-    /// A field that is a MAP (declared MAP, or any object with strict mode off) is descended into, so
-    /// only its changed members are written; anything else is one REGISTER value.
-    public func conflictOperations(incoming: [String: Value], existing: Value) -> [FieldOperation] {
-        guard policy == .doUpdate || policy == .doUpdateLocalDiff else { return [] }
-        var ops: [FieldOperation] = []
-        for key in JSONWriter.sortedKeys(incoming) where key != "_id" {
-            if let value = incoming[key] {
-                collect([.field(key)], value, existing: existing[key], into: &ops)
-            }
-        }
-        return ops
-    }
-
-    private func collect(_ steps: [PathComponent], _ value: Value, existing: Value?, into ops: inout [FieldOperation]) {
-        let declared = declarations.type(of: steps)
-        if case .object(let members) = value, declared == .map || (!strictMode && declared == nil) {
-            for key in JSONWriter.sortedKeys(members) {
-                if let v = members[key] {
-                    collect(steps + [.field(key)], v, existing: existing.flatMap { Evaluator.step($0, .field(key)) }, into: &ops)
-                }
-            }
-            if members.isEmpty, existing == nil { ops.append(.set(steps, value)) }
-            return
-        }
-        if policy == .doUpdateLocalDiff, existing == value { return }
-        ops.append(.set(steps, value))
-    }
-}
-
 public struct UpdatePlan: Sendable {
     public let statement: UpdateStatement
     public let declarations: TypeDeclarations
@@ -211,39 +177,6 @@ public struct UpdatePlan: Sendable {
         }
         for p in statement.unset { ops.append(.unset(p.steps)) }
         return ops
-    }
-
-    /// Applies operations to a plain document (no CRDT metadata): what a reader sees afterwards.
-    /// Counters are plain numbers here; integer overflow is an error.
-    public static func apply(_ ops: [FieldOperation], to document: Value) throws(DQLEvaluationError) -> Value {
-        var doc = document
-        for op in ops {
-            switch op {
-            case .set(let steps, let v): doc = update(doc, steps[...]) { _ in v }
-            case .unset(let steps): doc = update(doc, steps[...]) { _ in nil }
-            case .restart(let steps, let v): doc = update(doc, steps[...]) { _ in v ?? .int(0) }
-            case .increment(let steps, let amount, _):
-                var current: Value? = doc
-                for step in steps { current = current.flatMap { Evaluator.step($0, step) } }
-                var base: Value = .int(0)
-                if let c = current, c.doubleValue != nil { base = c }  // a non-number counter restarts at 0
-                let sum = try Arithmetic.binary(.add, base, amount) ?? .int(0)
-                doc = update(doc, steps[...]) { _ in sum }
-            }
-        }
-        return doc
-    }
-
-    static func update(_ v: Value?, _ steps: ArraySlice<PathComponent>, _ change: (Value?) -> Value?) -> Value {
-        guard let first = steps.first, case .field(let key) = first else { return change(v) ?? .null }
-        var o: [String: Value] = [:]
-        if case .object(let existing)? = v { o = existing }
-        if steps.count == 1 {
-            o[key] = change(o[key])
-        } else {
-            o[key] = update(o[key], steps.dropFirst(), change)
-        }
-        return .object(o)
     }
 }
 

@@ -93,7 +93,12 @@ extension LocalStore {
             let plan: InsertPlan
             do { plan = try InsertPlan(i, context: context) } catch { throw .from(error) }
             planned.result.warnings = plan.warnings
-            for (id, versions) in plan.documentsByID(generateID: generateID) {
+            let types = plan.crdtTypes
+            let groups = InsertGroups(plan.documents, generateID: generateID)
+            if let conflict = plan.conflictWithExisting(groups.supplied, isLive: {
+                document(DocumentRef(collection: plan.collection, id: $0))?.exists == true
+            }) { throw .from(conflict) }
+            for id in groups.order {
                 let ref = DocumentRef(collection: plan.collection, id: id)
                 let original: Document
                 if let existing = document(ref) { original = existing } else {
@@ -101,7 +106,7 @@ extension LocalStore {
                 }
                 var doc = original
                 let changed: Bool
-                do { changed = try plan.apply(versions, to: &doc, strictMode: context.strictMode, replica: &replica) } catch { throw .from(error) }
+                do { changed = try plan.apply(groups.fieldsByID[id] ?? [], to: &doc, types: types, replica: &replica) } catch { throw .from(error) }
                 record(ref, before: original, after: doc, mutated: changed, into: &planned)
             }
         case .update(let u):

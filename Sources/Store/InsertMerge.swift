@@ -3,44 +3,9 @@ import DQL
 import Postgres
 import Values
 
-/// An INSERT's documents grouped by `_id`: documents without one get a generated id; the same
-/// `_id` twice is one document, written twice in statement order.
-struct InsertGroups {
-    /// Ids in order of first appearance.
-    var order: [Value] = []
-    /// Given ids (to look up); a freshly generated 128-bit random id cannot exist yet.
-    var supplied: [Value] = []
-    var generated: [Value] = []
-    var fieldsByID: [Value: [[String: Value]]] = [:]
-
-    init(_ documents: [[String: Value]], generateID: () -> Value) {
-        order.reserveCapacity(documents.count)
-        supplied.reserveCapacity(documents.count)
-        fieldsByID.reserveCapacity(documents.count)
-        for doc in documents {
-            if let given = doc["_id"] {
-                // One hash lookup per document, and the document is not copied (it has its `_id`).
-                if let i = fieldsByID.index(forKey: given) {
-                    fieldsByID.values[i].append(doc)
-                } else {
-                    fieldsByID[given] = [doc]
-                    supplied.append(given)
-                    order.append(given)
-                }
-            } else {
-                let id = generateID()
-                generated.append(id)
-                var withID = doc
-                withID["_id"] = id
-                fieldsByID[id] = [withID]
-                order.append(id)
-            }
-        }
-    }
-}
-
-/// The CRDT half of an INSERT: merges each document's supplied fields into its current state
-/// (or a new one) and encodes the result. A pure value (`Sendable`), so a bulk INSERT can merge
+/// The server's half of an INSERT: merges each document's supplied fields into its current state
+/// (or a new one) by the shared rules (`InsertPlan.apply`, DQL/DocumentMutations.swift) and encodes
+/// the result for PostgreSQL. A pure value (`Sendable`), so a bulk INSERT can merge
 /// and encode the next chunk on another thread while PostgreSQL stores the previous one
 /// (`WriteTransaction.streamInsert`).
 struct InsertMerge: Sendable {
@@ -57,11 +22,11 @@ struct InsertMerge: Sendable {
 
     /// `copyCreations` defaults to whether `fieldsByID` holds enough documents for COPY; a bulk
     /// INSERT evaluated chunk by chunk (`insertEvaluatingInChunks`) sets it for every chunk.
-    init(store: DocumentStore, plan: InsertPlan, types: CRDT.TypeDeclarations, existing: [Value: Document],
+    init(store: DocumentStore, plan: InsertPlan, existing: [Value: Document],
          fieldsByID: [Value: [[String: Value]]], copyCreations: Bool? = nil) {
         self.store = store
         self.plan = plan
-        self.types = types
+        self.types = plan.crdtTypes
         self.existing = existing
         self.fieldsByID = fieldsByID
         self.copyCreations = copyCreations ?? (fieldsByID.count >= DocumentCopy.minimumRows)
@@ -97,26 +62,9 @@ struct InsertMerge: Sendable {
         for id in ids {
             var doc = try existing[id] ?? Document(id: id)
             let before = doc.versionVector
-            var changed = false
-            for fields in fieldsByID[id] ?? [] {
-                if doc.exists && !plan.initial {
-                    switch plan.policy {
-                    case .fail:
-                        throw StoreError.conflict("a document with _id \(JSON.string(id)) already exists in \(plan.collection) (use ON ID CONFLICT DO UPDATE, DO UPDATE_LOCAL_DIFF or DO NOTHING)")
-                    case .doNothing:
-                        continue
-                    case .doUpdate:
-                        _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
-                        changed = true  // every supplied field is a new write, even with equal values
-                    case .doUpdateLocalDiff:
-                        changed = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .updateLocalDiff, types: types, replica: &r) } || changed
-                    }
-                } else if plan.initial {
-                    changed = try store.replica.withLock { r throws(CRDTError) in try doc.insertInitial(fields, types: types, replica: &r) } || changed
-                } else {
-                    _ = try store.replica.withLock { r throws(CRDTError) in try doc.upsert(fields, mode: .update, types: types, replica: &r) }
-                    changed = true
-                }
+            let versions = fieldsByID[id] ?? []
+            let changed = try store.replica.withLock { r throws(DocumentMutationError) in
+                try plan.apply(versions, to: &doc, types: types, replica: &r)
             }
             // Not found under lock: `write` creates it and logs no delta for it, so none is
             // computed (a new event always advances the version vector: unchanged means empty).

@@ -76,6 +76,13 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             default: return .invalid(e.description)
             }
         case let e as CRDTError: return .invalid(e.description)
+        case let e as DocumentMutationError:
+            switch e {
+            case .conflict: return .conflict(e.description)
+            case .tooLarge(let m): return .tooLarge(m)
+            case .invalid(let evaluation): return from(evaluation)
+            case .crdt(let crdt): return .invalid(crdt.description)
+            }
         case let e as PostgresError:
             if e.isUnavailable { return .unavailable(e) }
             if e.sqlState == "57014" { return .timeout(nil) }  // statement_timeout

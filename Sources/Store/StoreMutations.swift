@@ -9,7 +9,6 @@ import Values
 /// first chunk, `runInTransaction` rolls the whole transaction back instead.
 extension WriteTransaction {
     mutating func insert(_ plan: InsertPlan) async throws -> ExecuteResult {
-        let types = crdtTypes(plan.declarations)
         let groups = InsertGroups(plan.documents, generateID: store.generateID)
         let (order, supplied, generated, fieldsByID) = (groups.order, groups.supplied, groups.generated, groups.fieldsByID)
         // A generated id cannot exist yet: it is created with a plain INSERT (cheaper than an
@@ -19,7 +18,7 @@ extension WriteTransaction {
             for id in generated { absentRows.insert(DocumentKey(collection: plan.collection, id: id)) }
         }
         let existing: [Value: Document]
-        if createsWithoutLookup && plan.policy == .fail && !plan.initial && supplied.count >= DocumentCopy.minimumRows {
+        if createsWithoutLookup && plan.failsOnLiveDocument && supplied.count >= DocumentCopy.minimumRows {
             // Such an INSERT fails as a whole if any of its documents exists, so in the common
             // case — none does — looking them up (a locking read of every `_id`) is wasted work.
             // Create them all instead: a row with one of these ids (live, a tombstone, or created
@@ -33,11 +32,9 @@ extension WriteTransaction {
         } else {
             existing = try await lockDocuments(plan.collection, supplied)
         }
-        let merge = InsertMerge(store: store, plan: plan, types: types, existing: existing, fieldsByID: fieldsByID)
-        if plan.policy == .fail && !plan.initial, let id = supplied.first(where: { existing[$0]?.exists == true }) {
-            // Found before anything is written (a streamed INSERT would otherwise fail midway).
-            throw StoreError.conflict("a document with _id \(JSON.string(id)) already exists in \(plan.collection) (use ON ID CONFLICT DO UPDATE, DO UPDATE_LOCAL_DIFF or DO NOTHING)")
-        }
+        let merge = InsertMerge(store: store, plan: plan, existing: existing, fieldsByID: fieldsByID)
+        // Found before anything is written (a streamed INSERT would otherwise fail midway).
+        if let conflict = plan.conflictWithExisting(supplied, isLive: { existing[$0]?.exists == true }) { throw conflict }
         var mutated: [Value] = []
         if order.count <= InsertMerge.chunk {
             let part = try merge.apply(order[...])
@@ -68,7 +65,6 @@ extension WriteTransaction {
     /// the transaction rolls back (`runInTransaction`), so nothing of it remains either way.
     mutating func insertEvaluatingInChunks(_ s: InsertStatement, context: EvaluationContext) async throws -> ExecuteResult {
         let plan = InsertPlan(unevaluated: s, context: context)
-        let types = crdtTypes(plan.declarations)
         let store = store
         let count = s.documents.count
         var mutated: [Value] = []
@@ -79,7 +75,7 @@ extension WriteTransaction {
             let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
             let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
             let groups = InsertGroups(evaluated.documents, generateID: store.generateID)
-            let merge = InsertMerge(store: store, plan: plan, types: types, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
+            let merge = InsertMerge(store: store, plan: plan, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
             var chunk = try merge.apply(groups.order[...], framed: false)
             chunk.warnings = evaluated.warnings
             return chunk
@@ -121,7 +117,7 @@ extension WriteTransaction {
 
     mutating func update(_ u: UpdateStatement, context: EvaluationContext) async throws -> ExecuteResult {
         let plan = try UpdatePlan(u, context: context)
-        let types = crdtTypes(plan.declarations)
+        let types = plan.crdtTypes
         let ids = try await candidates(u.collection, filter: u.filter, orderBy: u.orderBy, limit: u.limit, offset: u.offset, context: context)
         let docs = try await lockDocuments(u.collection.name, ids)
         let locked = ids.compactMap { id in docs[id].map { (id, $0) } }
@@ -141,9 +137,8 @@ extension WriteTransaction {
         for (id, operations) in planned {
             guard var doc = docs[id] else { continue }
             let before = doc.versionVector
-            var changed = false
-            for op in operations {
-                changed = try apply(op, to: &doc, types: types) || changed
+            let changed = try store.replica.withLock { r throws(DocumentMutationError) in
+                try plan.apply(operations, to: &doc, types: types, replica: &r)
             }
             let delta = doc.delta(since: before)
             guard !delta.isEmpty else { continue }
@@ -151,11 +146,7 @@ extension WriteTransaction {
             var encoded: EncodedWrite? = nil
             if let value = doc.materialize() {
                 let json = JSON.string(value)
-                let size = json.utf8.count
-                if size > documentLimitBytes {
-                    throw StoreError.tooLarge("document \(JSON.string(id)) would be \(size) bytes; the limit is \(documentLimitBytes)")
-                }
-                if size > documentWarningBytes { warnings.append("document \(JSON.string(id)) is \(size) bytes; documents above \(documentWarningBytes) bytes sync slowly") }
+                if let warning = try DocumentMutations.checkSize(id: id, serializedBytes: json.utf8.count) { warnings.append(warning) }
                 encoded = EncodedWrite(value: PostgresJSON(json), state: PostgresBytea(doc.encode()), delta: delta.encode())
             }
             writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta, encoded: encoded))
@@ -260,35 +251,5 @@ extension WriteTransaction {
         var s = SelectStatement(projections: [.all], from: collection)
         s.filter = filter
         return try SelectQuery(s, context: context)
-    }
-
-    func apply(_ op: FieldOperation, to doc: inout Document, types: CRDT.TypeDeclarations) throws -> Bool {
-        try store.replica.withLock { r throws(CRDTError) -> Bool in
-            switch op {
-            case .set(let steps, let v): return try doc.set(Self.fieldPath(steps), to: v, types: types, replica: &r)
-            case .unset(let steps): return try doc.unset(Self.fieldPath(steps), replica: &r)
-            case .increment(let steps, let amount, _):
-                return try doc.increment(Self.fieldPath(steps), by: amount.doubleValue ?? 0, types: types, replica: &r)
-            case .restart(let steps, let value):
-                return try doc.restart(Self.fieldPath(steps), with: value?.doubleValue ?? 0, types: types, replica: &r)
-            }
-        }
-    }
-
-    static func fieldPath(_ steps: [PathComponent]) -> FieldPath {
-        FieldPath(steps.compactMap { if case .field(let k) = $0 { k } else { nil } })
-    }
-
-    func crdtTypes(_ d: DQLTypeDeclarations) -> CRDT.TypeDeclarations {
-        var declared: [FieldPath: CRDT.FieldType] = [:]
-        for (steps, t) in d.types {
-            switch t {
-            case .register: declared[Self.fieldPath(steps)] = .register
-            case .map: declared[Self.fieldPath(steps)] = .map
-            case .counter, .pnCounter: declared[Self.fieldPath(steps)] = .counter
-            case .attachment: declared[Self.fieldPath(steps)] = .attachment
-            }
-        }
-        return CRDT.TypeDeclarations(strict: strictMode, declared: declared)
     }
 }

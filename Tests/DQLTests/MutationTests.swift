@@ -33,7 +33,7 @@ import Values
         #expect(try insert("INSERT INTO c DOCUMENTS ({'b': :b})", ["b": warn]).warnings.count == 1)
     }
 
-    @Test func update_operationsAndInMemoryApply() throws {
+    @Test func update_operations() throws {
         let plan = try update("UPDATE COLLECTION c (m MAP, n COUNTER) APPLY n INCREMENT BY :v, k RESTART WITH 2 SET m.x = price * 2, t = nope UNSET old")
         let doc: Value = ["_id": "1", "price": 10, "n": 1, "old": true, "t": "gone", "m": ["y": 1]]
         let ops = try plan.operations(for: doc)
@@ -41,10 +41,6 @@ import Values
             .increment([.field("n")], amount: 5, legacy: false), .restart([.field("k")], value: 2),
             .set([.field("m"), .field("x")], 20), .unset([.field("t")]), .unset([.field("old")]),
         ])
-        #expect(try UpdatePlan.apply(ops, to: doc) == ["_id": "1", "price": 10, "n": 6, "k": 2, "m": ["x": 20, "y": 1]])
-        #expect(throws: DQLEvaluationError.numericOverflow("9223372036854775807 + 5")) {
-            try UpdatePlan.apply([.increment([.field("n")], amount: 5, legacy: true)], to: ["n": .int(Int64.max)])
-        }
     }
 
     @Test func strictMode_requiresMapDeclarationForDotPaths() throws {
@@ -98,48 +94,5 @@ import Values
         #expect(text.hasPrefix("DELETE: documents chosen by\nPostgreSQL:"))
         #expect(throws: DQLEvaluationError.self) { try PreparedStatement.prepare("SHOW NOPE", context: context) }
         #expect(throws: DQLSyntaxError.self) { try PreparedStatement.prepare("SHOW", context: context) }
-    }
-}
-
-@Suite struct InsertConflictTests {
-    func plan(_ policy: String, strict: Bool = true, declare: String = "") throws -> InsertPlan {
-        guard case .insert(let i) = try DQL.parse("INSERT INTO \(declare.isEmpty ? "c" : "COLLECTION c (\(declare))") DOCUMENTS (:d) ON ID CONFLICT \(policy)") else {
-            throw DQLEvaluationError.invalidStatement("not an insert")
-        }
-        return try InsertPlan(i, context: EvaluationContext(arguments: ["d": ["_id": "x"]], strictMode: strict))
-    }
-
-    let existing: Value = ["_id": "x", "a": 1, "m": ["p": 1, "q": 2], "keep": true]
-    let incoming: [String: Value] = ["_id": "x", "a": 1, "m": ["p": 1, "q": 3], "n": .double(1.0)]
-
-    @Test func doNothingAndFail_mutateNothing() throws {
-        #expect(try plan("DO NOTHING").conflictOperations(incoming: incoming, existing: existing).isEmpty)
-        #expect(try plan("FAIL").conflictOperations(incoming: incoming, existing: existing).isEmpty)
-    }
-
-    @Test func doUpdate_writesEveryGivenField() throws {
-        #expect(try plan("DO UPDATE").conflictOperations(incoming: incoming, existing: existing) == [
-            .set([.field("a")], 1), .set([.field("m")], ["p": 1, "q": 3]), .set([.field("n")], 1.0),
-        ])
-    }
-
-    @Test func doUpdateLocalDiff_writesOnlyChanges() throws {
-        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: incoming, existing: existing) == [
-            .set([.field("m")], ["p": 1, "q": 3]), .set([.field("n")], 1.0),
-        ])
-        // Identical values: nothing mutated.
-        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: ["_id": "x", "a": 1], existing: existing).isEmpty)
-        // 1 and 1.0 are different values to store.
-        #expect(try plan("DO UPDATE_LOCAL_DIFF").conflictOperations(incoming: ["a": 1.0], existing: existing) == [.set([.field("a")], 1.0)])
-    }
-
-    @Test func maps_areDescendedInto() throws {
-        #expect(try plan("DO UPDATE_LOCAL_DIFF", declare: "m MAP").conflictOperations(incoming: incoming, existing: existing) == [
-            .set([.field("m"), .field("q")], 3), .set([.field("n")], 1.0),
-        ])
-        #expect(try plan("DO UPDATE_LOCAL_DIFF", strict: false).conflictOperations(incoming: incoming, existing: existing) == [
-            .set([.field("m"), .field("q")], 3), .set([.field("n")], 1.0),
-        ])
-        #expect(try plan("DO UPDATE", strict: false).conflictOperations(incoming: ["m": [:]], existing: ["_id": "x"]) == [.set([.field("m")], [:])])
     }
 }
