@@ -1,6 +1,7 @@
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 /// An INSERT's documents grouped by `_id`: documents without one get a generated id; the same
