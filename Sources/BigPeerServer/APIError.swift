@@ -86,6 +86,9 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         switch error {
         case let e as APIError: self = e
         case let e as StoreError: self.init(e)
+        case let e as StoreBatchError:
+            self.init(e.error)
+            description = e.description
         case let e as AuthError: self.init(e)
         case let e as AttachmentError: self.init(e)
         case let e as HTTPRequestBody.Failed: self.init(e.reason == .tooLarge ? .contentTooLarge : .badRequest, e.description)

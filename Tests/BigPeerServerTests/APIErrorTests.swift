@@ -41,6 +41,9 @@ import Values
             #expect(mapped.status.code == code, "\(error)")
             #expect(mapped.description == error.description)
             #expect((mapped.serverFault != nil) == logged, "\(error)")
+            // A failed batch answers with its statement's status and says which statement failed.
+            let batch = APIError(StoreBatchError(index: 2, error: error) as any Error)
+            #expect(batch.status.code == code && batch.description.hasPrefix("statement 3 failed: "), "\(error)")
         }
     }
 
