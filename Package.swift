@@ -5,7 +5,9 @@
 import PackageDescription
 
 // Swift 6 language mode (tools 6.0) keeps strict concurrency checking on for every target.
-let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+// MemberImportVisibility (SE-0444): a file sees only the members of modules it imports itself, so
+// each file's imports, and each target's dependencies below, say what it uses.
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
 
 let package = Package(
     name: "BigPeer",
@@ -40,30 +42,31 @@ let package = Package(
         // Transport.
         .target(name: "Sockets", dependencies: ["CEpoll", "COpenSSL"], swiftSettings: strict),
         .target(name: "HTTP", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "WebSocket", dependencies: ["HTTP", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
+        .target(name: "WebSocket", dependencies: ["HTTP", "Sockets", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
         .target(name: "DQL", dependencies: ["Values", "CRDT", "Quoting"], swiftSettings: strict),
         // Storage.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "Store", dependencies: ["Postgres", "CRDT", "DQL", "Values", "Quoting"], swiftSettings: strict),
-        // Replication, local node, auth.
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting"], swiftSettings: strict),
+        // BigPeer's schema: the migrations the binary carries (server and test harness alike).
+        .target(name: "Migrations", dependencies: ["Postgres"], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL"], swiftSettings: strict),
+        // Replication and auth.
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
         .target(name: "SyncProtocol", dependencies: ["Values"], swiftSettings: strict),
         // Server-side sync sessions over the store and its change log.
-        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
-        .target(name: "Mesh", dependencies: ["Sockets", "Sync"], swiftSettings: strict),
-        .target(name: "Auth", dependencies: ["HTTP", "COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
+        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres"], swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Store", "Sync", "SyncProtocol", "Auth", "DQL", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncProtocol", "Auth", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -71,20 +74,23 @@ let package = Package(
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
         // Shared test helpers: PostgreSQL harness, ports, clocks.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "Sockets", "BigPeerTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "Sockets", "CZlib", "BigPeerTestSupport",
+                                                          .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["TestRandomness", "CRDT", "Values"], swiftSettings: strict),
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values", "Quoting"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport",
-                                                           "BigPeerServer", "Auth", "HTTP", "Sockets", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "Auth", "CRDT", "HTTP", "Sockets", "SyncProtocol", "Values", "WebSocket"], swiftSettings: strict),
+                                                           "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
+                                                             "Postgres", "Sockets", "Store", "SyncProtocol", "Values", "WebSocket",
+                                                             .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]
 )

@@ -92,7 +92,8 @@ public struct AccessRequirement: Sendable, Hashable {
     }
 }
 
-/// Why a request is not allowed, with the HTTP status it maps to (RFC 6750 §3.1 error codes).
+/// Why a request is not allowed. BigPeerServer's `APIError` gives each case its status and
+/// `WWW-Authenticate` challenge (RFC 6750 §3).
 public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No `Authorization` header.
     case missingCredentials
@@ -109,14 +110,6 @@ public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// OpenSSL's random generator failed (creating keys only).
     case randomUnavailable
 
-    public var httpStatus: Int {
-        switch self {
-        case .missingCredentials, .malformedCredentials, .invalidKey, .expiredKey, .revokedKey: 401
-        case .forbidden: 403
-        case .unavailable, .randomUnavailable: 503
-        }
-    }
-
     public var description: String {
         switch self {
         case .missingCredentials: "authentication required: send Authorization: Bearer <API key>"
@@ -127,17 +120,6 @@ public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
         case .forbidden(let why): "not permitted: \(why)"
         case .unavailable: "credentials cannot be checked right now; retry later"
         case .randomUnavailable: "the random number generator failed"
-        }
-    }
-
-    /// The `WWW-Authenticate` challenge (RFC 6750 §3) for a 401 or 403.
-    public var challenge: String? {
-        switch self {
-        case .missingCredentials: #"Bearer realm="bigpeer""#
-        case .malformedCredentials: #"Bearer realm="bigpeer", error="invalid_request""#
-        case .invalidKey, .expiredKey, .revokedKey: #"Bearer realm="bigpeer", error="invalid_token""#
-        case .forbidden: #"Bearer realm="bigpeer", error="insufficient_scope""#
-        case .unavailable, .randomUnavailable: nil
         }
     }
 }

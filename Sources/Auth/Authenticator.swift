@@ -1,4 +1,3 @@
-import HTTP
 import Postgres
 import Synchronization
 
@@ -74,9 +73,9 @@ public final class Authenticator: Sendable {
 
     public var isInsecureDevelopment: Bool { keys == nil }
 
-    /// The caller of `request`, or why there is none.
-    public func authenticate(_ request: HTTPRequest) async -> Result<Principal, AuthError> {
-        let values = request.headers.values("Authorization")
+    /// The caller presenting these `Authorization` header values (every one the request carries:
+    /// more than one is malformed), or why there is none.
+    public func authenticate(authorizationHeaders values: [String]) async -> Result<Principal, AuthError> {
         if values.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
         return await authenticate(authorization: values.first)
     }

@@ -1,4 +1,4 @@
-import Auth
+import Foundation
 import HTTP
 import Store
 import Values
@@ -59,14 +59,14 @@ enum APIEncoding {
     static let offLoopDecodeBytes = 256 << 10
 
     /// `decodeBody`, off the event loop when the body is large.
-    static func decodeBodyOffLoopIfLarge(_ request: HTTPRequest) async -> Result<Value, APIRequestError> {
+    static func decodeBodyOffLoopIfLarge(_ request: HTTPRequest) async -> Result<Value, APIError> {
         guard request.body.count >= offLoopDecodeBytes else { return decodeBody(request) }
         do { return try await InMemoryEvaluation.offLoop { decodeBody(request) } } catch {
-            return .failure(APIRequestError("the request body could not be decoded: \(error)"))
+            return .failure(APIError(.badRequest, "the request body could not be decoded: \(error)"))
         }
     }
 
-    static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIRequestError> {
+    static func decodeBody(_ request: HTTPRequest) -> Result<Value, APIError> {
         let type = request.headers["Content-Type"].flatMap { mentionsCBOR($0) ? $0 : nil }?
             .split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         if type == "application/cbor" {
@@ -75,14 +75,14 @@ enum APIEncoding {
             var limits = CBORLimits.default
             limits.maxInputBytes = max(limits.maxInputBytes, request.body.count)
             do { return .success(try CBORValueCodec.decode(request.body, limits: limits)) } catch {
-                return .failure(APIRequestError("the request body is not valid CBOR: \(error)"))
+                return .failure(APIError(.badRequest, "the request body is not valid CBOR: \(error)"))
             }
         }
         // As for CBOR: the server's body limit already bounds the size; depth and keys keep the defaults.
         var jsonLimits = JSONLimits()
         jsonLimits.maxInputBytes = max(jsonLimits.maxInputBytes, request.body.count)
         do { return .success(try JSON.parse(request.body, limits: jsonLimits)) } catch {
-            return .failure(APIRequestError("the request body is not valid JSON: \(error)"))
+            return .failure(APIError(.badRequest, "the request body is not valid JSON: \(error)"))
         }
     }
 
@@ -97,24 +97,12 @@ enum APIEncoding {
         return r
     }
 
-    /// Adds the headers an auth failure needs (`WWW-Authenticate`, RFC 6750 §3; `Retry-After`).
-    static func decorate(_ response: inout HTTPResponse, for error: AuthError) {
-        if let challenge = error.challenge { response.headers.add("WWW-Authenticate", challenge) }
-        if error.httpStatus == 503 { response.headers.add("Retry-After", "2") }
-    }
-
     /// `X-DITTO-TXN-ID`: nil when absent, `.failure` when not a non-negative integer.
-    static func minimumTransaction(_ request: HTTPRequest) -> Result<Int64?, APIRequestError> {
+    static func minimumTransaction(_ request: HTTPRequest) -> Result<Int64?, APIError> {
         guard let header = request.headers["X-DITTO-TXN-ID"] else { return .success(nil) }
         guard let n = Int64(header.trimmingCharacters(in: .whitespaces)), n >= 0 else {
-            return .failure(APIRequestError("X-DITTO-TXN-ID must be a non-negative integer"))
+            return .failure(APIError(.badRequest, "X-DITTO-TXN-ID must be a non-negative integer"))
         }
         return .success(n)
     }
-}
-
-/// A request the API cannot read (400), with the description for the error body.
-struct APIRequestError: Error, Sendable {
-    let message: String
-    init(_ message: String) { self.message = message }
 }

@@ -10,8 +10,7 @@ import Values
 ///     GET  /api/v4/attachments/{id}     the bytes; ETag, If-None-Match → 304, Range → 206 / 416
 ///
 /// The upload route streams: the file part goes to the store as it arrives (one chunk in memory),
-/// never buffered whole. Errors use the server's JSON error shape
-/// `{"error":{"status":…,"message":"…","requestId":"…"}}`.
+/// never buffered whole. Errors have the API's error object (`APIError`), always in JSON.
 ///
 /// Auth: attachments are content-addressed and belong to no collection, so uploading needs a key
 /// that may write at least one collection, and downloading one that may read at least one. The
@@ -29,32 +28,27 @@ struct AttachmentRoutes {
     func register(on router: inout HTTPRouter) {
         let store = self.store, maxBytes = self.maxBytes, logger = self.logger, auth = self.auth
         router.post("/api/v4/attachments/upload", .streaming(maxBodyBytes: maxBytes + Self.multipartOverhead) { request, body in
-            if let denied = await Self.check(request, auth: auth, needsWrite: true) { return .response(denied) }
+            if let denied = await Self.check(request, auth: auth, needsWrite: true, logger: logger) { return .response(denied) }
             return .response(await Self.upload(request, body, store: store, maxBytes: maxBytes, logger: logger))
         })
         router.get("/api/v4/attachments/:id", .respond { request in
-            if let denied = await Self.check(request, auth: auth, needsWrite: false) { return denied }
+            if let denied = await Self.check(request, auth: auth, needsWrite: false, logger: logger) { return denied }
             return await Self.download(request, store: store, logger: logger)
         })
     }
 
     /// nil when the caller may proceed; otherwise the 401/403/503 response.
-    static func check(_ request: HTTPRequest, auth: Authenticator, needsWrite: Bool) async -> HTTPResponse? {
+    static func check(_ request: HTTPRequest, auth: Authenticator, needsWrite: Bool, logger: Logger) async -> HTTPResponse? {
         let principal: Principal
         switch await auth.authenticate(request) {
         case .success(let p): principal = p
-        case .failure(let e):
-            var r = HTTPResponse.error(httpStatus(e.httpStatus), message: e.description, requestID: request.requestID)
-            APIEncoding.decorate(&r, for: e)
-            return r
+        case .failure(let e): return failure(e, request, logger)
         }
         let scope = needsWrite ? principal.write : principal.read
         if case .only(let set) = scope, set.isEmpty {
-            let e = AuthError.forbidden(needsWrite ? "uploading attachments needs write access to at least one collection"
-                                                   : "downloading attachments needs read access to at least one collection")
-            var r = HTTPResponse.error(.forbidden, message: e.description, requestID: request.requestID)
-            APIEncoding.decorate(&r, for: e)
-            return r
+            return failure(AuthError.forbidden(needsWrite ? "uploading attachments needs write access to at least one collection"
+                                                          : "downloading attachments needs read access to at least one collection"),
+                           request, logger)
         }
         return nil
     }
@@ -63,18 +57,17 @@ struct AttachmentRoutes {
 
     static func upload(_ request: HTTPRequest, _ body: HTTPRequestBody, store: AttachmentStore, maxBytes: Int, logger: Logger) async -> HTTPResponse {
         guard let contentType = request.headers["Content-Type"] else {
-            return .error(HTTPStatus(415, "Unsupported Media Type"), message: "Content-Type must be multipart/form-data with a boundary", requestID: request.requestID)
+            return failure(APIError(.unsupportedMediaType, "Content-Type must be multipart/form-data with a boundary"), request, logger)
         }
         guard let boundary = MultipartParser.boundary(fromContentType: contentType) else {
             let isMultipart = MultipartParser.parameters(of: contentType).0 == "multipart/form-data"
-            return isMultipart
-                ? .error(.badRequest, message: "the multipart/form-data boundary parameter is missing or invalid", requestID: request.requestID)
-                : .error(HTTPStatus(415, "Unsupported Media Type"), message: "Content-Type must be multipart/form-data", requestID: request.requestID)
+            return failure(isMultipart ? APIError(.badRequest, "the multipart/form-data boundary parameter is missing or invalid")
+                                       : APIError(.unsupportedMediaType, "Content-Type must be multipart/form-data"), request, logger)
         }
         let reader = UploadReader(parser: MultipartParser(boundary: boundary), body: body)
         do {
             guard let filePart = try await reader.seekFilePart() else {
-                return .error(.badRequest, message: "the form has no part named \"file\"", requestID: request.requestID)
+                return failure(APIError(.badRequest, "the form has no part named \"file\""), request, logger)
             }
             let fileType = filePart.contentType
             // Stored and later sent as a header: only a printable-ASCII media type (RFC 9110 §8.3) is kept.
@@ -84,21 +77,12 @@ struct AttachmentRoutes {
             let stored = try await store.store(contentType: storedType, maxBytes: maxBytes, from: { try await reader.nextFileBytes() })
             let out: Value = .object(["id": .string(stored.info.id.hex), "len": .int(stored.info.length)])
             return .json(JSON.serialize(out))
-        } catch let e as AttachmentError {
-            if case .database(let pg) = e { logger.error("attachment upload failed", metadata: ["error": "\(pg.debugDescription)", "request-id": "\(request.requestID)"]) }
-            if case .corrupt = e { logger.error("attachment upload failed", metadata: ["error": "\(e)", "request-id": "\(request.requestID)"]) }
-            var r = HTTPResponse.error(httpStatus(e.httpStatus), message: e.description, requestID: request.requestID)
-            if e.httpStatus == 503 { r.headers.add("Retry-After", "2") }
-            return r
         } catch let e as MultipartError {
-            return .error(.badRequest, message: e.description, requestID: request.requestID)
+            return failure(APIError(.badRequest, e.description), request, logger)
         } catch let e as UploadReader.FormError {
-            return .error(.badRequest, message: e.message, requestID: request.requestID)
-        } catch let e as HTTPRequestBody.Failed {
-            return .error(e.reason == .tooLarge ? .contentTooLarge : .badRequest, message: e.description, requestID: request.requestID)
+            return failure(APIError(.badRequest, e.message), request, logger)
         } catch {
-            logger.error("attachment upload failed", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
-            return .error(.internalServerError, message: "internal error", requestID: request.requestID)
+            return failure(error, request, logger)
         }
     }
 
@@ -106,12 +90,12 @@ struct AttachmentRoutes {
 
     static func download(_ request: HTTPRequest, store: AttachmentStore, logger: Logger) async -> HTTPResponse {
         guard let raw = request.pathParameters["id"], let id = AttachmentID(raw) else {
-            return .error(.badRequest, message: "an attachment id is 64 lowercase hex digits (the SHA-256 of the content)", requestID: request.requestID)
+            return failure(APIError(.badRequest, "an attachment id is 64 lowercase hex digits (the SHA-256 of the content)"), request, logger)
         }
         let info: AttachmentInfo
         do {
             guard let found = try await store.info(id) else {
-                return .error(.notFound, message: "no attachment \(id)", requestID: request.requestID)
+                return failure(APIError(.notFound, "no attachment \(id)"), request, logger)
             }
             info = found
         } catch {
@@ -143,7 +127,7 @@ struct AttachmentRoutes {
             status = HTTPStatus(206, "Partial Content")
             headers.add("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(info.length)")  // §14.4
         case .unsatisfiable:
-            var r = HTTPResponse.error(HTTPStatus(416, "Range Not Satisfiable"), message: "the range is outside the \(info.length) bytes of the attachment", requestID: request.requestID)
+            var r = failure(APIError(.rangeNotSatisfiable, "the range is outside the \(info.length) bytes of the attachment"), request, logger)
             r.headers.add("Content-Range", "bytes */\(info.length)")  // §15.5.17
             for (name, value) in AttachmentServedType.protectiveHeaders { r.headers.add(name, value) }
             return r
@@ -158,15 +142,9 @@ struct AttachmentRoutes {
         })
     }
 
+    /// The error response of an attachment route: JSON whatever the `Accept` (as its successes).
     static func failure(_ error: any Error, _ request: HTTPRequest, _ logger: Logger) -> HTTPResponse {
-        guard let e = error as? AttachmentError else {
-            logger.error("attachment request failed", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
-            return .error(.internalServerError, message: "internal error", requestID: request.requestID)
-        }
-        if e.httpStatus == 500 { logger.error("attachment request failed", metadata: ["error": "\(e)", "request-id": "\(request.requestID)"]) }
-        var r = HTTPResponse.error(httpStatus(e.httpStatus), message: e.description, requestID: request.requestID)
-        if e.httpStatus == 503 { r.headers.add("Retry-After", "2") }
-        return r
+        APIError(error).response(to: request, logger: logger, negotiated: false)
     }
 }
 

@@ -1,4 +1,5 @@
 import Auth
+import CRDT
 import HTTP
 import Logging
 import Postgres

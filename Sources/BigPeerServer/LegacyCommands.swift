@@ -1,4 +1,5 @@
 import DQL
+import HTTP
 import Store
 import Values
 
@@ -15,8 +16,6 @@ enum LegacyCommands {
     static let maxCommands = 1000
     static let maxUpdatesPerCommand = 1000
 
-    typealias Failure = LegacyRoutes.Failure
-
     struct Translated {
         var method: String
         var collection: String
@@ -26,7 +25,7 @@ enum LegacyCommands {
 
     static func collection(_ body: [String: Value]) throws -> String {
         guard case .string(let c)? = body["collection"], !c.isEmpty, c.utf8.count <= 255 else {
-            throw Failure(400, "\"collection\" (a non-empty string of at most 255 bytes) is required")
+            throw APIError(.badRequest, "\"collection\" (a non-empty string of at most 255 bytes) is required")
         }
         return c
     }
@@ -37,24 +36,24 @@ enum LegacyCommands {
         switch body["query"] {
         case nil, .null?: query = nil
         case .string(let q)?: query = q
-        default: throw Failure(400, "\"query\" must be a string in the legacy query syntax")
+        default: throw APIError(.badRequest, "\"query\" must be a string in the legacy query syntax")
         }
         var args: [String: Value] = [:]
         switch body["args"] {
         case nil, .null?: break
         case .object(let a)?: args = a
-        default: throw Failure(400, "\"args\" must be an object")
+        default: throw APIError(.badRequest, "\"args\" must be an object")
         }
         do {
             let t = try LegacyQuery.translate(query, arguments: args)
             return (t.condition, t.arguments)
         } catch {
-            throw Failure(400, error.description)
+            throw APIError(.badRequest, error.description)
         }
     }
 
     static func path(_ text: String) throws -> String {
-        do { return try LegacyQuery.translatePath(text) } catch { throw Failure(400, "path \"\(text)\": \(error.description)") }
+        do { return try LegacyQuery.translatePath(text) } catch { throw APIError(.badRequest, "path \"\(text)\": \(error.description)") }
     }
 
     /// `limit` / `offset`: absent, or a non-negative integer.
@@ -63,7 +62,7 @@ enum LegacyCommands {
         case nil, .null?: return nil
         case .int(let n)? where n >= 0: return n
         case .double(let d)? where d >= 0 && d <= 9e15 && d == d.rounded(): return Int64(d)
-        default: throw Failure(400, "\"\(key)\" must be a non-negative integer")
+        default: throw APIError(.badRequest, "\"\(key)\" must be a non-negative integer")
         }
     }
 
@@ -74,14 +73,14 @@ enum LegacyCommands {
     }
 
     static func translate(_ command: Value) throws -> Translated {
-        guard case .object(let c) = command else { throw Failure(400, "each command must be an object") }
+        guard case .object(let c) = command else { throw APIError(.badRequest, "each command must be an object") }
         let collection = try collection(c)
         let quoted = LegacyQuery.quoteIdentifier(collection)
         switch c["method"] {
         case .string("upsert")?:
-            guard case .object(var value)? = c["value"] else { throw Failure(400, "upsert needs \"value\" (an object)") }
+            guard case .object(var value)? = c["value"] else { throw APIError(.badRequest, "upsert needs \"value\" (an object)") }
             if let id = c["id"], id != .null {
-                if let inner = value["_id"], inner != id { throw Failure(400, "upsert \"id\" and \"value._id\" differ") }
+                if let inner = value["_id"], inner != id { throw APIError(.badRequest, "upsert \"id\" and \"value._id\" differ") }
                 value["_id"] = id
             }
             let target = try declaredTarget(quoted, overrides(c["valueTypeOverrides"]))
@@ -89,17 +88,17 @@ enum LegacyCommands {
             return Translated(method: "upsert", collection: collection, statement: try parse(dql), arguments: ["doc": .object(value)])
         case .string("update")?:
             guard case .array(let updates)? = c["updates"], !updates.isEmpty, updates.count <= maxUpdatesPerCommand else {
-                throw Failure(400, "update needs \"updates\": 1 to \(maxUpdatesPerCommand) {method, path, value} objects")
+                throw APIError(.badRequest, "update needs \"updates\": 1 to \(maxUpdatesPerCommand) {method, path, value} objects")
             }
             var (condition, args) = try condition(c)
             var apply: [String] = [], set: [String] = [], counters: [(String, String)] = []
             for (i, u) in updates.enumerated() {
                 guard case .object(let o) = u, case .string(let method)? = o["method"], case .string(let p)? = o["path"] else {
-                    throw Failure(400, "update \(i + 1) needs \"method\" and \"path\" strings")
+                    throw APIError(.badRequest, "update \(i + 1) needs \"method\" and \"path\" strings")
                 }
                 let path = try path(p)
                 let param = "u\(i)"
-                guard let v = o["value"] else { throw Failure(400, "update \(i + 1) needs \"value\"") }
+                guard let v = o["value"] else { throw APIError(.badRequest, "update \(i + 1) needs \"value\"") }
                 args[param] = v
                 switch method {
                 case "set": set.append("\(path) = :\(param)")
@@ -109,7 +108,7 @@ enum LegacyCommands {
                 case "replaceWithCounter":
                     apply.append("\(path) RESTART WITH :\(param)")
                     counters.append((path, "COUNTER"))
-                default: throw Failure(400, "update \(i + 1): method must be set, increment or replaceWithCounter, not \(method)")
+                default: throw APIError(.badRequest, "update \(i + 1): method must be set, increment or replaceWithCounter, not \(method)")
                 }
             }
             var dql = "UPDATE \(try declaredTarget(quoted, counters))"
@@ -119,19 +118,19 @@ enum LegacyCommands {
             return Translated(method: "update", collection: collection, statement: try parse(dql), arguments: args)
         case .string("remove")?:
             if let id = c["id"], id != .null {
-                if c["query"] != nil && c["query"] != .null { throw Failure(400, "remove takes \"query\" or \"id\", not both") }
+                if c["query"] != nil && c["query"] != .null { throw APIError(.badRequest, "remove takes \"query\" or \"id\", not both") }
                 switch id {
                 case .string, .object: break
-                default: throw Failure(400, "remove: \"id\" must be a string or an object (a document's _id), not \(id.typeName)")
+                default: throw APIError(.badRequest, "remove: \"id\" must be a string or an object (a document's _id), not \(id.typeName)")
                 }
                 return Translated(method: "remove", collection: collection,
                                   statement: try parse("DELETE FROM \(quoted) WHERE _id = :id"), arguments: ["id": id])
             }
-            guard case .string? = c["query"] else { throw Failure(400, "remove needs \"query\" or \"id\"") }
+            guard case .string? = c["query"] else { throw APIError(.badRequest, "remove needs \"query\" or \"id\"") }
             let (condition, args) = try condition(c)
             return Translated(method: "remove", collection: collection, statement: try parse("DELETE FROM \(quoted) WHERE \(condition)"), arguments: args)
         default:
-            throw Failure(400, "\"method\" must be upsert, update or remove")
+            throw APIError(.badRequest, "\"method\" must be upsert, update or remove")
         }
     }
 
@@ -141,16 +140,16 @@ enum LegacyCommands {
         case nil, .null?: return []
         case .object(let o)?:
             return try o.keys.sorted().map { key in
-                guard case .string(let type)? = o[key] else { throw Failure(400, "valueTypeOverrides.\(key) must be a string") }
+                guard case .string(let type)? = o[key] else { throw APIError(.badRequest, "valueTypeOverrides.\(key) must be a string") }
                 switch type.lowercased() {
                 case "counter": return (try path(key), "COUNTER")
                 case "register": return (try path(key), "REGISTER")
                 case "map": return (try path(key), "MAP")
                 case "attachment": return (try path(key), "ATTACHMENT")
-                default: throw Failure(400, "valueTypeOverrides.\(key): type must be counter, register, map or attachment")
+                default: throw APIError(.badRequest, "valueTypeOverrides.\(key): type must be counter, register, map or attachment")
                 }
             }
-        default: throw Failure(400, "\"valueTypeOverrides\" must be an object")
+        default: throw APIError(.badRequest, "\"valueTypeOverrides\" must be an object")
         }
     }
 
@@ -163,7 +162,7 @@ enum LegacyCommands {
     }
 
     static func parse(_ dql: String) throws -> Statement {
-        do { return try DQL.parse(dql) } catch { throw Failure(400, "the command translates to invalid DQL: \(StoreError.syntax(error))") }
+        do { return try DQL.parse(dql) } catch { throw APIError(.badRequest, "the command translates to invalid DQL: \(StoreError.syntax(error))") }
     }
 
     /// The per-command result of `/write`.

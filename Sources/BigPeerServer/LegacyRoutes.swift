@@ -13,7 +13,7 @@ import Values
 ///     POST /api/v4/store/findbyid  {collection, id}                                    -> {document: {id, fields}, txnId} | 404
 ///     POST /api/v4/store/count     {collection, query?, args?}                         -> {count, txnId}
 ///     POST /api/v4/store/write     {commands: [upsert | update | remove, ...]}          -> {results: [...], txnId}
-///     errors: {"error": {"description": "..."}} with the same statuses as /execute
+///     errors: {"error": {"description", "requestId", "status"}} (`APIError`) with the statuses of /execute
 struct LegacyRoutes {
     let store: DocumentStore
     let auth: Authenticator
@@ -25,15 +25,6 @@ struct LegacyRoutes {
         router.post("/api/v4/store/findbyid", .respond { await context.handle($0, Self.findByID) })
         router.post("/api/v4/store/count", .respond { await context.handle($0, Self.count) })
         router.post("/api/v4/store/write", .respond { await context.handle($0, Self.write) })
-    }
-
-    /// Thrown by the endpoint bodies: status and description for the error body.
-    struct Failure: Error {
-        var status: Int
-        var description: String
-        var auth: AuthError?
-        init(_ status: Int, _ description: String) { self.status = status; self.description = description }
-        init(_ e: AuthError) { self.init(e.httpStatus, e.description); auth = e }
     }
 
     struct Context: Sendable {
@@ -56,32 +47,17 @@ struct LegacyRoutes {
                 let principal: Principal
                 switch await auth.authenticate(request) {
                 case .success(let p): principal = p
-                case .failure(let e): throw Failure(e)
+                case .failure(let e): throw APIError(e)
                 }
-                guard case .object(let body) = try await APIEncoding.decodeBodyOffLoopIfLarge(request).mapError({ Failure(400, $0.message) }).get() else {
-                    throw Failure(400, "the request body must be an object")
+                guard case .object(let body) = try await APIEncoding.decodeBodyOffLoopIfLarge(request).get() else {
+                    throw APIError(.badRequest, "the request body must be an object")
                 }
-                let minimum = try APIEncoding.minimumTransaction(request).mapError { Failure(400, $0.message) }.get()
+                let minimum = try APIEncoding.minimumTransaction(request).get()
                 return try await endpoint(self, principal, body, minimum, request)
-            } catch let f as Failure {
-                var r = APIEncoding.respond(["error": ["description": .string(f.description)]], status: httpStatus(f.status), to: request)
-                if let a = f.auth { APIEncoding.decorate(&r, for: a) }
-                if f.status == 503 && f.auth == nil { r.headers.add("Retry-After", "2") }
-                return r
-            } catch let e as StoreError {
-                StoreRoutes.log(e, request, logger: logger)
-                return handleStoreError(e, request)
             } catch {
-                // Endpoints throw only Failure and StoreError; anything else is a bug, not the client's fault.
-                logger.error("unexpected error in a legacy endpoint", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
-                return APIEncoding.respond(["error": ["description": "internal error"]], status: .internalServerError, to: request)
+                // Endpoints throw APIError and StoreError; anything else is a bug (500, logged).
+                return APIError(error).response(to: request, logger: logger)
             }
-        }
-
-        func handleStoreError(_ e: StoreError, _ request: HTTPRequest) -> HTTPResponse {
-            var r = APIEncoding.respond(["error": ["description": .string(e.description)]], status: httpStatus(e.httpStatus), to: request)
-            if e.httpStatus == 503 { r.headers.add("Retry-After", "2") }
-            return r
         }
 
         /// Parses generated DQL, checks scopes, runs it.
@@ -98,8 +74,8 @@ struct LegacyRoutes {
 
         func authorized(_ dql: String, principal: Principal) throws -> Statement {
             let statement: Statement
-            do { statement = try DQL.parse(dql) } catch { throw Failure(400, "the query translates to invalid DQL: \(StoreError.syntax(error))") }
-            if let denied = principal.authorize(AccessRequirement(statement)) { throw Failure(denied) }
+            do { statement = try DQL.parse(dql) } catch { throw APIError(.badRequest, "the query translates to invalid DQL: \(StoreError.syntax(error))") }
+            if let denied = principal.authorize(AccessRequirement(statement)) { throw APIError(denied) }
             return statement
         }
     }
@@ -111,17 +87,17 @@ struct LegacyRoutes {
         let (condition, args) = try LegacyCommands.condition(body)
         var dql = "SELECT * FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE \(condition)"
         if let sort = body["sort"], sort != .null {
-            guard case .array(let terms) = sort, terms.count <= 32 else { throw Failure(400, "\"sort\" must be an array of at most 32 {property, direction} objects") }
+            guard case .array(let terms) = sort, terms.count <= 32 else { throw APIError(.badRequest, "\"sort\" must be an array of at most 32 {property, direction} objects") }
             var parts: [String] = []
             for term in terms {
                 guard case .object(let t) = term, case .string(let property)? = t["property"] else {
-                    throw Failure(400, "each sort term needs \"property\" (a field path)")
+                    throw APIError(.badRequest, "each sort term needs \"property\" (a field path)")
                 }
                 let path = try LegacyCommands.path(property)
                 switch t["direction"] {
                 case nil, .null?, .string("asc")?: parts.append(path + " ASC")
                 case .string("desc")?: parts.append(path + " DESC")
-                default: throw Failure(400, "sort \"direction\" must be \"asc\" or \"desc\"")
+                default: throw APIError(.badRequest, "sort \"direction\" must be \"asc\" or \"desc\"")
                 }
             }
             if !parts.isEmpty { dql += " ORDER BY " + parts.joined(separator: ", ") }
@@ -139,9 +115,9 @@ struct LegacyRoutes {
 
     static func findByID(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
         let collection = try LegacyCommands.collection(body)
-        guard let id = body["id"], id != .null else { throw Failure(400, "\"id\" (the document id) is required") }
+        guard let id = body["id"], id != .null else { throw APIError(.badRequest, "\"id\" (the document id) is required") }
         let r = try await c.run("SELECT * FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE _id = :id", ["id": id], principal: p, minimum: minimum)
-        guard let doc = r.items.first else { throw Failure(404, "no document with that id in \(collection)") }
+        guard let doc = r.items.first else { throw APIError(.notFound, "no document with that id in \(collection)") }
         return ["document": LegacyCommands.document(doc), "txnId": .int(r.transactionID)]
     }
 
@@ -149,15 +125,15 @@ struct LegacyRoutes {
         let collection = try LegacyCommands.collection(body)
         let (condition, args) = try LegacyCommands.condition(body)
         let r = try await c.run("SELECT COUNT(*) AS n FROM \(LegacyQuery.quoteIdentifier(collection)) WHERE \(condition)", args, principal: p, minimum: minimum)
-        guard case .object(let row)? = r.items.first, let n = row["n"] else { throw Failure(500, "COUNT returned no row") }
+        guard case .object(let row)? = r.items.first, let n = row["n"] else { throw APIError(.internalServerError, "COUNT returned no row") }
         return ["count": n, "txnId": .int(r.transactionID)]
     }
 
     static func write(_ c: Context, _ p: Principal, _ body: [String: Value], _ minimum: Int64?) async throws -> Value {
         guard case .array(let commands)? = body["commands"], !commands.isEmpty else {
-            throw Failure(400, "\"commands\" must be a non-empty array of upsert, update and remove commands")
+            throw APIError(.badRequest, "\"commands\" must be a non-empty array of upsert, update and remove commands")
         }
-        guard commands.count <= LegacyCommands.maxCommands else { throw Failure(400, "at most \(LegacyCommands.maxCommands) commands per write") }
+        guard commands.count <= LegacyCommands.maxCommands else { throw APIError(.badRequest, "at most \(LegacyCommands.maxCommands) commands per write") }
         var translated: [LegacyCommands.Translated] = []
         var requirement = AccessRequirement()
         for (i, command) in commands.enumerated() {
@@ -165,17 +141,19 @@ struct LegacyRoutes {
                 let t = try LegacyCommands.translate(command)
                 requirement.formUnion(AccessRequirement(t.statement))
                 translated.append(t)
-            } catch let f as Failure {
-                throw Failure(f.status, "command \(i + 1): \(f.description)")
+            } catch var e as APIError {
+                e.description = "command \(i + 1): \(e.description)"
+                throw e
             }
         }
-        if let denied = p.authorize(requirement) { throw Failure(denied) }
+        if let denied = p.authorize(requirement) { throw APIError(denied) }
         let results: [ExecuteResult]
         do {
             results = try await c.store.executeBatch(translated.map { ($0.statement, $0.arguments) }, minimumTransaction: minimum)
         } catch {
-            if let i = error.index { throw Failure(error.httpStatus, "command \(i + 1) (\(translated[i].method)): \(error.error.description); nothing was written") }
-            throw error.error
+            var failure = APIError(error.error)
+            if let i = error.index { failure.description = "command \(i + 1) (\(translated[i].method)): \(error.error.description); nothing was written" }
+            throw failure
         }
         let txn = results.first?.transactionID ?? 0
         let out: [Value] = zip(translated, results).map { t, r in LegacyCommands.result(t, r) }

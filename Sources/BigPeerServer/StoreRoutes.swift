@@ -11,7 +11,8 @@ import Values
 ///     request:  {"statement": "SELECT * FROM cars WHERE color = :c", "args": {"c": "blue"}}
 ///     response: {"transactionId": 42, "queryType": "select", "items": [...],
 ///                "mutatedDocumentIds": [], "warnings": [], "totalWarningsCount": 0}
-///     error:    the same shape with "queryType": "unknown" and "error": {"description": "..."}
+///     error:    the same shape with "queryType": "unknown" and the error object in "error"
+///               ({"description", "requestId", "status"}: `APIError`)
 ///
 /// `X-DITTO-TXN-ID: n` makes the statement wait until the database has reached transaction n.
 /// `Authorization: Bearer <key>` is checked first (401), then the key's scopes against the
@@ -33,35 +34,38 @@ struct StoreRoutes {
         let principal: Principal
         switch await auth.authenticate(request) {
         case .success(let p): principal = p
-        case .failure(let e): return failure(e, request)
+        case .failure(let e): return APIError(e).executeResponse(to: request, logger: logger)
         }
         let body: Value
         switch await APIEncoding.decodeBodyOffLoopIfLarge(request) {
         case .success(let v): body = v
-        case .failure(let why): return failure(400, why.message, request)
+        case .failure(let why): return why.executeResponse(to: request, logger: logger)
         }
         // At return, so the background task's reference outlives this handler's (`LateRelease`).
         defer { if request.body.count >= LateRelease.threshold { LateRelease.hold((request.body, body)) } }
-        guard case .object(let fields) = body else { return failure(400, "the request body must be an object", request) }
+        func refuse(_ description: String) -> HTTPResponse {
+            APIError(.badRequest, description).executeResponse(to: request, logger: logger)
+        }
+        guard case .object(let fields) = body else { return refuse("the request body must be an object") }
         guard case .string(let statement)? = fields["statement"] else {
-            return failure(400, "\"statement\" (a string holding one DQL statement) is required", request)
+            return refuse("\"statement\" (a string holding one DQL statement) is required")
         }
         var arguments: [String: Value] = [:]
         switch fields["args"] {
         case nil, .null?: break
         case .object(let a)?: arguments = a
-        default: return failure(400, "\"args\" must be an object of named parameters", request)
+        default: return refuse("\"args\" must be an object of named parameters")
         }
         let minimum: Int64?
         switch APIEncoding.minimumTransaction(request) {
         case .success(let n): minimum = n
-        case .failure(let why): return failure(400, why.message, request)
+        case .failure(let why): return why.executeResponse(to: request, logger: logger)
         }
         let parsed: Statement
         do { parsed = try store.parse(statement) } catch {
-            return failure(400, error.description, request)
+            return APIError(error).executeResponse(to: request, logger: logger)
         }
-        if let denied = principal.authorize(AccessRequirement(parsed)) { return failure(denied, request) }
+        if let denied = principal.authorize(AccessRequirement(parsed)) { return APIError(denied).executeResponse(to: request, logger: logger) }
         let format = APIEncoding.responseFormat(request)
         do {
             // CBOR responses are built whole (a canonical CBOR array states its length first).
@@ -77,7 +81,7 @@ struct StoreRoutes {
             }
             return APIEncoding.respond(Self.body(r), to: request)
         } catch {
-            return failure(error, request, logger: logger)
+            return APIError(error).executeResponse(to: request, logger: logger)
         }
     }
 
@@ -116,58 +120,5 @@ struct StoreRoutes {
         JSONWriter.write(.array(r.warnings.map { .object(["description": .string($0)]) }), into: &out)
         out.append(UInt8(ascii: "}"))
         return out
-    }
-
-    /// The error response for a store error (server-side causes logged with the request id).
-    static func failure(_ error: StoreError, _ request: HTTPRequest, logger: Logger) -> HTTPResponse {
-        log(error, request, logger: logger)
-        var response = failure(error.httpStatus, error.description, request)
-        if error.httpStatus == 503 { response.headers.add("Retry-After", "2") }
-        return response
-    }
-
-    static func log(_ error: StoreError, _ request: HTTPRequest, logger: Logger) {
-        switch error {
-        case .database(let e), .unavailable(let e):
-            logger.error("statement failed in the database", metadata: ["error": "\(e.debugDescription)", "request-id": "\(request.requestID)"])
-        case .corrupt:
-            logger.error("stored document unreadable", metadata: ["error": "\(error)", "request-id": "\(request.requestID)"])
-        default: break
-        }
-    }
-
-    static func failure(_ error: AuthError, _ request: HTTPRequest) -> HTTPResponse {
-        var response = failure(error.httpStatus, error.description, request)
-        APIEncoding.decorate(&response, for: error)
-        return response
-    }
-
-    static func failure(_ status: Int, _ description: String, _ request: HTTPRequest) -> HTTPResponse {
-        let out: Value = .object([
-            "transactionId": .null,
-            "queryType": "unknown",
-            "items": [],
-            "mutatedDocumentIds": [],
-            "warnings": [],
-            "totalWarningsCount": 0,
-            "error": .object(["description": .string(description)]),
-        ])
-        return APIEncoding.respond(out, status: httpStatus(status), to: request)
-    }
-}
-
-/// The status line for a code the store reports.
-func httpStatus(_ code: Int) -> HTTPStatus {
-    switch code {
-    case 400: .badRequest
-    case 401: .unauthorized
-    case 403: .forbidden
-    case 404: .notFound
-    case 408: .requestTimeout
-    case 409: HTTPStatus(409, "Conflict")
-    case 415: HTTPStatus(415, "Unsupported Media Type")
-    case 413: .contentTooLarge
-    case 503: .serviceUnavailable
-    default: .internalServerError
     }
 }

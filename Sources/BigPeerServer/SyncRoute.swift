@@ -1,6 +1,7 @@
 import Auth
 import HTTP
 import Logging
+import Postgres
 import Sockets
 import Store
 import Sync

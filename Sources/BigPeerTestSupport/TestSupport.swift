@@ -2,7 +2,7 @@
 // process, a fresh database per test case), a shared event-loop group, free ports.
 
 import Foundation
-import BigPeerServer
+import Migrations
 import Postgres
 import Sockets
 

@@ -26,16 +26,19 @@ public struct HTTPResponse: Sendable {
         HTTPResponse(status: status, contentType: "application/json", body: bytes)
     }
 
-    /// The JSON error body every server-generated error uses:
-    /// `{"error":{"status":404,"message":"...","requestId":"..."}}`.
+    /// The JSON error body of an error the server raises itself (no route, a malformed or late
+    /// request): `{"error":{"description":"...","requestId":"...","status":404}}`, the error
+    /// object of Ditto's HTTP API that BigPeer's routes answer with too (docs/API.md, "Errors").
+    /// Members in sorted key order, as the Values serializer writes them. `requestId` is absent
+    /// when the request was never read.
     public static func error(_ status: HTTPStatus, message: String, requestID: String? = nil) -> HTTPResponse {
-        var out = #"{"error":{"status":"# + String(status.code) + #","message":"#
+        var out = #"{"error":{"description":"#
         appendJSONString(message, to: &out)
         if let requestID {
             out += #","requestId":"#
             appendJSONString(requestID, to: &out)
         }
-        out += "}}"
+        out += #","status":"# + String(status.code) + "}}"
         return .json(Array(out.utf8), status: status)
     }
 }

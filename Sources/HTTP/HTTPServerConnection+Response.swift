@@ -1,3 +1,4 @@
+import Logging
 import Sockets
 
 // The response side of a server connection, on its loop: the handler's answer written with one

@@ -1,4 +1,5 @@
 import CLibPQ
+import Sockets
 
 extension PostgresConnection {
     /// What this session is doing, read on its loop: the backend, the statement in flight (its

@@ -1,4 +1,5 @@
 import CLibPQ
+import Sockets
 
 // Pipelining: several statements in one round trip (libpq pipeline mode, PostgreSQL 14+ libpq;
 // "Pipeline Mode" in the libpq chapter of the PostgreSQL manual).

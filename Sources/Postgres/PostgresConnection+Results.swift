@@ -1,5 +1,6 @@
 import CLibPQ
 import Sockets
+import Synchronization
 
 extension PostgresConnection {
     // MARK: - Readiness

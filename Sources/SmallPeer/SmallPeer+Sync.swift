@@ -4,6 +4,7 @@
 
 import CRDT
 import DQL
+import Synchronization
 import SyncProtocol
 import Values
 

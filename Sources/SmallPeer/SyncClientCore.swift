@@ -2,6 +2,7 @@
 // `SyncClientSession`, the reconnect timer and the heartbeat tick; performs the session's actions
 // against the local store. Every method runs on the client's event-loop thread.
 
+import CRDT
 import Sockets
 import Synchronization
 import SyncProtocol

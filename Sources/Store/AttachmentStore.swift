@@ -49,14 +49,6 @@ public enum AttachmentError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    public var httpStatus: Int {
-        switch self {
-        case .tooLarge: 413
-        case .unavailable: 503
-        case .database, .corrupt, .digestFailed: 500
-        }
-    }
-
     static func wrap(_ error: any Error) -> any Error {
         guard let e = error as? PostgresError else { return error }
         return e.isUnavailable ? AttachmentError.unavailable(e) : AttachmentError.database(e)

@@ -1,6 +1,7 @@
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 /// Why `executeBatch` did nothing: the statement at `index` failed (nil when the failure is not
@@ -18,8 +19,6 @@ public struct StoreBatchError: Error, Sendable, CustomStringConvertible {
         if let index { return "statement \(index + 1) failed: \(error.description); nothing was written" }
         return error.description
     }
-
-    public var httpStatus: Int { error.httpStatus }
 }
 
 extension DocumentStore {

@@ -1,6 +1,7 @@
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 /// The server's half of an INSERT: merges each document's supplied fields into its current state

@@ -6,7 +6,8 @@ import CRDT
 import DQL
 import Postgres
 
-/// Everything `DocumentStore.execute` can throw, each with the HTTP status it maps to.
+/// Everything `DocumentStore.execute` can throw: what went wrong and whose fault it is (the REST
+/// API maps each case to a status in BigPeerServer's `APIError`).
 public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The statement does not parse (line and column in the message).
     case syntax(DQLSyntaxError)
@@ -18,14 +19,14 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case notFound(String)
     /// A document would exceed the size limit.
     case tooLarge(String)
-    /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (400: the
-    /// statement, not the request body, must change).
+    /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (the
+    /// caller's to fix: the statement, not the request body, must change).
     case resultTooLarge(String)
     /// The requested transaction number was never reached.
     case unknownTransaction(Int64)
     /// The statement ran longer than allowed (nil: PostgreSQL cancelled it; else what ran out).
     case timeout(String?)
-    /// The server is at a capacity limit (e.g. `ReadLimits.maxConcurrentStreams`): 503, retry later.
+    /// The server is at a capacity limit (e.g. `ReadLimits.maxConcurrentStreams`): retry later.
     case busy(String)
     /// The database is unreachable or restarting.
     case unavailable(PostgresError)
@@ -48,20 +49,6 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .unavailable: "the database is unavailable; retry later"
         case .database(let e): e.description
         case .corrupt(let m): "stored document could not be read: \(m)"
-        }
-    }
-
-    /// HTTP status for the REST API.
-    public var httpStatus: Int {
-        switch self {
-        case .syntax, .invalid, .resultTooLarge: 400
-        case .conflict: 409
-        case .notFound: 404
-        case .tooLarge: 413
-        case .unknownTransaction: 404
-        case .timeout: 408
-        case .unavailable, .busy: 503
-        case .database, .corrupt: 500
         }
     }
 

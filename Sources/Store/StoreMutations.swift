@@ -1,6 +1,7 @@
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 /// INSERT, UPDATE, DELETE, EVICT and ALTER SYSTEM as CRDT operations. Each statement reads and

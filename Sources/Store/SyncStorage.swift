@@ -6,6 +6,7 @@
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 /// One uploaded delta for `mergeDeltas`.

@@ -1,5 +1,6 @@
 import DQL
 import Postgres
+import Sockets
 import Synchronization
 import Values
 

@@ -2,6 +2,7 @@ import Quoting
 import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Values
 
 extension DocumentStore {

@@ -17,6 +17,7 @@
 // the same thread with no hop; credentials are still checked on the cooperative pool (a check may
 // hash or wait, which must not hold a loop).
 
+import Postgres
 import SyncProtocol
 import Glibc
 import Store

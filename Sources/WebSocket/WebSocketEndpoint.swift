@@ -74,20 +74,20 @@ public struct WebSocketEndpoint: Sendable {
             method: request.method.rawValue, httpVersion: version, headers: request.headers.fields)
         switch handshake.accept(upgradeRequest) {
         case .failure(let rejected):
-            var headers = HTTPHeaders(rejected.responseHeaders)
-            let body = Array("\(rejected.error)\n".utf8)
-            headers.set("Content-Type", "text/plain; charset=utf-8")
-            return .response(HTTPResponse(status: HTTPStatus(rejected.status, Self.reason(rejected.status)),
-                                          headers: headers, body: .bytes(body)))
+            // The server's JSON error object (`HTTPResponse.error`), plus the handshake's headers.
+            var response = HTTPResponse.error(HTTPStatus(rejected.status, Self.reason(rejected.status)),
+                                              message: "\(rejected.error)", requestID: request.requestID)
+            for (name, value) in rejected.responseHeaders { response.headers.add(name, value) }
+            return .response(response)
         case .success(let accepted):
             // Reserve a slot now (the take-over follows synchronously on this loop); released
             // when the socket closes.
             guard registry.count.add(1, ordering: .relaxed).newValue <= maxConnections else {
                 registry.count.subtract(1, ordering: .relaxed)
-                var headers = HTTPHeaders()
-                headers.set("Retry-After", "5")
-                return .response(HTTPResponse(status: .serviceUnavailable, headers: headers,
-                                              body: .bytes(Array("too many WebSocket connections\n".utf8))))
+                var response = HTTPResponse.error(.serviceUnavailable, message: "too many WebSocket connections",
+                                                  requestID: request.requestID)
+                response.headers.set("Retry-After", "5")
+                return .response(response)
             }
             let endpoint = self
             let registry = self.registry

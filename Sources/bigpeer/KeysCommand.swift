@@ -1,6 +1,7 @@
 import ArgumentParser
 import Auth
 import BigPeerServer
+import Foundation
 import Logging
 import Postgres
 import Sockets

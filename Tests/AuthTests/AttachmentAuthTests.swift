@@ -1,3 +1,4 @@
+import BigPeerServer
 import BigPeerTestSupport
 import HTTP
 import Testing

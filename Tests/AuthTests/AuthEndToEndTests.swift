@@ -1,5 +1,5 @@
 @testable import Auth
-import BigPeerServer
+@testable import BigPeerServer
 import BigPeerTestSupport
 import HTTP
 import Postgres
@@ -220,8 +220,9 @@ import Values
         let token = try APIKeyToken.generate()
         let r = await auth.authenticate(authorization: "Bearer " + token.text)
         #expect(r == .failure(.unavailable))
-        #expect(AuthError.unavailable.httpStatus == 503)
-        #expect(AuthError.unavailable.challenge == nil)
+        let answer = APIError(AuthError.unavailable)
+        #expect(answer.status.code == 503)
+        #expect(answer.challenge == nil)
         // Malformed credentials never reach the database.
         #expect(await auth.authenticate(authorization: "Bearer x") == .failure(.malformedCredentials))
         #expect(await auth.authenticate(authorization: nil) == .failure(.missingCredentials))

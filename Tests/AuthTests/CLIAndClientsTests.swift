@@ -1,7 +1,9 @@
 @testable import Auth
+import BigPeerServer
 import BigPeerTestSupport
 import Foundation
 import HTTP
+import Postgres
 import Testing
 import Values
 

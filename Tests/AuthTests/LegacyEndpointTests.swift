@@ -67,10 +67,11 @@ import Values
     @Test func findErrorsAre400WithTheColumn() async throws {
         try await withServer { s in
             let key = try await s.key()
-            let bad = try await s.post("/api/v4/store/find", ["collection": "people", "query": "age = 3"], key: key)
+            let bad = try await s.post("/api/v4/store/find", ["collection": "people", "query": "age = 3"], key: key,
+                                       headers: ["X-Request-ID": "legacy-400"])
             #expect(bad.status == 400)
             #expect(bad.description?.hasPrefix("legacy query error at column 5") == true)
-            #expect(bad.body == ["error": ["description": .string(bad.description ?? "")]])
+            #expect(bad.body == ["error": ["description": .string(bad.description ?? ""), "requestId": "legacy-400", "status": 400]])
             #expect(try await s.post("/api/v4/store/find", ["query": "true"], key: key).status == 400)
             #expect(try await s.post("/api/v4/store/find", ["collection": "people", "limit": -1], key: key).status == 400)
             #expect(try await s.post("/api/v4/store/find", ["collection": "people", "sort": [["property": "a", "direction": "up"]]], key: key).status == 400)

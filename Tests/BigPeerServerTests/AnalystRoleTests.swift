@@ -1,7 +1,10 @@
 @testable import BigPeerServer
 import BigPeerTestSupport
 import Foundation
+import Migrations
 import Postgres
+import Sockets
+import Store
 import Testing
 import Values
 

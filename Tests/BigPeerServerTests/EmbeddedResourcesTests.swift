@@ -1,11 +1,13 @@
 @testable import BigPeerServer
 import Foundation
+@testable import Migrations
 import Postgres
 import Testing
 
-/// The binary carries the repository's migrations and openapi.yaml (Sources/BigPeerServer/
-/// EmbeddedResources.swift, written by scripts/embed-resources.py): these tests fail as soon as
-/// the generated file and the files it was made from differ, so they cannot drift apart.
+/// The binary carries the repository's migrations and openapi.yaml (Sources/Migrations/
+/// EmbeddedMigrations.swift and Sources/BigPeerServer/EmbeddedResources.swift, written by
+/// scripts/embed-resources.py): these tests fail as soon as a generated file and the files it was
+/// made from differ, so they cannot drift apart.
 @Suite struct EmbeddedResourcesTests {
     /// The package root, from this file's path (not the working directory).
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
@@ -14,8 +16,8 @@ import Testing
     @Test func embeddedMigrationsAreTheRepositorysFilesByteForByte() throws {
         let dir = Self.root + "/migrations"
         let onDisk = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(EmbeddedResources.migrations.map(\.name) == onDisk, "\(Self.regenerate)")
-        for (name, sql) in EmbeddedResources.migrations {
+        #expect(EmbeddedMigrations.files.map(\.name) == onDisk, "\(Self.regenerate)")
+        for (name, sql) in EmbeddedMigrations.files {
             let bytes = try #require(FileManager.default.contents(atPath: dir + "/" + name), "\(name) \(Self.regenerate)")
             #expect(Array(sql.utf8) == [UInt8](bytes), "\(name) \(Self.regenerate)")
         }

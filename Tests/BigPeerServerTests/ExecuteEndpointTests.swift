@@ -3,6 +3,7 @@ import BigPeerTestSupport
 import Foundation
 import HTTP
 import Postgres
+import Store
 import Testing
 import Values
 

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HTTP
 import Postgres
+import Sockets
 import Testing
 import Values
 

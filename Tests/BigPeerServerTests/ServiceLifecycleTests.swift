@@ -2,6 +2,7 @@ import BigPeerServer
 import BigPeerTestSupport
 import HTTP
 import Postgres
+import Store
 import Testing
 import Values
 

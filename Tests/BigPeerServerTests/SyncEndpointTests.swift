@@ -6,6 +6,7 @@ import CRDT
 import HTTP
 import Postgres
 import Sockets
+import Store
 import SyncProtocol
 import Testing
 import Values

@@ -1,4 +1,5 @@
 import Testing
+import TestRandomness
 import Values
 @testable import CRDT
 

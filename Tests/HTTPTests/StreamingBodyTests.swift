@@ -5,6 +5,7 @@ import HTTP
 import Sockets
 import Synchronization
 import Testing
+import TestRandomness
 
 /// `.streaming` routes (request content read as it arrives) and `.sizedStream` responses.
 @Suite struct StreamingBodyTests {

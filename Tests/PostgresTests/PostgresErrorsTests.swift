@@ -1,4 +1,5 @@
 import BigPeerTestSupport
+import Sockets
 import Testing
 @testable import Postgres
 

@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import Foundation
+import Sockets
 import Testing
 @testable import Postgres
 

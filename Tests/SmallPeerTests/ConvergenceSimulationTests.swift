@@ -1,6 +1,7 @@
 // A seeded simulation: 10 SmallPeers and REST clients edit the same documents (registers, map keys,
 // counters, deletes, re-inserts) while mostly offline, sync in random order, the server restarts
 // half-way; at the end every peer and the server hold the same values.
+import BigPeerServer
 import BigPeerTestSupport
 @testable import SmallPeer
 import TestRandomness

@@ -1,9 +1,11 @@
 // SmallPeers against a real BigPeer server and PostgreSQL over real WebSockets: offline edits that
 // converge, REST <-> peer in both directions, the change that makes a document leave, resume from a
 // checkpoint after a restart, and re-sent uploads without duplicates.
+import BigPeerServer
 import BigPeerTestSupport
 import CRDT
 @testable import SmallPeer
+import Synchronization
 import SyncProtocol
 import Testing
 import Values

@@ -37,13 +37,13 @@ import Values
             for bad in ["INSERT INTO `colB\u{0}x` DOCUMENTS ({'_id': 'b'})", "SELECT * FROM `\u{212A}ate`",
                         "UPDATE colB SET `a\u{0}b` = 1"] {
                 await #expect(throws: StoreError.self) { try await store.execute(bad) }
-                do { _ = try await store.execute(bad) } catch let e as StoreError { #expect(e.httpStatus == 400, "\(bad): \(e)") }
+                do { _ = try await store.execute(bad) } catch let e as StoreError { #expect([.syntax, .invalid].contains(StoreErrorCase(e)), "\(bad): \(e)") }
             }
-            // A NUL in a value: 400, and nothing was written.
+            // A NUL in a value: the caller's fault, and nothing was written.
             do {
                 _ = try await store.execute("INSERT INTO colB DOCUMENTS (:d)", arguments: ["d": ["_id": "n", "v": "x\u{0}y"]])
                 Issue.record("stored")
-            } catch let e as StoreError { #expect(e.httpStatus == 400) }
+            } catch let e as StoreError { #expect(StoreErrorCase(e) == .invalid) }
             #expect(try await store.items("SELECT * FROM colB").count == 1)
         }
     }
@@ -65,10 +65,10 @@ import Values
         try await withStore { store, db in
             _ = try await store.execute("CREATE INDEX i1 ON c (v)")
             do { _ = try await store.execute("CREATE INDEX i1 ON c (v)"); Issue.record("duplicate created") }
-            catch let e as StoreError { #expect(e.httpStatus == 409, "\(e)") }
+            catch let e as StoreError { #expect(StoreErrorCase(e) == .conflict, "\(e)") }
             _ = try await store.execute("CREATE INDEX IF NOT EXISTS i1 ON c (v)")
             do { _ = try await store.execute("DROP INDEX nosuch ON c"); Issue.record("dropped nothing") }
-            catch let e as StoreError { #expect(e.httpStatus == 404, "\(e)") }
+            catch let e as StoreError { #expect(StoreErrorCase(e) == .notFound, "\(e)") }
             _ = try await store.execute("DROP INDEX IF EXISTS nosuch ON c")
             // Names that PostgreSQL would have cut to one 63-byte name.
             let first = "`" + String(repeating: "\u{E9}", count: 40) + "first`", second = "`" + String(repeating: "\u{E9}", count: 40) + "second`"
@@ -82,13 +82,14 @@ import Values
         }
     }
 
-    /// A data exception (class 22) is about a value the caller sent: 400, never 500; program
-    /// limits are the caller's too.
+    /// A data exception (class 22) is about a value the caller sent: invalid input, never a
+    /// database error; program limits are the caller's too.
     @Test func postgresDataExceptionsAreClientErrors() {
-        for (state, status) in [("22003", 400), ("22P02", 400), ("22021", 400), ("54023", 400), ("54000", 413), ("54001", 400),
-                                ("57014", 408), ("42P01", 500)] {
+        let expected: [(String, StoreErrorCase)] = [("22003", .invalid), ("22P02", .invalid), ("22021", .invalid), ("54023", .invalid),
+                                                    ("54000", .tooLarge), ("54001", .invalid), ("57014", .timeout), ("42P01", .database)]
+        for (state, kind) in expected {
             let e = PostgresError.server(PostgresServerError(sqlState: state, message: "m"))
-            #expect(StoreError.from(e).httpStatus == status, "\(state)")
+            #expect(StoreErrorCase(StoreError.from(e)) == kind, "\(state)")
         }
     }
 }

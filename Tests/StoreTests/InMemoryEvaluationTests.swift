@@ -44,8 +44,8 @@ import Values
                 try heavy.budgeted(budget).run(Array(repeating: ["s": .string(subject)], count: 1_000))
             }
         }
-        #expect(StoreError.from(DQLEvaluationError.deadlineExceeded).httpStatus == 408)
-        #expect(StoreError.from(DQLEvaluationError.budgetExceeded(steps: 1)).httpStatus == 400)
+        #expect(StoreErrorCase(StoreError.from(DQLEvaluationError.deadlineExceeded)) == .timeout)
+        #expect(StoreErrorCase(StoreError.from(DQLEvaluationError.budgetExceeded(steps: 1))) == .invalid)
     }
 
     /// Sync subscriptions (live matching runs inside the session's step, on its loop): a WHERE

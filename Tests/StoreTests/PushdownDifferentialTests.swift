@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import DQL
+import Foundation
 import Postgres
 import TestRandomness
 import Testing

@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import DQL
+import Postgres
 import Testing
 import Values
 @testable import Store

@@ -30,7 +30,7 @@ import Values
                 Issue.record("the batch should have failed")
             } catch let error as StoreBatchError {
                 #expect(error.index == 2)
-                #expect(error.httpStatus == 409)
+                #expect(StoreErrorCase(error.error) == .conflict)
             }
             #expect(try await store.items("SELECT _id FROM a") == [["_id": "1"]])
             #expect(try await store.currentTransaction() == 1)

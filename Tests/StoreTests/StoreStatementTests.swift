@@ -1,4 +1,5 @@
 import BigPeerTestSupport
+import DQL
 import Postgres
 import Testing
 import Values
@@ -45,7 +46,7 @@ import Values
                 _ = try await store.execute("INSERT INTO t DOCUMENTS ({_id: 'a', v: 2}), ({_id: 'b', v: 2})")
             } throws: { e in
                 guard case StoreError.conflict = e else { return false }
-                return (e as? StoreError)?.httpStatus == 409
+                return true
             }
             // The failed statement wrote nothing, not even 'b'.
             #expect(try await store.items("SELECT _id FROM t ORDER BY _id") == [["_id": "a"]])
@@ -137,23 +138,22 @@ import Values
         }
     }
 
-    @Test func errorsAreTypedWithStatuses() async throws {
+    @Test func errorsAreTypedByWhoseFaultTheyAre() async throws {
         try await withStore { store, _ in
             do throws(StoreError) { _ = try await store.execute("SELECT * FRM t"); Issue.record("no error") } catch {
                 guard case .syntax(let e) = error else { Issue.record("\(error)"); return }
                 #expect(e.location.line == 1 && e.location.column == 10)
-                #expect(error.httpStatus == 400)
             }
             do throws(StoreError) { _ = try await store.execute("SELECT * FROM t", minimumTransaction: 10, transactionWait: .milliseconds(100)); Issue.record("no error") } catch {
-                #expect(error.httpStatus == 404)
+                #expect(StoreErrorCase(error) == .unknownTransaction)
             }
-            // PostgreSQL text and jsonb cannot hold U+0000: the input's fault (400), never a 500.
+            // PostgreSQL text and jsonb cannot hold U+0000: the input's fault, never a database error.
             do throws(StoreError) { _ = try await store.execute("INSERT INTO t DOCUMENTS ({_id: 'nul', v: :v})", arguments: ["v": "a\u{0}b"]); Issue.record("no error") } catch {
-                #expect(error.httpStatus == 400)
+                #expect(StoreErrorCase(error) == .invalid)
             }
             let big = String(repeating: "x", count: 6 << 20)
             do throws(StoreError) { _ = try await store.execute("INSERT INTO t DOCUMENTS ({_id: 'big', v: :v})", arguments: ["v": .string(big)]); Issue.record("no error") } catch {
-                #expect(error.httpStatus == 413)
+                #expect(StoreErrorCase(error) == .tooLarge)
             }
         }
     }

@@ -1,5 +1,7 @@
 import BigPeerTestSupport
 import DQL
+import Postgres
+import Synchronization
 import Testing
 import Values
 @testable import Store

@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import Postgres
+import Sockets
 import Store
 import Testing
 import Values

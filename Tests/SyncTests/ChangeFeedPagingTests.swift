@@ -1,6 +1,7 @@
 import BigPeerTestSupport
 import Postgres
 import Store
+import Synchronization
 import Testing
 import Values
 @testable import Store

@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import Postgres
+import Sockets
 import Testing
 import Values
 import DQL

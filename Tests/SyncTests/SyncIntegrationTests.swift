@@ -1,6 +1,7 @@
 import BigPeerTestSupport
 import CRDT
 import Postgres
+import Sockets
 import Store
 import Testing
 import Values

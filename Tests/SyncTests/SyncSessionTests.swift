@@ -1,3 +1,4 @@
+import Store
 import Testing
 import Values
 @testable import Sync

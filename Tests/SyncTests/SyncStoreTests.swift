@@ -1,5 +1,6 @@
 import CRDT
 import DQL
+import Postgres
 import Store
 import Testing
 import Values

@@ -2,6 +2,7 @@
 // fragmented, permessage-deflate), the close handshake both ways, keep-alive Pings, and a peer
 // that stops reading.
 import BigPeerTestSupport
+import Foundation
 import Glibc
 import HTTP
 import Sockets

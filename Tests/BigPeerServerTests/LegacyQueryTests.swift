@@ -2,7 +2,7 @@ import TestRandomness
 import Testing
 import Values
 import DQL
-@testable import Store
+@testable import BigPeerServer
 
 @Suite struct LegacyQueryTests {
     func t(_ q: String?, _ args: [String: Value] = [:]) throws -> LegacyQuery.Translation {
