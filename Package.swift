@@ -70,8 +70,8 @@ let package = Package(
 
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
-        // Shared test helpers: PostgreSQL harness, ports, clocks.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
+        // Shared test helpers: PostgreSQL harness, in-process server, REST and sync clients, `eventually`.
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Store", "BigPeerServer", "Auth", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
