@@ -18,11 +18,14 @@ public struct InProcessServer: Sendable {
     public var keys: APIKeyStore { APIKeyStore(pool: service.pool) }
 
     /// The configuration every test server starts from: any free port, one loop, `db`.
-    public static func configuration(_ db: TestDatabase) -> ServerConfiguration {
+    public static func configuration(_ db: TestDatabase) -> ServerConfiguration { configuration(db.configuration) }
+
+    /// The same on any PostgreSQL (a cluster of the test's own).
+    public static func configuration(_ postgres: PostgresConfiguration) -> ServerConfiguration {
         var config = ServerConfiguration()
         config.port = 0
         config.threads = 1
-        config.database = .configuration(db.configuration)
+        config.database = .configuration(postgres)
         return config
     }
 

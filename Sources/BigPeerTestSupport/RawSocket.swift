@@ -38,11 +38,15 @@ public enum RawSocket {
     }
 
     /// Reads one unfragmented, unmasked server frame (what this server sends) and returns its payload.
-    public static func readFrame(_ fd: Int32) async throws -> [UInt8] {
+    public static func readFrame(_ fd: Int32) async throws -> [UInt8] { try await readFrameWithOpcode(fd).payload }
+
+    /// The same with the frame's opcode (a Ping may come between data frames); each read waits
+    /// up to `timeout`.
+    public static func readFrameWithOpcode(_ fd: Int32, timeout: Duration = .seconds(5)) async throws -> (opcode: UInt8, payload: [UInt8]) {
         func read(_ n: Int) async throws -> [UInt8] {
             var out: [UInt8] = []
             while out.count < n {
-                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: .seconds(5)) {
+                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: timeout) {
                 case .data(let bytes): out += bytes
                 case .closed: throw Failure(what: "closed")
                 case .timedOut: throw Failure(what: "no frame")
@@ -54,7 +58,7 @@ public enum RawSocket {
         var length = Int(h[1] & 0x7F)
         if length == 126 { length = try await read(2).reduce(0) { $0 << 8 | Int($1) } }
         if length == 127 { length = try await read(8).reduce(0) { $0 << 8 | Int($1) } }
-        return try await read(length)
+        return (h[0] & 0x0F, try await read(length))
     }
 
     public static func sendFrame(_ fd: Int32, _ payload: [UInt8]) async throws {
