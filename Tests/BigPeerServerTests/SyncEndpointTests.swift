@@ -22,51 +22,29 @@ import WebSocket
     static func withServer(read: String = "--read-all", write: String = "--write-all", instances: Int = 1,
                            _ body: ([BigPeerService], String, HTTPClient) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
-            var services: [BigPeerService] = []
-            do {
+            let servers = MutexBox<[InProcessServer]>([])
+            try await afterwards({ for s in servers.withLock({ $0 }) { await s.stop() } }) {
                 for _ in 0..<instances {
-                    var config = Self.configuration(db)
-                    config.jwt = try JWTVerifier(secret: jwtSecret)
-                    services.append(try await BigPeerService.start(config))
+                    let server = try await InProcessServer.start(on: db) { $0.jwt = try JWTVerifier(secret: jwtSecret) }
+                    servers.withLock { $0.append(server) }
                 }
-                let keys = APIKeyStore(pool: services[0].pool)
                 let scopes = { (flag: String) -> CollectionScope in
                     flag.hasSuffix("-all") ? .all : .only(Set(flag.split(separator: "=").last.map { $0.split(separator: ",").map(String.init) } ?? []))
                 }
-                let now = APIKeyStore.now()
-                let (_, key) = try await keys.create(description: "sync test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
-                                                     read: scopes(read), write: scopes(write))
-                let client = try HTTPClient()
-                try await body(services, key.text, client)
-            } catch {
-                for s in services { await s.stop() }
-                throw error
+                let started = servers.withLock { $0 }
+                let key = try await started[0].newKey(read: scopes(read), write: scopes(write))
+                try await body(started.map(\.service), key, started[0].http)
             }
-            for s in services { await s.stop() }
         }
-    }
-
-    /// One event-loop thread, any free port, this test's database.
-    static func configuration(_ db: TestDatabase) -> ServerConfiguration {
-        var config = ServerConfiguration()
-        config.port = 0
-        config.threads = 1
-        config.database = .configuration(db.configuration)
-        return config
     }
 
     static func hello(site: UInt64, _ credentials: SyncCredentials?) -> SyncMessage {
         .hello(Hello(site: site, peerKey: [7, 7], deviceName: "test-\(site)", credentials: credentials, credit: 1 << 20, maxMessageSize: 1 << 20))
     }
 
+    @discardableResult
     static func execute(_ client: HTTPClient, _ port: Int, key: String, _ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
-        var h = HTTPHeaders()
-        h.add("Content-Type", "application/json")
-        h.add("Authorization", "Bearer \(key)")
-        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
-        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
-        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
-        return try JSON.parse(r.body)
+        try await RESTClient(http: client, port: port, key: key).executeOK(statement, args)
     }
 
     /// Connects and completes the handshake with an API key or JWT.
@@ -234,7 +212,7 @@ import WebSocket
     /// Shutdown closes sync sockets with 1001 (going away), so peers reconnect elsewhere.
     @Test func shutdown_closesPeersWithGoingAway() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = Self.configuration(db)
+            var config = InProcessServer.configuration(db)
             config.insecureDevelopment = true
             let service = try await BigPeerService.start(config)
             let peer = try await Self.connect(service.port, site: 0xE5, .apiKey("anything: insecure-dev accepts every peer"))
@@ -247,15 +225,13 @@ import WebSocket
     /// the server's queue for it stays capped (`maxQueuedBytes`) and the peer is dropped, while
     /// other peers keep being served.
     @Test func aPeerThatStopsReading_isDropped_andOthersAreServed() async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = Self.configuration(db)
+        try await InProcessServer.with({ config in
             config.insecureDevelopment = true
             config.maxBodyBytes = 64 << 20
             config.syncWebSocket = WebSocketConfiguration(maxFrameSize: 16 << 20, maxMessageSize: 16 << 20, highWaterMark: 1 << 20,
                                                           lowWaterMark: 256 << 10, maxQueuedBytes: 2 << 20, writeStallTimeout: .seconds(2))
-            let service = try await BigPeerService.start(config)
-            defer { Task { await service.stop() } }
-            let http = try HTTPClient()
+        }) { server in
+            let (service, http) = (server.service, server.http)
             let blob = String(repeating: "y", count: 64 << 10)
             for batch in 0..<5 {
                 var args: [String: Value] = [:]
@@ -270,7 +246,7 @@ import WebSocket
             let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
             try await RawSocket.sendFrame(fd, hello.encode())
             try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
-            #expect(await Self.eventually(.seconds(20)) { service.syncConnections == 0 }, "the stuck peer was not dropped")
+            #expect(await eventually { service.syncConnections == 0 }, "the stuck peer was not dropped")
             // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
             let first = try await RawSocket.readFrame(fd)
             guard case .welcome? = try? SyncMessageDecoder.decode(first) else { Issue.record("first frame was not welcome"); return }
@@ -281,14 +257,5 @@ import WebSocket
             let got = try await ok.waitFor { if case .synced = $0 { true } else { false } }
             #expect(got.contains { if case .documents(1, let e) = $0 { e.count == 1 } else { false } })
         }
-    }
-
-    static func eventually(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition()
     }
 }
