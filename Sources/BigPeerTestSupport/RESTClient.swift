@@ -49,7 +49,7 @@ public struct RESTClient: Sendable {
 
     public func send(_ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) async throws -> RESTReply {
         var h = headers
-        if let key, !h.contains("Authorization") { h.add("Authorization", "Bearer \(key)") }
+        if let key { h.add("Authorization", "Bearer \(key)") }  // added even beside one in `headers` (tests of a doubled header)
         let r = try await http.execute(HTTPClientRequest(method: method, url: base + path, headers: h, body: body))
         return RESTReply(status: r.status.code, headers: r.headers, raw: r.body)
     }
