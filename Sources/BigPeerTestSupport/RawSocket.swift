@@ -1,10 +1,30 @@
 import Glibc
+import SyncProtocol
 import WebSocket
 
 /// A sync peer on a plain socket, for what `SyncTestClient` cannot do: stop reading (its WebSocket
 /// adapter always reads), so the server's queue for it fills. Frames go in and out by hand.
 public enum RawSocket {
     public struct Failure: Error { public var what: String }
+
+    /// A peer that says hello (granting 1 GiB of credit), subscribes to `queries` (ids 1, 2, …),
+    /// and from then on reads only what the test reads, through a 4 KiB receive buffer: its
+    /// descriptor, for the caller to close.
+    public static func stuckSyncPeer(port: Int, site: UInt64 = 99, maxMessageSize: UInt64, subscribingTo queries: [String]) async throws -> Int32 {
+        let fd = try connect(port: port, receiveBuffer: 4096)
+        do {
+            try await upgrade(fd, port: port)
+            let hello = Hello(site: site, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: maxMessageSize)
+            try await sendFrame(fd, SyncMessage.hello(hello).encode())
+            for (i, query) in queries.enumerated() {
+                try await sendFrame(fd, SyncMessage.subscribe(Subscribe(id: UInt32(i + 1), query: query)).encode())
+            }
+            return fd
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
 
     public static func connect(port: Int, receiveBuffer: Int32) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

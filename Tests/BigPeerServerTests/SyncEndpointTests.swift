@@ -232,20 +232,10 @@ import WebSocket
                                                           lowWaterMark: 256 << 10, maxQueuedBytes: 2 << 20, writeStallTimeout: .seconds(2))
         }) { server in
             let (service, http) = (server.service, server.http)
-            let blob = String(repeating: "y", count: 64 << 10)
-            for batch in 0..<5 {
-                var args: [String: Value] = [:]
-                for i in 0..<32 { args["d\(i)"] = ["_id": .string("doc-\(batch)-\(i)"), "blob": .string(blob)] }
-                let list = (0..<32).map { "(:d\($0))" }.joined(separator: ", ")
-                _ = try await Self.execute(http, service.port, key: "unused", "INSERT INTO big DOCUMENTS \(list)", args)
-            }
+            try await SyncSessionBoundsTests.insert(160, into: "big", blob: String(repeating: "y", count: 64 << 10), http, service.port)
 
-            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            let fd = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 16 << 20, subscribingTo: ["SELECT * FROM big"])
             defer { close(fd) }
-            try await RawSocket.upgrade(fd, port: service.port)
-            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
-            try await RawSocket.sendFrame(fd, hello.encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
             #expect(await eventually { service.syncConnections == 0 }, "the stuck peer was not dropped")
             // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
             let first = try await RawSocket.readFrame(fd)

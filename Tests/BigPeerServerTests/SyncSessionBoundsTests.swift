@@ -65,13 +65,8 @@ import WebSocket
             let documents = 128, blob = String(repeating: "y", count: 64 << 10)
             try await Self.insert(documents, into: "big", blob: blob, http, service.port)
 
-            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            let fd = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 1 << 20, subscribingTo: ["SELECT * FROM big", "SELECT * FROM live"])
             defer { close(fd) }
-            try await RawSocket.upgrade(fd, port: service.port)
-            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
-            try await RawSocket.sendFrame(fd, hello.encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 2, query: "SELECT * FROM live")).encode())
             // The session fills its queue and stops.
             #expect(await eventually { (service.syncQueueStatistics.first?.queued ?? 0) >= 1 << 20 })
             try await Self.insert(documents, into: "live", blob: blob, http, service.port)
@@ -292,12 +287,8 @@ import WebSocket
             let before = Self.rssKB()
             var fds: [Int32] = []
             for i in 0..<100 {
-                let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
-                fds.append(fd)
-                try await RawSocket.upgrade(fd, port: service.port)
-                let hello = SyncMessage.hello(Hello(site: UInt64(1000 + i), peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
-                try await RawSocket.sendFrame(fd, hello.encode())
-                try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+                fds.append(try await RawSocket.stuckSyncPeer(port: service.port, site: UInt64(1000 + i), maxMessageSize: 1 << 20,
+                                                             subscribingTo: ["SELECT * FROM big"]))
             }
             _ = await eventually(within: .seconds(30)) {
                 let s = service.syncQueueStatistics

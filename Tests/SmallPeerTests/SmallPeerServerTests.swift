@@ -265,38 +265,25 @@ struct SmallPeerServerTests {
         let dir = TempDirectory()
         defer { dir.cleanup() }
         try await TestPostgres.withDatabase { db in
-            let server = try await TestServer.start(db)
-            let first = server
-            let port = server.port
+            let first = try await TestServer.start(db)
+            let port = first.port  // the restarted server takes the same port
             let peer = try openPeer(dir.path)
             _ = try peer.subscribe(Self.all)
-            let client = try server.client(peer)
-            do {
-                try await client.waitUntilCaughtUp(timeout: .seconds(20))
-                await first.stop()
+            let client = try first.client(peer)
+            try await afterwards({ await client.stop() }) {
+                try await afterwards({ await first.stop() }) { try await client.waitUntilCaughtUp(timeout: .seconds(20)) }
                 #expect(await eventually { client.status.phase == .connecting }, "the client notices the server is gone")
                 _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'while-down', 'n': 1})")
                 try await Task.sleep(for: .milliseconds(300))  // a few failed attempts with backoff
-                let again = try await TestServer.start(db, port: port, key: server.key)
-                let second = again
-                do {
-                    try await again.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-rest', 'n': 2})")
+                let second = try await TestServer.start(db, port: port, key: first.key)
+                try await afterwards({ await second.stop() }) {
+                    try await second.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-rest', 'n': 2})")
                     #expect(try await eventually {
-                        try await again.items("SELECT _id FROM cars WHERE _id = 'while-down'").count == 1
+                        try await second.items("SELECT _id FROM cars WHERE _id = 'while-down'").count == 1
                     }, "the peer's write reaches the restarted server")
                     #expect(try await eventually { try Self.snapshot(peer).count == 2 }, "the REST write reaches the peer")
                     #expect(client.status.sessions >= 2)
-                } catch {
-                    await client.stop()
-                    await second.stop()
-                    throw error
                 }
-                await client.stop()
-                await second.stop()
-            } catch {
-                await client.stop()
-                await first.stop()
-                throw error
             }
         }
     }
