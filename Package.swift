@@ -73,8 +73,10 @@ let package = Package(
 
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
-        // Shared test helpers: PostgreSQL harness, ports, clocks.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
+        // Shared test helpers: PostgreSQL harness, ports, clocks, `eventually`, REST and sync clients.
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
+        // The in-process server harness: apart, so a socket or PostgreSQL test does not compile the server.
+        .target(name: "ServerTestSupport", dependencies: ["BigPeerTestSupport", "BigPeerServer", "Auth", "HTTP", "Postgres", "Values"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
@@ -86,10 +88,10 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
-        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport",
+        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
+        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
                                                              "Postgres", "Sockets", "Store", "SyncProtocol", "Values", "WebSocket",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]

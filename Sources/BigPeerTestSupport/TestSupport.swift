@@ -37,8 +37,15 @@ public enum TestPostgres {
 
     private static let holder = Holder()
 
+    /// The external server `BIGPEER_TEST_DATABASE_URL` names, if any.
+    static var externalURL: String? { ProcessInfo.processInfo.environment["BIGPEER_TEST_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 } }
+
+    /// True when tests run against an external server, which has no `LocalPostgres` (`cluster()`
+    /// is nil): tests that need the cluster's own superuser or port are then skipped, and say so.
+    public static var usesExternalServer: Bool { externalURL != nil }
+
     static func startServer() async throws -> Server {
-        if let url = ProcessInfo.processInfo.environment["BIGPEER_TEST_DATABASE_URL"], !url.isEmpty {
+        if let url = externalURL {
             return Server(admin: try PostgresConfiguration(url: url), cluster: nil)
         }
         let dir = NSTemporaryDirectory() + "bigpeer-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

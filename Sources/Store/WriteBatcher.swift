@@ -54,6 +54,8 @@ final class WriteBatcher: Sendable {
         var gatherer: CheckedContinuation<Void, Never>?
         var gatherTarget = 0
         var gatherID: UInt64 = 0
+        /// Gathers that ended because the window passed, not because the clients came back.
+        var windowsExpired = 0
 
         /// The gatherer to resume, when the queue has reached its target.
         mutating func releaseIfGathered() -> CheckedContinuation<Void, Never>? {
@@ -72,6 +74,10 @@ final class WriteBatcher: Sendable {
     let gatherWindow: Duration
 
     static let defaultGatherWindow = Duration.microseconds(500)
+
+    /// How many times a batch waited out the whole window (its answered clients did not all come
+    /// back in time): what a lone writer must never cost.
+    var windowsExpired: Int { state.withLock { $0.windowsExpired } }
 
     init(maxBatch: Int = 256, gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.maxBatch = maxBatch
@@ -147,6 +153,7 @@ final class WriteBatcher: Sendable {
                     let late = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
                         guard s.gatherID == id, let g = s.gatherer else { return nil }
                         s.gatherer = nil
+                        s.windowsExpired += 1
                         return g
                     }
                     late?.resume()

@@ -1,5 +1,6 @@
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import HTTP
 import Testing
 import Values
@@ -13,14 +14,14 @@ import Values
         let body = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\nhello attachments\r\n--\(boundary)--\r\n".utf8)
         var h: HTTPHeaders = ["Content-Type": "multipart/form-data; boundary=\(boundary)"]
         if let key { h.add("Authorization", "Bearer \(key)") }
-        return try await s.client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(s.service.port)/api/v4/attachments/upload",
+        return try await s.http.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(s.service.port)/api/v4/attachments/upload",
                                                             headers: h, body: body))
     }
 
     static func download(_ s: TestServer, _ id: String, key: String?) async throws -> HTTPClientResponse {
         var h = HTTPHeaders()
         if let key { h.add("Authorization", "Bearer \(key)") }
-        return try await s.client.execute(HTTPClientRequest(method: .GET, url: "http://127.0.0.1:\(s.service.port)/api/v4/attachments/\(id)", headers: h))
+        return try await s.http.execute(HTTPClientRequest(method: .GET, url: "http://127.0.0.1:\(s.service.port)/api/v4/attachments/\(id)", headers: h))
     }
 
     @Test func uploadAndDownloadNeedKeysWithSomeScope() async throws {
@@ -29,10 +30,10 @@ import Values
             #expect(noKey.status.code == 401)
             #expect(noKey.headers["WWW-Authenticate"] != nil)
 
-            let readOnly = try await s.key(read: .all, write: .none)
+            let readOnly = try await s.newKey(read: .all, write: .none)
             #expect(try await Self.upload(s, key: readOnly).status.code == 403)
 
-            let writer = try await s.key(read: .none, write: .only(["cars"]))
+            let writer = try await s.newKey(read: .none, write: .only(["cars"]))
             let ok = try await Self.upload(s, key: writer)
             #expect(ok.status.code == 200)
             let id = try #require(try JSON.parse(ok.body)["id"]?.stringValue)

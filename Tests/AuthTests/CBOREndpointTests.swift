@@ -1,3 +1,5 @@
+import BigPeerTestSupport
+import ServerTestSupport
 import HTTP
 import Testing
 import Values
@@ -6,7 +8,7 @@ import Values
 @Suite struct CBOREndpointTests {
     @Test func cborRequestAndResponseCarryTheSameObjectAsJSON() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             let doc: Value = ["_id": "c1", "n": 7, "x": 1.5, "ok": true, "none": nil, "list": [1, "two", ["three": 3]]]
             let request: Value = ["statement": "INSERT INTO cars DOCUMENTS (:d)", "args": ["d": doc]]
             var cbor = HTTPHeaders()

@@ -1,6 +1,7 @@
 @testable import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import HTTP
 import Postgres
@@ -11,10 +12,10 @@ import Values
 /// against a server with auth on.
 @Suite struct CLIAndClientsTests {
     @Test func keysCreateListRevokeFromTheCommandLine() async throws {
-        let exe = try bigpeerExecutable()
+        let exe = try ServerProcess.locateBinary()
         try await withServer({ $0.authCacheTTL = .milliseconds(200) }) { s in
-            let db = ["--database-url", conninfo(s.db.configuration)]
-            let created = try await runProcess(exe, ["keys", "create", "--description", "ci deploy", "--expires-in", "30d",
+            let db = ["--database-url", conninfo(s.database.configuration)]
+            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "ci deploy", "--expires-in", "30d",
                                                "--read", "cars,people", "--write", "cars"] + db)
             #expect(created.status == 0, "\(created.err)")
             let lines = created.out.split(separator: "\n")
@@ -30,7 +31,7 @@ import Values
 
             // Stored hashed: neither the list nor the table holds the key.
             let id = try #require(APIKeyToken(parsing: key)).id
-            let listed = try await runProcess(exe, ["keys", "list"] + db)
+            let listed = try await TestCommand.run(exe, ["keys", "list"] + db)
             #expect(listed.status == 0, "\(listed.err)")
             #expect(listed.out.contains(id))
             #expect(listed.out.contains("ci deploy"))
@@ -40,17 +41,16 @@ import Values
             #expect(rows.count == 1)
             #expect(try rows[0].decode(1, as: String.self) == APIKeyToken.hex(try #require(APIKeyToken(parsing: key)).sha256))
 
-            let revoked = try await runProcess(exe, ["keys", "revoke", id] + db)
+            let revoked = try await TestCommand.run(exe, ["keys", "revoke", id] + db)
             #expect(revoked.status == 0, "\(revoked.err)")
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await s.execute("SELECT * FROM cars", key: key).status == 401)
-            #expect(try await runProcess(exe, ["keys", "list"] + db).out.contains("revoked"))
-            #expect(try await runProcess(exe, ["keys", "revoke", "ffffffffffffffff"] + db).status != 0)
+            #expect(try await eventually { try await s.execute("SELECT * FROM cars", key: key).status == 401 })  // past the 200 ms cache
+            #expect(try await TestCommand.run(exe, ["keys", "list"] + db).out.contains("revoked"))
+            #expect(try await TestCommand.run(exe, ["keys", "revoke", "ffffffffffffffff"] + db).status != 0)
 
             // Bad arguments are refused before touching the database.
             for bad in [["--expires-in", "30x", "--read-all"], ["--expires-in", "0d", "--read-all"], ["--expires-in", "30d"],
                         ["--expires-in", "30d", "--read", "a", "--read-all"], ["--expires-in", "99999d", "--read-all"]] {
-                let r = try await runProcess(exe, ["keys", "create", "--description", "x"] + bad + db)
+                let r = try await TestCommand.run(exe, ["keys", "create", "--description", "x"] + bad + db)
                 #expect(r.status != 0, "\(bad)")
             }
         }
@@ -58,16 +58,16 @@ import Values
 
     @Test func curlAndPythonRequestsSeeTheSameAuthRules() async throws {
         try await withServer { s in
-            let key = try await s.key(read: .only(["cars"]), write: .only(["cars"]))
+            let key = try await s.newKey(read: .only(["cars"]), write: .only(["cars"]))
             let url = s.base + "/api/v4/store/execute"
             // curl: no key, then a write and a read with the key.
-            let none = try await runProcess("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", url, "-d", #"{"statement":"SELECT * FROM cars"}"#])
+            let none = try await TestCommand.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", url, "-d", #"{"statement":"SELECT * FROM cars"}"#])
             #expect(none.out == "401")
-            let ins = try await runProcess("/usr/bin/curl", ["-s", "-X", "POST", url, "-H", "Authorization: Bearer \(key)",
+            let ins = try await TestCommand.run("/usr/bin/curl", ["-s", "-X", "POST", url, "-H", "Authorization: Bearer \(key)",
                                                        "-d", #"{"statement":"INSERT INTO cars DOCUMENTS (:d)","args":{"d":{"_id":"k","color":"red"}}}"#])
             #expect(try JSON.parse(Array(ins.out.utf8)) == ["transactionId": 1, "queryType": "insert", "items": [], "mutatedDocumentIds": ["k"],
                                                           "warnings": [], "totalWarningsCount": 0])
-            let find = try await runProcess("/usr/bin/curl", ["-s", "-X", "POST", s.base + "/api/v4/store/find", "-H", "Authorization: Bearer \(key)",
+            let find = try await TestCommand.run("/usr/bin/curl", ["-s", "-X", "POST", s.base + "/api/v4/store/find", "-H", "Authorization: Bearer \(key)",
                                                         "-d", #"{"collection":"cars","query":"color == 'red'"}"#])
             #expect(try JSON.parse(Array(find.out.utf8)) == ["documents": [["id": "k", "fields": ["_id": "k", "color": "red"]]], "txnId": 1])
 
@@ -91,25 +91,24 @@ import Values
                 assert r.status_code == 401, r.status_code
                 print("ok")
                 """
-            let py = try await runProcess("/usr/bin/env", ["python3", "-c", script, s.base, key])
+            let py = try await TestCommand.run("/usr/bin/env", ["python3", "-c", script, s.base, key])
             #expect(py.status == 0, "\(py.err)")
             #expect(py.out == "ok\n")
         }
     }
 
     @Test func serveInsecureDevWarnsLoudly() async throws {
-        let exe = try bigpeerExecutable()
+        let exe = try ServerProcess.locateBinary()
         try await withServer { s in
             let log = NSTemporaryDirectory() + "bp-insecure-\(UInt64.random(in: 0...UInt64.max)).log"
             defer { unlink(log) }
             let pid = try TestCommand.spawn(exe, ["serve", "--insecure-dev", "--port", "0", "--threads", "1", "--db-connections", "2",
-                                                  "--database-url", conninfo(s.db.configuration)],
+                                                  "--database-url", conninfo(s.database.configuration)],
                                             stdoutPath: "/dev/null", stderrPath: log)
             var seen = ""
-            let deadline = Date().addingTimeInterval(30)
-            while !seen.contains("BigPeer is listening") && Date() < deadline {
-                try await Task.sleep(for: .milliseconds(50))
+            _ = await eventually(within: .seconds(30)) {
                 seen = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                return seen.contains("BigPeer is listening")
             }
             kill(pid, SIGINT)
             _ = await TestCommand.wait(pid)

@@ -1,3 +1,5 @@
+import BigPeerTestSupport
+import ServerTestSupport
 import Auth
 import HTTP
 import Testing
@@ -18,7 +20,7 @@ import Values
         #expect(r.status == 200)
     }
 
-    func ids(_ r: TestServer.Reply) -> [Value] {
+    func ids(_ r: RESTReply) -> [Value] {
         guard case .array(let docs)? = r["documents"] else { return [] }
         return docs.map { doc in
             guard case .object(let o) = doc else { return .null }
@@ -28,7 +30,7 @@ import Values
 
     @Test func findTranslatesQueriesArgsSortLimitOffset() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             try await seed(s, key: key)
             let all = try await s.post("/api/v4/store/find", ["collection": "people", "sort": [["property": "age", "direction": "desc"]]], key: key)
             #expect(all.status == 200)
@@ -55,7 +57,7 @@ import Values
 
     @Test func nullComparisonMatchesNullAndMissing() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             try await seed(s, key: key)
             let nulls = try await s.post("/api/v4/store/find", ["collection": "people", "query": "note == null", "sort": [["property": "_id"]]], key: key)
             #expect(ids(nulls) == ["ann", "bob", "cy", "dee"])
@@ -66,7 +68,7 @@ import Values
 
     @Test func findErrorsAre400WithTheColumn() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             let bad = try await s.post("/api/v4/store/find", ["collection": "people", "query": "age = 3"], key: key,
                                        headers: ["X-Request-ID": "legacy-400"])
             #expect(bad.status == 400)
@@ -82,7 +84,7 @@ import Values
 
     @Test func findByIDAndCount() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             try await seed(s, key: key)
             let one = try await s.post("/api/v4/store/findbyid", ["collection": "people", "id": "bob"], key: key)
             #expect(one.status == 200)
@@ -104,7 +106,7 @@ import Values
 
     @Test func writeRunsUpsertUpdateRemoveInOneTransaction() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             try await seed(s, key: key)
             let r = try await s.post("/api/v4/store/write", ["commands": [
                 ["method": "upsert", "collection": "people", "id": "eve", "value": ["name": "Eve", "orders": 5], "valueTypeOverrides": ["orders": "counter"]],
@@ -144,7 +146,7 @@ import Values
 
     @Test func writeIsAllOrNothing() async throws {
         try await withServer { s in
-            let key = try await s.key()
+            let key = try await s.newKey()
             try await seed(s, key: key)
             // The third command fails at run time (SET a path under a scalar): nothing is written.
             let r = try await s.post("/api/v4/store/write", ["commands": [

@@ -1,5 +1,6 @@
 @testable import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import Migrations
 import Postgres
@@ -35,11 +36,14 @@ import Values
     }
 
     @Test func analystReadsTheViewsAndCannotWriteReadTablesOrCreate() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db))
+        try await InProcessServer.with { server in
+            let (db, service) = (server.database, server.service)
             let admin = try await db.connect()
             let analyst = "t_analyst_" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
-            do {
+            try await afterwards({
+                _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(analyst)"))
+                await admin.close()
+            }) {
                 _ = try await service.store.execute("INSERT INTO cars DOCUMENTS ({_id: 'a', color: 'red'}), ({_id: 'b', color: 'blue'})")
                 // How an operator gives a person the role (docs/STORAGE.md).
                 _ = try await admin.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(analyst) LOGIN PASSWORD 'pw-\(analyst)' IN ROLE bigpeer_analyst"))
@@ -94,15 +98,7 @@ import Values
                 #expect(try updatable.map { try $0.decode(0, as: String.self) } == ["all_documents:NONO", "cars:NONO"])
                 let read = try await service.store.execute("SELECT _id, color FROM cars ORDER BY _id")
                 #expect(read.items == [["_id": "a", "color": "red"], ["_id": "b", "color": "blue"]])
-            } catch {
-                _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(analyst)"))
-                await admin.close()
-                await service.stop()
-                throw error
             }
-            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(analyst)"))
-            await admin.close()
-            await service.stop()
         }
     }
 

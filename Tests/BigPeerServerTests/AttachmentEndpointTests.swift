@@ -1,5 +1,6 @@
 @testable import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import Glibc
 import HTTP
@@ -11,24 +12,11 @@ import Values
 /// real PostgreSQL.
 @Suite struct AttachmentEndpointTests {
     static func withService(maxAttachmentBytes: Int = 64 << 20, _ body: (BigPeerService, HTTPClient, TestDatabase) async throws -> Void) async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
+        try await InProcessServer.with({ config in
             config.insecureDevelopment = true  // auth on these routes is tested in AuthTests
             config.maxAttachmentBytes = maxAttachmentBytes
-            let service = try await BigPeerService.start(config)
-            let client = try HTTPClient()
-            do {
-                try await body(service, client, db)
-            } catch {
-                await client.shutdown()
-                await service.stop()
-                throw error
-            }
-            await client.shutdown()
-            await service.stop()
+        }) { server in
+            try await body(server.service, server.http, server.database)
         }
     }
 
@@ -57,28 +45,8 @@ import Values
         let path = NSTemporaryDirectory() + "bp-sha-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let r = try await run("/usr/bin/sha256sum", [path])
+        let r = try await TestCommand.run("/usr/bin/sha256sum", [path])
         return String(r.out.prefix(64))
-    }
-
-    /// Runs a program; waits by polling so no cooperative thread is blocked meanwhile (a blocked
-    /// thread delays other tests' timers). Its output must fit in a pipe buffer (64 KiB).
-    @discardableResult
-    static func run(_ path: String, _ args: [String]) async throws -> (status: Int32, out: String) {
-        // Output to files and a polling wait (TestCommand): no cooperative thread blocks, and no
-        // Foundation pipe read that crashes on EINTR.
-        let base = NSTemporaryDirectory() + "bp-att-\(UInt64.random(in: 0...UInt64.max))"
-        defer { unlink(base + ".out"); unlink(base + ".err") }
-        let pid = try TestCommand.spawn(path, args, stdoutPath: base + ".out", stderrPath: base + ".err")
-        var status: Int32 = 0
-        while true {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid { break }
-            if r == -1 && errno != EINTR { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return (code, (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? "")
     }
 
     static func count(_ db: TestDatabase, _ table: String) async throws -> Int64 {
@@ -93,7 +61,7 @@ import Values
             let path = NSTemporaryDirectory() + "bp-upload-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).bin"
             try Data(content).write(to: URL(fileURLWithPath: path))
             defer { try? FileManager.default.removeItem(atPath: path) }
-            let curl = try await Self.run("/usr/bin/curl", ["-sS", "-F", "file=@\(path);type=image/png", "http://127.0.0.1:\(service.port)/api/v4/attachments/upload"])
+            let curl = try await TestCommand.run("/usr/bin/curl", ["-sS", "-F", "file=@\(path);type=image/png", "http://127.0.0.1:\(service.port)/api/v4/attachments/upload"])
             #expect(curl.status == 0)
             let answer = try JSON.parse(Array(curl.out.utf8))
             let expectedID = try await Self.sha256Hex(content)
@@ -273,21 +241,11 @@ import Values
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%' \(writes)
                     """))[0].decode(0, as: Int64.self)
             }
-            var sawOpenTransaction = false
-            for _ in 0..<200 where !sawOpenTransaction {
-                sawOpenTransaction = try await openTransactions(writing: true) > 0
-                if !sawOpenTransaction { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            #expect(sawOpenTransaction)
+            #expect(try await eventually { try await openTransactions(writing: true) > 0 })
             // shutdown first: a curl spawned by a concurrent test may have inherited the descriptor.
             shutdown(fd, Int32(SHUT_RDWR))
             close(fd)
-            var settled = false
-            for _ in 0..<250 where !settled {
-                settled = try await openTransactions(writing: false) == 0
-                if !settled { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            #expect(settled)  // the chunks were written, then rolled back
+            #expect(try await eventually { try await openTransactions(writing: false) == 0 })  // the chunks were written, then rolled back
             #expect(try await Self.count(db, "bigpeer_attachments") == 0)
             #expect(try await Self.count(db, "bigpeer_attachment_chunks") == 0)
             await observer.close()

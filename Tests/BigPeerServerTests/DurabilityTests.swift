@@ -36,10 +36,7 @@ import Values
                 }
                 g.addTask {
                     // Kill once real load has been acknowledged (not after a fixed time: CI machines vary).
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while acknowledgedInserts.withLock({ $0.count }) < 100 && ContinuousClock.now < deadline {
-                        try? await Task.sleep(for: .milliseconds(20))
-                    }
+                    _ = await eventually(within: .seconds(60)) { acknowledgedInserts.withLock { $0.count } >= 100 }
                     await server.kill()
                 }
             }

@@ -1,5 +1,6 @@
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import HTTP
 import Postgres
@@ -10,19 +11,16 @@ import Values
 /// `POST /api/v4/store/execute` over real HTTP.
 @Suite struct ExecuteEndpointTests {
     static func post(_ client: HTTPClient, _ port: Int, _ body: String, headers: HTTPHeaders = HTTPHeaders()) async throws -> (Int, Value) {
-        var h = headers
-        h.add("Content-Type", "application/json")
-        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: Array(body.utf8)))
-        return (r.status.code, try JSON.parse(r.body))
+        let r = try await RESTClient(http: client, port: port).post("/api/v4/store/execute", raw: Array(body.utf8), headers: headers)
+        return (r.status, r.body)
     }
 
     @Test func shapesForSuccessAndEveryErrorKind() async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration.forTest(db, insecureDevelopment: true)  // response shapes only: auth is covered by AuthTests
+        try await InProcessServer.with({ config in
+            config.insecureDevelopment = true  // response shapes only: auth is covered by AuthTests
             config.statementTimeout = .seconds(1)
-            let service = try await BigPeerService.start(config)
-            let client = try HTTPClient()
-            let port = service.port
+        }) { server in
+            let (db, client, port) = (server.database, server.http, server.port)
 
             let (s1, ok) = try await Self.post(client, port, #"{"statement":"INSERT INTO cars DOCUMENTS (:d)","args":{"d":{"_id":"a","n":1}}}"#)
             #expect(s1 == 200)
@@ -61,9 +59,6 @@ import Values
             await holder.close()
             let (after, _) = try await Self.post(client, port, #"{"statement":"UPDATE cars SET n = 2 WHERE _id = 'a'"}"#)
             #expect(after == 200)
-
-            await client.shutdown()
-            await service.stop()
         }
     }
 
@@ -75,10 +70,7 @@ import Values
     }
 
     static func outageScenario(_ cluster: LocalPostgres, dataDirectory dir: String, options: LocalPostgres.Options) async throws {
-        var config = ServerConfiguration()
-        config.port = 0
-        config.threads = 1
-        config.database = .configuration(cluster.configuration())
+        var config = InProcessServer.configuration(cluster.configuration())
         config.insecureDevelopment = true  // outage behaviour only: auth is covered by AuthTests
         let service = try await BigPeerService.start(config)
         let client = try HTTPClient()
@@ -94,12 +86,10 @@ import Values
         #expect(ready.status.code == 503)
 
         _ = try await TestPostgres.startCluster(dataDirectory: dir, options: options)
-        var recovered = false
-        for _ in 0..<50 where !recovered {
+        #expect(try await eventually {
             let (code, v) = try await Self.post(client, service.port, #"{"statement":"SELECT * FROM t"}"#)
-            if code == 200 { recovered = v["items"] == [["_id": "x"]] } else { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        #expect(recovered)
+            return code == 200 && v["items"] == [["_id": "x"]]
+        })
         await client.shutdown()
         await service.stop()
     }
@@ -109,9 +99,8 @@ extension ExecuteEndpointTests {
     /// A point read answered from the read cache (second request) is byte-identical to the one
     /// answered by PostgreSQL (first request), in JSON and in CBOR; and a write is read back at once.
     @Test func pointReadsFromTheCacheAnswerExactlyAsThoseFromPostgres() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
-            let client = try HTTPClient()
+        try await InProcessServer.with({ $0.insecureDevelopment = true }) { server in
+            let (service, client) = (server.service, server.http)
             let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
             func raw(_ body: String, accept: String = "application/json") async throws -> [UInt8] {
                 let r = try await client.execute(HTTPClientRequest(method: .POST, url: url,
@@ -132,7 +121,6 @@ extension ExecuteEndpointTests {
             _ = try await raw(#"{"statement":"UPDATE cars SET n = 2 WHERE _id = :id","args":{"id":"é\"1"}}"#)
             let after = try JSON.parse(try await raw(read))
             #expect(after["items"] == [["_id": "é\"1", "n": 2, "tags": ["a", ["b": nil]], "s": "\u{1}"]])
-            await service.stop()
         }
     }
 }

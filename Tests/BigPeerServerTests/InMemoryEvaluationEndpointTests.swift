@@ -1,5 +1,6 @@
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import HTTP
 import Testing
 import Values
@@ -123,16 +124,13 @@ import Values
 
     /// A refused pattern is a client error with a readable reason, never a 5xx.
     @Test func unsupportedRegexIsA400() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
-            let client = try HTTPClient()
+        try await InProcessServer.with({ $0.insecureDevelopment = true }) { server in
+            let (service, client) = (server.service, server.http)
             _ = try await ExecuteEndpointTests.post(client, service.port, #"{"statement":"INSERT INTO c DOCUMENTS ({'s': 'aa'})"}"#)
             let (code, v) = try await ExecuteEndpointTests.post(client, service.port,
                                                                 #"{"statement":"SELECT * FROM c WHERE regexp_like(s, :p)","args":{"p":"(a)\\1"}}"#)
             #expect(code == 400)
             #expect(v["error"]?["description"]?.stringValue?.contains("backreferences are not supported") == true, "\(v)")
-            await client.shutdown()
-            await service.stop()
         }
     }
 }

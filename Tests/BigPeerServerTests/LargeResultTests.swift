@@ -1,5 +1,6 @@
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import HTTP
 import Postgres
@@ -28,14 +29,38 @@ import Values
 
     static let selectAll = Array(#"{"statement":"SELECT * FROM big"}"#.utf8)
 
+    /// A server (`--insecure-dev`, changed by `configure`) on a database whose `big` holds `count` documents.
+    static func withFilledServer(count: Int = documentCount, http: HTTPClient.Configuration = HTTPClient.Configuration(),
+                                 _ configure: (inout ServerConfiguration) -> Void = { _ in },
+                                 _ body: (InProcessServer) async throws -> Void) async throws {
+        try await InProcessServer.with(http: http, { config in
+            config.insecureDevelopment = true
+            configure(&config)
+        }) { server in
+            try await fill(server.database, count: count)
+            try await body(server)
+        }
+    }
+
+    /// A reader with a 32 KiB receive buffer that has asked for the whole of `big` and read the
+    /// first 32 KiB of the answer (the stream then waits for it).
+    static func stalledReader(_ port: Int) throws -> (RawHTTPSocket, received: [UInt8]) {
+        let socket = try RawHTTPSocket(port: port, receiveBuffer: 32 << 10)
+        do {
+            try socket.send(request(selectAll))
+            return (socket, try socket.read(upTo: 32 << 10))
+        } catch {
+            socket.close()
+            throw error
+        }
+    }
+
     @Test func aResultLargerThan16MiBArrivesWholeAndParses() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
-            try await Self.fill(db)
-            var cc = HTTPClient.Configuration()
-            cc.maxResponseBytes = 64 << 20
-            cc.requestTimeout = .seconds(120)
-            let client = try HTTPClient(configuration: cc)
+        var cc = HTTPClient.Configuration()
+        cc.maxResponseBytes = 64 << 20
+        cc.requestTimeout = .seconds(120)
+        try await Self.withFilledServer(http: cc) { server in
+            let (service, client) = (server.service, server.http)
             let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(service.port)/api/v4/store/execute",
                                                                headers: ["Content-Type": "application/json"], body: Self.selectAll))
             #expect(r.status.code == 200)
@@ -73,31 +98,22 @@ import Values
             #expect(rows.count == 1000)
             #expect(Set(rows.compactMap { $0["n"]?.int64Value }).count == 1000)
             #expect(rows.allSatisfy { ($0["n"]?.int64Value ?? 1) % 2 == 0 })
-            await client.shutdown()
-            await service.stop()
         }
     }
 
     /// A reader that takes a little at a time: the server's queue for it stays near the
     /// connection's high-water mark (256 KiB) plus one chunk, not the 20 MB result.
     @Test func aSlowReaderHoldsABoundedQueueNotTheResult() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
-            try await Self.fill(db)
-            let socket = try RawHTTPSocket(port: service.port, receiveBuffer: 32 << 10)
+        try await Self.withFilledServer { server in
+            let service = server.service
+            let (socket, head) = try Self.stalledReader(service.port)
             defer { socket.close() }
-            try socket.send(Self.request(Self.selectAll))
-            var received = try socket.read(upTo: 32 << 10)
+            var received = head
             // Stop reading until the server's queue for us has passed the high-water mark
             // (256 KiB): the kernel buffers are full and the stream had to wait for this reader.
             let highWaterMark = WriteLimits().highWaterMark
-            var waited = 0
-            while service.http.peakQueuedOutputBytes <= highWaterMark && waited < 1500 {
-                try await Task.sleep(for: .milliseconds(20))
-                waited += 1
-            }
-            let stalled = service.http.peakQueuedOutputBytes
-            #expect(stalled > highWaterMark, "the reader never held the stream back")
+            #expect(await eventually(within: .seconds(30)) { service.http.peakQueuedOutputBytes > highWaterMark },
+                    "the reader never held the stream back")
             for _ in 0..<20 {  // then a little at a time, with pauses
                 received += try socket.read(upTo: 32 << 10)
                 try await Task.sleep(for: .milliseconds(5))
@@ -113,31 +129,28 @@ import Values
             // 256 KiB high-water mark + one 64 KiB chunk (+ its framing); the unfixed server queued the whole body.
             #expect(midway <= 1 << 20, "peak queued bytes \(midway) while the reader was slow")
             #expect(service.http.peakQueuedOutputBytes <= 1 << 20, "peak queued bytes \(service.http.peakQueuedOutputBytes)")
-            await service.stop()
         }
     }
 
     /// The database session dies while the body is being sent (the status line already said 200):
     /// the connection closes without the last chunk, so the client sees a truncated response.
     @Test func anErrorMidStreamTruncatesTheResponse() async throws {
-        try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db, insecureDevelopment: true))
-            try await Self.fill(db)
-            let socket = try RawHTTPSocket(port: service.port, receiveBuffer: 32 << 10)
+        try await Self.withFilledServer { server in
+            let (service, client) = (server.service, server.http)
+            let (socket, head) = try Self.stalledReader(service.port)
             defer { socket.close() }
-            try socket.send(Self.request(Self.selectAll))
-            var received = try socket.read(upTo: 32 << 10)
+            var received = head
             #expect(String(decoding: received.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
             // The stream is stalled on this reader; its session waits between FETCHes.
-            let observer = try await db.connect()
+            let observer = try await server.database.connect()
             var pid: Int32?
-            for _ in 0..<250 where pid == nil {
+            _ = try await eventually {
                 let rows = try await observer.query("""
                     SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
                     AND state LIKE 'idle in transaction%' AND query LIKE 'FETCH%'
                     """)
                 pid = rows.first.flatMap { try? $0.decode(0, as: Int32.self) }
-                if pid == nil { try await Task.sleep(for: .milliseconds(20)) }
+                return pid != nil
             }
             let backend = try #require(pid)
             _ = try await observer.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(\(backend))"))
@@ -148,24 +161,17 @@ import Values
             #expect(RawHTTPSocket.chunkedBody(of: received) == nil)  // no complete chunked message
 
             // The server goes on serving (the broken session was replaced).
-            let client = try HTTPClient()
             let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(service.port)/api/v4/store/execute",
                 headers: ["Content-Type": "application/json"], body: Array(#"{"statement":"SELECT * FROM big WHERE _id = 'd000007'"}"#.utf8)))
             #expect(r.status.code == 200)
             #expect(try JSON.parse(r.body)["items"]?.arrayValue?.first?["n"] == 7)
-            await client.shutdown()
-            await service.stop()
         }
     }
 
     /// Sorting in memory is bounded: past the budget, a 400 that says what to do, not unbounded memory.
     @Test func anInMemorySortPastTheBudgetIs400() async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration.forTest(db, insecureDevelopment: true)
-            config.maxBufferedResultBytes = 1 << 20
-            let service = try await BigPeerService.start(config)
-            try await Self.fill(db, count: 5_000)  // ~1.7 MB
-            let client = try HTTPClient()
+        try await Self.withFilledServer(count: 5_000, { $0.maxBufferedResultBytes = 1 << 20 }) { server in  // ~1.7 MB
+            let (service, client) = (server.service, server.http)
             let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
             func post(_ statement: String, accept: String = "application/json") async throws -> HTTPClientResponse {
                 try await client.execute(HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json", "Accept": accept],
@@ -191,24 +197,17 @@ import Values
             // A pushed-down ORDER BY with LIMIT holds only the limit.
             let top = try await post("SELECT n FROM big ORDER BY n DESC LIMIT 3")
             #expect(try JSON.parse(top.body)["items"] == [["n": 5000], ["n": 4999], ["n": 4998]])
-            await client.shutdown()
-            await service.stop()
         }
     }
 
     /// Each stream holds a database session while its client reads: past the cap, 503 + Retry-After
     /// (the rest of the pool stays free for everything else); the slot comes back when the reader leaves.
     @Test func streamsPastTheCapAre503AndTheSlotComesBack() async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration.forTest(db, insecureDevelopment: true)
-            config.maxConcurrentStreamedResults = 1
-            let service = try await BigPeerService.start(config)
-            try await Self.fill(db, count: 20_000)  // ~6.6 MB: more than the kernel buffers take for a stalled reader
-            let stalled = try RawHTTPSocket(port: service.port, receiveBuffer: 32 << 10)
-            try stalled.send(Self.request(Self.selectAll))
-            let head = try stalled.read(upTo: 16 << 10)
+        // ~6.6 MB: more than the kernel buffers take for a stalled reader.
+        try await Self.withFilledServer(count: 20_000, { $0.maxConcurrentStreamedResults = 1 }) { server in
+            let (service, client) = (server.service, server.http)
+            let (stalled, head) = try Self.stalledReader(service.port)
             #expect(String(decoding: head.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
-            let client = try HTTPClient()
             let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
             func selectAll() async throws -> HTTPClientResponse {
                 try await client.execute(HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json"],
@@ -223,14 +222,7 @@ import Values
                                                                    body: Array(#"{"statement":"SELECT * FROM big LIMIT 5"}"#.utf8)))
             #expect(small.status.code == 200)
             stalled.close()
-            var status = 0
-            for _ in 0..<250 where status != 200 {
-                status = try await selectAll().status.code
-                if status != 200 { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            #expect(status == 200)
-            await client.shutdown()
-            await service.stop()
+            #expect(try await eventually { try await selectAll().status.code == 200 }, "the slot came back")
         }
     }
 

@@ -11,9 +11,8 @@ import Values
 /// `bigpeer serve` processes on a private cluster under `--data-dir`, and a copied binary.
 @Suite struct PrivateClusterTests {
     static func execute(_ client: HTTPClient, _ port: Int, _ statement: String) async throws -> (Int, Value) {
-        let body = JSON.serialize(.object(["statement": .string(statement)]))
-        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", body: body))
-        return (Int(r.status.code), (try? JSON.parse(r.body)) ?? .null)
+        let r = try await RESTClient(http: client, port: port).execute(statement)
+        return (r.status, r.body)
     }
 
     /// True while something accepts PostgreSQL sessions as the superuser on the cluster's port.

@@ -1,5 +1,6 @@
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import HTTP
 import Postgres
 import Store
@@ -9,7 +10,7 @@ import Values
 @Suite struct ServiceLifecycleTests {
     @Test func serviceMigratesServesHealthAndStops() async throws {
         try await TestPostgres.withDatabase { db in
-            let service = try await BigPeerService.start(.forTest(db))
+            let service = try await BigPeerService.start(InProcessServer.configuration(db))
             #expect(service.database.migrationReport.applied.contains("0001_settings.sql"))
 
             let client = try HTTPClient()
@@ -35,10 +36,7 @@ import Values
 
     @Test func secondInstanceOnTheSameDatabaseFindsMigrationsApplied() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = ServerConfiguration()
-            config.port = 0
-            config.threads = 1
-            config.database = .configuration(db.configuration)
+            let config = InProcessServer.configuration(db)
             async let a = BigPeerService.start(config)
             async let b = BigPeerService.start(config)
             let (first, second) = try await (a, b)

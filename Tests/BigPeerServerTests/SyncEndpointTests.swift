@@ -2,6 +2,7 @@ import Auth
 import Glibc
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import CRDT
 import HTTP
 import Postgres
@@ -23,51 +24,29 @@ import WebSocket
     static func withServer(read: String = "--read-all", write: String = "--write-all", instances: Int = 1,
                            _ body: ([BigPeerService], String, HTTPClient) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
-            var services: [BigPeerService] = []
-            do {
+            let servers = MutexBox<[InProcessServer]>([])
+            try await afterwards({ for s in servers.withLock({ $0 }) { await s.stop() } }) {
                 for _ in 0..<instances {
-                    var config = Self.configuration(db)
-                    config.jwt = try JWTVerifier(secret: jwtSecret)
-                    services.append(try await BigPeerService.start(config))
+                    let server = try await InProcessServer.start(on: db) { $0.jwt = try JWTVerifier(secret: jwtSecret) }
+                    servers.withLock { $0.append(server) }
                 }
-                let keys = APIKeyStore(pool: services[0].pool)
                 let scopes = { (flag: String) -> CollectionScope in
                     flag.hasSuffix("-all") ? .all : .only(Set(flag.split(separator: "=").last.map { $0.split(separator: ",").map(String.init) } ?? []))
                 }
-                let now = APIKeyStore.now()
-                let (_, key) = try await keys.create(description: "sync test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
-                                                     read: scopes(read), write: scopes(write))
-                let client = try HTTPClient()
-                try await body(services, key.text, client)
-            } catch {
-                for s in services { await s.stop() }
-                throw error
+                let started = servers.withLock { $0 }
+                let key = try await started[0].newKey(read: scopes(read), write: scopes(write))
+                try await body(started.map(\.service), key, started[0].http)
             }
-            for s in services { await s.stop() }
         }
-    }
-
-    /// One event-loop thread, any free port, this test's database.
-    static func configuration(_ db: TestDatabase) -> ServerConfiguration {
-        var config = ServerConfiguration()
-        config.port = 0
-        config.threads = 1
-        config.database = .configuration(db.configuration)
-        return config
     }
 
     static func hello(site: UInt64, _ credentials: SyncCredentials?) -> SyncMessage {
         .hello(Hello(site: site, peerKey: [7, 7], deviceName: "test-\(site)", credentials: credentials, credit: 1 << 20, maxMessageSize: 1 << 20))
     }
 
+    @discardableResult
     static func execute(_ client: HTTPClient, _ port: Int, key: String, _ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
-        var h = HTTPHeaders()
-        h.add("Content-Type", "application/json")
-        h.add("Authorization", "Bearer \(key)")
-        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
-        let r = try await client.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
-        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
-        return try JSON.parse(r.body)
+        try await RESTClient(http: client, port: port, key: key).executeOK(statement, args)
     }
 
     /// Connects and completes the handshake with an API key or JWT.
@@ -235,7 +214,7 @@ import WebSocket
     /// Shutdown closes sync sockets with 1001 (going away), so peers reconnect elsewhere.
     @Test func shutdown_closesPeersWithGoingAway() async throws {
         try await TestPostgres.withDatabase { db in
-            var config = Self.configuration(db)
+            var config = InProcessServer.configuration(db)
             config.insecureDevelopment = true
             let service = try await BigPeerService.start(config)
             let peer = try await Self.connect(service.port, site: 0xE5, .apiKey("anything: insecure-dev accepts every peer"))
@@ -248,30 +227,18 @@ import WebSocket
     /// the server's queue for it stays capped (`maxQueuedBytes`) and the peer is dropped, while
     /// other peers keep being served.
     @Test func aPeerThatStopsReading_isDropped_andOthersAreServed() async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = Self.configuration(db)
+        try await InProcessServer.with({ config in
             config.insecureDevelopment = true
             config.maxBodyBytes = 64 << 20
             config.syncWebSocket = WebSocketConfiguration(maxFrameSize: 16 << 20, maxMessageSize: 16 << 20, highWaterMark: 1 << 20,
                                                           lowWaterMark: 256 << 10, maxQueuedBytes: 2 << 20, writeStallTimeout: .seconds(2))
-            let service = try await BigPeerService.start(config)
-            defer { Task { await service.stop() } }
-            let http = try HTTPClient()
-            let blob = String(repeating: "y", count: 64 << 10)
-            for batch in 0..<5 {
-                var args: [String: Value] = [:]
-                for i in 0..<32 { args["d\(i)"] = ["_id": .string("doc-\(batch)-\(i)"), "blob": .string(blob)] }
-                let list = (0..<32).map { "(:d\($0))" }.joined(separator: ", ")
-                _ = try await Self.execute(http, service.port, key: "unused", "INSERT INTO big DOCUMENTS \(list)", args)
-            }
+        }) { server in
+            let (service, http) = (server.service, server.http)
+            try await SyncSessionBoundsTests.insert(160, into: "big", blob: String(repeating: "y", count: 64 << 10), http, service.port)
 
-            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            let fd = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 16 << 20, subscribingTo: ["SELECT * FROM big"])
             defer { close(fd) }
-            try await RawSocket.upgrade(fd, port: service.port)
-            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 16 << 20))
-            try await RawSocket.sendFrame(fd, hello.encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
-            #expect(await Self.eventually(.seconds(20)) { service.syncConnections == 0 }, "the stuck peer was not dropped")
+            #expect(await eventually { service.syncConnections == 0 }, "the stuck peer was not dropped")
             // It had been accepted (the drop is the stall, not a refusal): its first frame is `welcome`.
             let first = try await RawSocket.readFrame(fd)
             guard case .welcome? = try? SyncMessageDecoder.decode(first) else { Issue.record("first frame was not welcome"); return }
@@ -283,83 +250,4 @@ import WebSocket
             #expect(got.contains { if case .documents(1, let e) = $0 { e.count == 1 } else { false } })
         }
     }
-
-    static func eventually(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition()
-    }
-}
-
-/// A WebSocket client on a plain socket that can stop reading (the adapters always read).
-enum RawSocket {
-    struct Failure: Error { var what: String }
-
-    static func connect(port: Int, receiveBuffer: Int32) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(what: "socket") }
-        var size = receiveBuffer
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard r == 0 else { close(fd); throw Failure(what: "connect errno \(errno)") }
-        return fd
-    }
-
-    /// Sends the upgrade request and reads exactly the response head, a byte at a time so no
-    /// frame byte is consumed with it (every wait bounded, none holding a cooperative thread).
-    static func upgrade(_ fd: Int32, port: Int) async throws {
-        let request = "GET /api/v4/sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n\r\n"
-        try await write(fd, Array(request.utf8))
-        var head: [UInt8] = []
-        while !head.ends(with: [13, 10, 13, 10]) {
-            switch try await DescriptorWait.receive(fd, upTo: 1, timeout: .seconds(5)) {
-            case .data(let byte): head += byte
-            case .closed: throw Failure(what: "closed during upgrade")
-            case .timedOut: throw Failure(what: "no upgrade response")
-            }
-        }
-        guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else { throw Failure(what: String(decoding: head, as: UTF8.self)) }
-    }
-
-    /// Reads one unfragmented, unmasked server frame (what this server sends) and returns its payload.
-    static func readFrame(_ fd: Int32) async throws -> [UInt8] {
-        func read(_ n: Int) async throws -> [UInt8] {
-            var out: [UInt8] = []
-            while out.count < n {
-                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: .seconds(5)) {
-                case .data(let bytes): out += bytes
-                case .closed: throw Failure(what: "closed")
-                case .timedOut: throw Failure(what: "no frame")
-                }
-            }
-            return out
-        }
-        let h = try await read(2)
-        var length = Int(h[1] & 0x7F)
-        if length == 126 { length = try await read(2).reduce(0) { $0 << 8 | Int($1) } }
-        if length == 127 { length = try await read(8).reduce(0) { $0 << 8 | Int($1) } }
-        return try await read(length)
-    }
-
-    static func sendFrame(_ fd: Int32, _ payload: [UInt8]) async throws {
-        var frame: [UInt8] = []
-        WebSocketFrameWriter.append(fin: true, opcode: .binary, maskKey: WebSocketMaskKey(1, 2, 3, 4), payload: payload, to: &frame)
-        try await write(fd, frame)
-    }
-
-    static func write(_ fd: Int32, _ bytes: [UInt8]) async throws {
-        guard try await DescriptorWait.sendAll(fd, bytes, stallTimeout: .seconds(5)) else { throw Failure(what: "send failed or stalled") }
-    }
-}
-
-extension Array where Element == UInt8 {
-    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }

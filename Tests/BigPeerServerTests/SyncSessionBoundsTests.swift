@@ -1,6 +1,7 @@
 import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Glibc
 import HTTP
 import Postgres
@@ -19,7 +20,7 @@ import WebSocket
     static let secret = SyncEndpointTests.jwtSecret
 
     static func insecureServer(_ db: TestDatabase, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) async throws -> BigPeerService {
-        var config = SyncEndpointTests.configuration(db)
+        var config = InProcessServer.configuration(db)
         config.insecureDevelopment = true
         adjust(&config)
         return try await BigPeerService.start(config)
@@ -45,7 +46,7 @@ import WebSocket
 
             first.send(.bye(code: 1000, reason: ""))
             #expect(await first.closeCode() == 1000)
-            #expect(await SyncEndpointTests.eventually(.seconds(10)) { service.syncSessionCount == 1 })
+            #expect(await eventually { service.syncSessionCount == 1 })
             _ = try await SyncEndpointTests.connect(service.port, site: 4, .apiKey("dev"))
             #expect(service.syncSessionCount == 2)
         }
@@ -65,15 +66,10 @@ import WebSocket
             let documents = 128, blob = String(repeating: "y", count: 64 << 10)
             try await Self.insert(documents, into: "big", blob: blob, http, service.port)
 
-            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
+            let fd = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 1 << 20, subscribingTo: ["SELECT * FROM big", "SELECT * FROM live"])
             defer { close(fd) }
-            try await RawSocket.upgrade(fd, port: service.port)
-            let hello = SyncMessage.hello(Hello(site: 99, peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
-            try await RawSocket.sendFrame(fd, hello.encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
-            try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 2, query: "SELECT * FROM live")).encode())
             // The session fills its queue and stops.
-            #expect(await SyncEndpointTests.eventually(.seconds(20)) { (service.syncQueueStatistics.first?.queued ?? 0) >= 1 << 20 })
+            #expect(await eventually { (service.syncQueueStatistics.first?.queued ?? 0) >= 1 << 20 })
             try await Self.insert(documents, into: "live", blob: blob, http, service.port)
             try await Task.sleep(for: .milliseconds(500))  // room for the session to (wrongly) go on
 
@@ -113,23 +109,8 @@ import WebSocket
 
     /// The payload of the next binary frame; nil for a control frame (a keep-alive Ping).
     static func readDataFrame(_ fd: Int32) async throws -> [UInt8]? {
-        func read(_ n: Int) async throws -> [UInt8] {
-            var out: [UInt8] = []
-            while out.count < n {
-                switch try await DescriptorWait.receive(fd, upTo: n - out.count, timeout: .seconds(10)) {
-                case .data(let bytes): out += bytes
-                case .closed: throw RawSocket.Failure(what: "closed")
-                case .timedOut: throw RawSocket.Failure(what: "no frame")
-                }
-            }
-            return out
-        }
-        let h = try await read(2)
-        var length = Int(h[1] & 0x7F)
-        if length == 126 { length = try await read(2).reduce(0) { $0 << 8 | Int($1) } }
-        if length == 127 { length = try await read(8).reduce(0) { $0 << 8 | Int($1) } }
-        let payload = try await read(length)
-        return h[0] & 0x0F == 2 ? payload : nil
+        let (opcode, payload) = try await RawSocket.readFrameWithOpcode(fd, timeout: .seconds(10))
+        return opcode == 2 ? payload : nil
     }
 
     // MARK: - Item 6: no permessage-deflate on sync
@@ -176,23 +157,12 @@ import WebSocket
 
     /// A server with auth on, JWTs verified without leeway (so `exp` is the end), and an API key.
     static func withAuthServer(_ body: (BigPeerService, String, HTTPClient) async throws -> Void) async throws {
-        try await TestPostgres.withDatabase { db in
-            var config = SyncEndpointTests.configuration(db)
+        try await InProcessServer.with({ config in
             var verifier = try JWTVerifier(secret: secret)
             verifier.leewaySeconds = 0
             config.jwt = verifier
-            let service = try await BigPeerService.start(config)
-            do {
-                let now = APIKeyStore.now()
-                let (_, key) = try await APIKeyStore(pool: service.pool).create(
-                    description: "bounds test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
-                    read: .all, write: .all)
-                try await body(service, key.text, try HTTPClient())
-            } catch {
-                await service.stop()
-                throw error
-            }
-            await service.stop()
+        }) { server in
+            try await body(server.service, try await server.newKey(), server.http)
         }
     }
 
@@ -318,14 +288,10 @@ import WebSocket
             let before = Self.rssKB()
             var fds: [Int32] = []
             for i in 0..<100 {
-                let fd = try RawSocket.connect(port: service.port, receiveBuffer: 4096)
-                fds.append(fd)
-                try await RawSocket.upgrade(fd, port: service.port)
-                let hello = SyncMessage.hello(Hello(site: UInt64(1000 + i), peerKey: [1], deviceName: "stuck", credentials: nil, credit: 1 << 30, maxMessageSize: 1 << 20))
-                try await RawSocket.sendFrame(fd, hello.encode())
-                try await RawSocket.sendFrame(fd, SyncMessage.subscribe(Subscribe(id: 1, query: "SELECT * FROM big")).encode())
+                fds.append(try await RawSocket.stuckSyncPeer(port: service.port, site: UInt64(1000 + i), maxMessageSize: 1 << 20,
+                                                             subscribingTo: ["SELECT * FROM big"]))
             }
-            _ = await SyncEndpointTests.eventually(.seconds(30)) {
+            _ = await eventually(within: .seconds(30)) {
                 let s = service.syncQueueStatistics
                 return s.count == 100 && s.allSatisfy { $0.queued >= 1 << 20 }
             }
@@ -335,7 +301,7 @@ import WebSocket
             let peak = stats.map(\.peak).max() ?? 0
             let queued = stats.map(\.queued).reduce(0, +)
             for fd in fds { close(fd) }
-            _ = await SyncEndpointTests.eventually(.seconds(20)) { service.syncConnections == 0 }
+            _ = await eventually { service.syncConnections == 0 }
             try await Task.sleep(for: .seconds(2))  // the server's own trim runs 1 s after the sessions end
             let after = Self.rssKB()
             typealias Trim = @convention(c) (Int) -> Int32

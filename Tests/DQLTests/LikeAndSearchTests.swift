@@ -86,12 +86,12 @@ import Values
     @Test func thePlannerDoesNotFoldAnExpensiveConstant() throws {
         let args: [String: Value] = ["big": .string(String(repeating: "a", count: 1 << 20)),
                                      "p": .string("%" + String(repeating: "a_", count: 1_000) + "b%")]
-        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE n = iif(:big LIKE :p, 1, 2) AND m = 1") else { return }
+        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE n = iif(:big LIKE :p, 1, 2) AND m = 1") else { Issue.record("not a SELECT"); return }
         let plan = try PushdownPlanner().plan(s, context: EvaluationContext(arguments: args))
         #expect(plan.residual != nil)
         #expect(plan.pushedConditions.count == 1)
         // A cheap constant is still folded.
-        guard case .select(let cheap) = try DQL.parse("SELECT * FROM c WHERE n = iif('abc' LIKE 'a%', 1, 2) AND m = 1") else { return }
+        guard case .select(let cheap) = try DQL.parse("SELECT * FROM c WHERE n = iif('abc' LIKE 'a%', 1, 2) AND m = 1") else { Issue.record("not a SELECT"); return }
         #expect(try PushdownPlanner().plan(cheap, context: EvaluationContext()).residual == nil)
     }
 }

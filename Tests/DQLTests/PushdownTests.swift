@@ -147,7 +147,7 @@ import Values
 
 @Suite struct PushdownIdColumnTests {
     @Test func idEquality_alsoUsesTheIdColumnWhenTheStoreSaysSo() throws {
-        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE :id = _id AND a = 1") else { return }
+        guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE :id = _id AND a = 1") else { Issue.record("not a SELECT"); return }
         let ctx = EvaluationContext(arguments: ["id": "k1"])
         let with = try PushdownPlanner(table: PushdownTable(idColumnHoldsStringIds: true)).plan(s, context: ctx)
         #expect(with.sql.contains(#"(("value" -> '_id') = $2::jsonb) AND "id" = $3::text AND"#))

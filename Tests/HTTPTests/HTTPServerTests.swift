@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import Foundation
 import Glibc
 import HTTP

@@ -175,13 +175,3 @@ func runProcess(_ path: String, _ args: [String], stdin: [UInt8]? = nil) async t
     let r = try await TestCommand.run(path, args, stdin: stdin)
     return (r.status, r.out, r.err)
 }
-
-/// Polls `condition` for up to `seconds`.
-func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}

@@ -117,7 +117,7 @@ import TestRandomness
             let piece = [UInt8](repeating: 1, count: 1 << 20)
             for _ in 0..<9 { await c2.send(Array("100000\r\n".utf8) + piece + Array("\r\n".utf8)) }
             #expect(await c2.readResponse()?.head.status.code == 413)
-            #expect(await eventually(seconds: 20) { observed.failure.withLock { $0 }?.contains("size limit") == true })
+            #expect(await eventually(within: .seconds(20)) { observed.failure.withLock { $0 }?.contains("size limit") == true })
         }
     }
 
@@ -178,7 +178,7 @@ import TestRandomness
                 // have inherited the descriptor (socket() without SOCK_CLOEXEC), keeping it open.
                 Glibc.shutdown(c.fd, Int32(SHUT_RDWR))
             }
-            #expect(await eventually(seconds: 20) { observed.failure.withLock { $0 }?.contains("closed the connection") == true }, "\(observed.failure.withLock { $0 } ?? "no failure")")
+            #expect(await eventually(within: .seconds(20)) { observed.failure.withLock { $0 }?.contains("closed the connection") == true }, "\(observed.failure.withLock { $0 } ?? "no failure")")
         }
     }
 

@@ -33,11 +33,10 @@ import Testing
                                            stdoutPath: "/dev/null", stderrPath: "/dev/null")
         // Until it holds it (probing with our own descriptor; counting could remove the file
         // between the holder opening it and locking it).
-        var waited = 0
-        while flock(probe, LOCK_EX | LOCK_NB) == 0 && waited < 30_000 {
+        _ = await eventually(within: .seconds(30)) {
+            guard flock(probe, LOCK_EX | LOCK_NB) == 0 else { return true }
             flock(probe, LOCK_UN)
-            try await Task.sleep(for: .milliseconds(10))
-            waited += 10
+            return false
         }
         #expect(users.liveUsers() == 1)
         kill(holder, SIGKILL)

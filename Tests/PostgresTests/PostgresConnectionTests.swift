@@ -39,8 +39,7 @@ import TestRandomness
                 (e as? PostgresError)?.isUnavailable == true
             }
             // The FATAL error and the closed socket may arrive in either order; both break the session.
-            for _ in 0..<100 where !victim.isBroken { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(victim.isBroken)
+            #expect(await eventually { victim.isBroken })
             await #expect(throws: PostgresError.self) { _ = try await victim.query("SELECT 1") }
         }
     }
@@ -94,13 +93,12 @@ import TestRandomness
         let observer = try await db.connect()
         defer { Task { await observer.close() } }
         let pattern = "%" + marker + "%"
-        for _ in 0..<1000 {
+        let running = try await eventually {
             let r = try await observer.query(
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE \(pattern) AND pid <> pg_backend_pid()")
-            if try r[0].decode(0, as: Int.self) > 0 { return }
-            try await Task.sleep(for: .milliseconds(10))
+            return try r[0].decode(0, as: Int.self) > 0
         }
-        Issue.record("statement \(marker) never started")
+        #expect(running, "statement \(marker) never started")
     }
 
     // MARK: - Bind layout (no server)

@@ -59,8 +59,8 @@ import Testing
         }
     }
 
-    @Test func wrongPasswordOverTCPIsConnectionFailed() async throws {
-        guard let cluster = try await TestPostgres.cluster() else { return }  // external server: skip
+    @Test(.needsTheTestCluster) func wrongPasswordOverTCPIsConnectionFailed() async throws {
+        let cluster = try #require(await TestPostgres.cluster())
         let config = try PostgresConfiguration(url: "postgresql://\(LocalPostgres.superuser):wrong@127.0.0.1:\(cluster.port)/postgres")
         await #expect {
             _ = try await PostgresConnection.connect(config, on: TestLoops.group.next())

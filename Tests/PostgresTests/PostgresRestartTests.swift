@@ -17,20 +17,19 @@ import Testing
 
         // A statement in flight while the server restarts fails cleanly.
         let inFlight = Task { try await pool.query("SELECT pg_sleep(5)") }
-        try await Task.sleep(for: .milliseconds(200))
+        let observer = try await PostgresConnection.connect(cluster.configuration(), on: TestLoops.group.next())
+        #expect(try await eventually {
+            try await observer.query("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()")[0]
+                .decode(0, as: Int.self) == 1
+        }, "the statement is in flight")
+        await observer.close()
         try await cluster.restartOffPool()
         await #expect {
             _ = try await inFlight.value
         } throws: { e in (e as? PostgresError)?.isUnavailable == true }
 
         // Later statements succeed on fresh sessions.
-        var succeeded = false
-        for _ in 0..<50 where !succeeded {
-            if (try? await pool.query("INSERT INTO t VALUES (\(1))")) != nil { succeeded = true } else {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        #expect(succeeded)
+        #expect(await eventually { (try? await pool.query("INSERT INTO t VALUES (\(1))")) != nil })
         #expect(try await pool.query("SELECT count(*) FROM t")[0].decode(0, as: Int.self) == 1)
 
         // The listener reconnected and says so, then receives new notifications.

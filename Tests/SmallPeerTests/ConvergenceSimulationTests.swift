@@ -36,8 +36,7 @@ struct ConvergenceSimulationTests {
         defer { dirs.forEach { $0.cleanup() } }
         var rng = SeededRandom(seed: 0x51A1)
         try await TestPostgres.withDatabase { db in
-            var service = try await TestServer.start(db)
-            var server = try await TestServer.make(service)
+            var server = try await TestServer.start(db)
             let port = server.port
             do {
                 let peers = try dirs.map { try openPeer($0.path) }
@@ -55,9 +54,8 @@ struct ConvergenceSimulationTests {
                     }
                     for p in peers where rng.below(2) == 0 { try await server.syncOnce(p) }
                     if round == Self.rounds / 2 {
-                        await service.stop()
-                        service = try await TestServer.start(db, port: port)
-                        server = TestServer(service: service, key: server.key, http: server.http)
+                        await server.stop()
+                        server = try await TestServer.start(db, port: port, key: server.key)
                     }
                 }
                 // Everyone syncs twice: the first pass uploads, the second brings everyone else's.
@@ -70,10 +68,10 @@ struct ConvergenceSimulationTests {
                 }
                 for p in peers { p.close() }
             } catch {
-                await service.stop()
+                await server.stop()
                 throw error
             }
-            await service.stop()
+            await server.stop()
         }
     }
 }

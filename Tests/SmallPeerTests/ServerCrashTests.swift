@@ -13,12 +13,7 @@ import Values
 @Suite("Server killed mid-sync", .serialized)
 struct ServerCrashTests {
     static func rest(_ http: HTTPClient, _ port: Int, _ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
-        var h = HTTPHeaders()
-        h.add("Content-Type", "application/json")
-        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
-        let r = try await http.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
-        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
-        return try JSON.parse(r.body)
+        try await RESTClient(http: http, port: port).executeOK(statement, args)
     }
 
     @Test func serverKilledMidSync_peerResumesWithNoLossAndNoDuplicate() async throws {
@@ -50,7 +45,7 @@ struct ServerCrashTests {
             let client = try SyncClient(peer: peer, configuration: config)
             do {
                 // Kill while the initial sync is under way (some documents in, not all).
-                try await eventually("the sync started") { client.status.receivedEntries > 0 }
+                #expect(await eventually { client.status.receivedEntries > 0 }, "the sync started")
                 #expect(client.status.receivedEntries < 3000, "the sync finished before the kill; the test proves less")
                 await server.kill()
                 server = try await ServerProcess.start(databaseURL: db.url, port: port, extraArguments: ["--insecure-dev"])

@@ -3,6 +3,7 @@
 import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import ServerTestSupport
 import Foundation
 import HTTP
 import Postgres
@@ -11,45 +12,40 @@ import Testing
 import Values
 
 struct TestServer {
-    let service: BigPeerService
+    let server: InProcessServer
+    /// An API key that may read and write everything.
     let key: String
-    let http: HTTPClient
-    var port: Int { service.port }
+    var service: BigPeerService { server.service }
+    var http: HTTPClient { server.http }
+    var port: Int { server.port }
     var url: String { "ws://127.0.0.1:\(port)" }
 
     static let jwtSecret = Array("the SmallPeer tests' HS256 secret, 32+ bytes".utf8)
 
-    /// A server on its own database (port 0 unless given) with API keys and HS256 JWTs.
-    static func start(_ db: TestDatabase, port: Int = 0) async throws -> BigPeerService {
-        var config = ServerConfiguration()
-        config.port = port
-        config.threads = 1
-        config.database = .configuration(db.configuration)
-        config.jwt = try JWTVerifier(secret: jwtSecret)
-        return try await BigPeerService.start(config)
+    /// A server on `db` (port 0 unless given) with API keys and HS256 JWTs, and `key` (a new
+    /// read-write key unless given: a restarted server keeps the key its clients use).
+    static func start(_ db: TestDatabase, port: Int = 0, key: String? = nil) async throws -> TestServer {
+        let server = try await InProcessServer.start(on: db) { config in
+            config.port = port
+            config.jwt = try JWTVerifier(secret: jwtSecret)
+        }
+        do {
+            let key = if let key { key } else { try await server.newKey() }
+            return TestServer(server: server, key: key)
+        } catch {
+            await server.stop()
+            throw error
+        }
     }
 
     static func with(_ body: (TestServer) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
-            let service = try await start(db)
-            do {
-                try await body(try await make(service))
-            } catch {
-                await service.stop()
-                throw error
-            }
-            await service.stop()
+            let server = try await start(db)
+            try await afterwards({ await server.stop() }) { try await body(server) }
         }
     }
 
-    /// A handle on a running service, with a fresh API key that may read and write everything.
-    static func make(_ service: BigPeerService) async throws -> TestServer {
-        let now = APIKeyStore.now()
-        let (_, token) = try await APIKeyStore(pool: service.pool).create(
-            description: "smallpeer test", expiresAt: PostgresTimestamp(microsecondsSince1970: now.microsecondsSince1970 + 3_600_000_000),
-            read: .all, write: .all)
-        return TestServer(service: service, key: token.text, http: try HTTPClient())
-    }
+    func stop() async { await server.stop() }
 
     /// A JWT for this server's secret with `read`/`write` claims.
     func jwt(read: Value, write: Value) throws -> String {
@@ -57,16 +53,10 @@ struct TestServer {
         return try JWTVerifier(secret: Self.jwtSecret).sign(claims: ["sub": "smallpeer-test", "exp": .int(now + 600), "read": read, "write": write])
     }
 
-    /// `POST /api/v4/store/execute`; returns the response body.
+    /// `POST /api/v4/store/execute`, which must succeed; returns the response body.
     @discardableResult
     func execute(_ statement: String, _ args: [String: Value] = [:]) async throws -> Value {
-        var h = HTTPHeaders()
-        h.add("Content-Type", "application/json")
-        h.add("Authorization", "Bearer \(key)")
-        let body = JSON.serialize(.object(["statement": .string(statement), "args": .object(args)]))
-        let r = try await http.execute(HTTPClientRequest(method: .POST, url: "http://127.0.0.1:\(port)/api/v4/store/execute", headers: h, body: body))
-        #expect(r.status.code == 200, "\(statement): \(String(decoding: r.body, as: UTF8.self))")
-        return try JSON.parse(r.body)
+        try await server.rest(key: key).executeOK(statement, args)
     }
 
     /// Items of a REST SELECT.
@@ -97,16 +87,6 @@ struct TestServer {
         await client.stop()
         return status
     }
-}
-
-/// Polls `condition` every 20 ms for up to 10 s.
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting for: \(what)")
 }
 
 /// The `bigpeer` binary built next to the test bundle.

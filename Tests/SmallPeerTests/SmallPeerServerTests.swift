@@ -79,14 +79,14 @@ struct SmallPeerServerTests {
             try await client.waitUntilCaughtUp(timeout: .seconds(20))
 
             try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'r1', 'color': 'red'})")
-            try await eventually("the REST insert reaches the peer's observer") {
+            #expect(await eventually {
                 seen.withLock { $0.contains { $0.insertions == ["r1"] } }
-            }
+            }, "the REST insert reaches the peer's observer")
             _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'p1', 'color': 'red', 'from': 'peer'})")
-            try await eventually("the peer's insert is visible through REST") {
+            #expect(try await eventually {
                 try await server.items("SELECT * FROM cars WHERE _id = 'p1'") == [["_id": "p1", "color": "red", "from": "peer"]]
-            }
-            try await eventually("the upload is acknowledged") { peer.pendingUploadCount == 0 }
+            }, "the peer's insert is visible through REST")
+            #expect(await eventually { peer.pendingUploadCount == 0 }, "the upload is acknowledged")
             await client.stop()
         }
     }
@@ -107,7 +107,7 @@ struct SmallPeerServerTests {
             try await server.execute("UPDATE cars SET seats = 2 WHERE _id = 'other'")
             // A later red car is the marker: changes arrive in commit order.
             try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'marker', 'color': 'red'})")
-            try await eventually("the marker arrives") { try peer.execute("SELECT * FROM cars WHERE _id = 'marker'").items.count == 1 }
+            #expect(try await eventually { try peer.execute("SELECT * FROM cars WHERE _id = 'marker'").items.count == 1 }, "the marker arrives")
             // The leaving document comes as its state when the server read the change: with the
             // change that made it leave, and possibly later ones committed before that read.
             let car = try peer.execute("SELECT * FROM cars WHERE _id = 'car'").items
@@ -247,17 +247,17 @@ struct SmallPeerServerTests {
             let client = try server.client(peer, jwt: try server.jwt(read: ["cars", "secrets"], write: ["cars"]))
             try await client.waitUntilCaughtUp(timeout: .seconds(20))
             try await server.execute("INSERT INTO secrets DOCUMENTS ({'_id': 'before', 'n': 1})")
-            try await eventually("the secret reaches the peer") { try Self.snapshot(peer, "secrets").count == 1 }
+            #expect(try await eventually { try Self.snapshot(peer, "secrets").count == 1 }, "the secret reaches the peer")
 
             client.updateCredentials(jwt: try server.jwt(read: ["cars"], write: ["cars"]))
-            try await eventually("the server accepted the new token") { client.status.credentialRefreshes == 1 }
+            #expect(await eventually { client.status.credentialRefreshes == 1 }, "the server accepted the new token")
             #expect(client.status.sessions == 1, "the session went on")
-            try await eventually("the secrets subscription ended") {
+            #expect(await eventually {
                 client.status.subscriptionErrors.keys.contains { $0.hasPrefix("SELECT * FROM secrets") }
-            }
+            }, "the secrets subscription ended")
             try await server.execute("INSERT INTO secrets DOCUMENTS ({'_id': 'after', 'n': 2})")
             try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'after', 'n': 3})")
-            try await eventually("cars still arrive") { try Self.snapshot(peer).contains(["_id": "after", "n": 3]) }
+            #expect(try await eventually { try Self.snapshot(peer).contains(["_id": "after", "n": 3]) }, "cars still arrive")
             #expect(try Self.snapshot(peer, "secrets") == [["_id": "before", "n": 1]], "nothing of secrets after the narrowing")
             await client.stop()
         }
@@ -268,37 +268,24 @@ struct SmallPeerServerTests {
         defer { dir.cleanup() }
         try await TestPostgres.withDatabase { db in
             let first = try await TestServer.start(db)
-            let server = try await TestServer.make(first)
-            let port = server.port
+            let port = first.port  // the restarted server takes the same port
             let peer = try openPeer(dir.path)
             _ = try peer.subscribe(Self.all)
-            let client = try server.client(peer)
-            do {
-                try await client.waitUntilCaughtUp(timeout: .seconds(20))
-                await first.stop()
-                try await eventually("the client notices the server is gone") { client.status.phase == .connecting }
+            let client = try first.client(peer)
+            try await afterwards({ await client.stop() }) {
+                try await afterwards({ await first.stop() }) { try await client.waitUntilCaughtUp(timeout: .seconds(20)) }
+                #expect(await eventually { client.status.phase == .connecting }, "the client notices the server is gone")
                 _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'while-down', 'n': 1})")
                 try await Task.sleep(for: .milliseconds(300))  // a few failed attempts with backoff
-                let second = try await TestServer.start(db, port: port)
-                let again = TestServer(service: second, key: server.key, http: server.http)
-                do {
-                    try await again.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-rest', 'n': 2})")
-                    try await eventually("the peer's write reaches the restarted server") {
-                        try await again.items("SELECT _id FROM cars WHERE _id = 'while-down'").count == 1
-                    }
-                    try await eventually("the REST write reaches the peer") { try Self.snapshot(peer).count == 2 }
+                let second = try await TestServer.start(db, port: port, key: first.key)
+                try await afterwards({ await second.stop() }) {
+                    try await second.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-rest', 'n': 2})")
+                    #expect(try await eventually {
+                        try await second.items("SELECT _id FROM cars WHERE _id = 'while-down'").count == 1
+                    }, "the peer's write reaches the restarted server")
+                    #expect(try await eventually { try Self.snapshot(peer).count == 2 }, "the REST write reaches the peer")
                     #expect(client.status.sessions >= 2)
-                } catch {
-                    await client.stop()
-                    await second.stop()
-                    throw error
                 }
-                await client.stop()
-                await second.stop()
-            } catch {
-                await client.stop()
-                await first.stop()
-                throw error
             }
         }
     }
@@ -337,7 +324,7 @@ struct SmallPeerServerTests {
             try await client.waitUntilCaughtUp(timeout: .seconds(20))
             peer.close()
             try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'after-close'})")
-            try await eventually("the client stops once the store is closed") { client.status.phase == .stopped || client.status.phase == .failed }
+            #expect(await eventually { client.status.phase == .stopped || client.status.phase == .failed }, "the client stops once the store is closed")
             let sessions = client.status.sessions
             try await Task.sleep(for: .milliseconds(500))
             #expect(client.status.sessions == sessions)  // no reconnect loop

@@ -22,6 +22,26 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
     var objects: [AnyObject] = []
 }
 
+/// A listener on `loop` (any free port) whose accepted connections hand every read to `onRead`;
+/// returns its port. Listener and connections stay alive in `keep`.
+func startListener(ip: String = "127.0.0.1", on loop: EventLoop, keep: Keeper,
+                   onRead: @escaping @Sendable (TCPConnection, [UInt8]) -> Void) async throws -> Int {
+    try await loop.submit { () throws -> Int in
+        let l = try TCPListener(address: try SocketAddress(ip: ip, port: 0), loop: loop) { fd, remote in
+            do {
+                let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop)
+                let d = ClosureDelegate()
+                d.onRead = onRead
+                c.delegate = d
+                keep.objects.append(c)
+                try c.start()
+            } catch { Issue.record("accept setup: \(error)") }
+        }
+        keep.objects.append(l)
+        return l.localAddress.port
+    }
+}
+
 @Suite struct TCPTests {
     /// An echo server on `address` (loop A) and a client (loop B) that sends `payload` as several
     /// writes of different sizes (copied, queued whole, gathered by sendmsg) and reads it back.
@@ -30,20 +50,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         defer { group.shutdown() }
         let (server, client) = (group.loops[0], group.loops[1])
         let keep = Keeper()
-        let port = try await server.submit { () throws -> Int in
-            let l = try TCPListener(address: try SocketAddress(ip: ip, port: 0), loop: server) { fd, remote in
-                do {
-                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
-                    let d = ClosureDelegate()
-                    d.onRead = { c, bytes in c.write(bytes) }
-                    c.delegate = d
-                    keep.objects.append(c)
-                    try c.start()
-                } catch { Issue.record("accept setup: \(error)") }
-            }
-            keep.objects.append(l)
-            return l.localAddress.port
-        }
+        let port = try await startListener(ip: ip, on: server, keep: keep) { c, bytes in c.write(bytes) }
         let received = Mutex<[UInt8]>([])
         let target = try SocketAddress(ip: ip, port: port)
         let expected = payload.count
@@ -147,20 +154,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         let total = 4 << 20
         let received = Atomic<Int>(0)
         let closedEarly = Atomic<Bool>(false)
-        let port = try await server.submit { () throws -> Int in
-            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: server) { fd, remote in
-                do {
-                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
-                    let d = ClosureDelegate()
-                    d.onRead = { _, bytes in received.add(bytes.count, ordering: .relaxed) }
-                    c.delegate = d
-                    keep.objects.append(c)
-                    try c.start()
-                } catch { Issue.record("accept setup: \(error)") }
-            }
-            keep.objects.append(l)
-            return l.localAddress.port
-        }
+        let port = try await startListener(on: server, keep: keep) { _, bytes in received.add(bytes.count, ordering: .relaxed) }
         let clientSide = Keeper()
         try await client.submit { () throws -> Void in
             let d = ClosureDelegate()
@@ -173,10 +167,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
             c.limits = limits
             clientSide.objects.append(c)
         }
-        let deadline = NanoTime.now().adding(.seconds(10))
-        while received.load(ordering: .relaxed) < total, !closedEarly.load(ordering: .relaxed), NanoTime.now() < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        _ = await eventually { received.load(ordering: .relaxed) >= total || closedEarly.load(ordering: .relaxed) }
         let wasClosedEarly = closedEarly.load(ordering: .relaxed)
         #expect(!wasClosedEarly)
         #expect(received.load(ordering: .relaxed) == total)
@@ -196,20 +187,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         let piece = 1 << 20
         let total = piece * (rounds + 1)
         let received = Atomic<Int>(0)
-        let port = try await server.submit { () throws -> Int in
-            let l = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: server) { fd, remote in
-                do {
-                    let c = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: server)
-                    let d = ClosureDelegate()
-                    d.onRead = { _, bytes in received.add(bytes.count, ordering: .relaxed) }
-                    c.delegate = d
-                    keep.objects.append(c)
-                    try c.start()
-                } catch { Issue.record("accept setup: \(error)") }
-            }
-            keep.objects.append(l)
-            return l.localAddress.port
-        }
+        let port = try await startListener(on: server, keep: keep) { _, bytes in received.add(bytes.count, ordering: .relaxed) }
         // Everything on the client loop; the test polls it, so nothing can wait forever.
         let clientSide = Keeper()
         let drains = Atomic<Int>(0)
@@ -231,8 +209,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
             c.limits = limits
             clientSide.objects.append(c)
         }
-        let deadline = NanoTime.now().adding(.seconds(10))
-        while received.load(ordering: .relaxed) < total, NanoTime.now() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await eventually { received.load(ordering: .relaxed) >= total })
         #expect(received.load(ordering: .relaxed) == total)
         let (pending, written) = try await client.submit { () -> (Int, UInt64) in
             guard let c = clientSide.objects.first as? TCPConnection else { return (-1, 0) }
@@ -260,11 +237,11 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
     }
 }
 
-/// The child half of `acceptPausesOnDescriptorExhaustionWithoutSpinning`: does nothing unless
-/// started by it (with a 64-descriptor limit).
+/// The child half of `acceptPausesOnDescriptorExhaustionWithoutSpinning`: runs only in the child
+/// it starts (with a 64-descriptor limit); in any other run it is reported as skipped.
 @Suite struct EMFILEChild {
-    @Test func scenario() async throws {
-        guard ProcessInfo.processInfo.environment["BIGPEER_EMFILE_CHILD"] == "1" else { return }
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["BIGPEER_EMFILE_CHILD"] == "1", "runs in the child process of acceptPausesOnDescriptorExhaustionWithoutSpinning"))
+    func scenario() async throws {
         let loop = try EventLoop()
         defer { loop.stop() }
         let keep = Keeper()
@@ -288,6 +265,7 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         }
         try #require(errno == EMFILE && fillers.count > 4)
         close(fillers.removeLast())
+        let start = ContinuousClock.now  // before the connect: no accept, so no pause, can come earlier
         let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(client >= 0)
         var addr = sockaddr_in()
@@ -296,21 +274,37 @@ final class Keeper: @unchecked Sendable {  // touched only on the test's loop (v
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         try #require(rc == 0)
-        // The waits sleep on a thread of their own: with no descriptors left, the runtime's timers
+        // The waits poll on a thread of their own: with no descriptors left, the runtime's timers
         // (Task.sleep) could not start, and a blocking sleep on this task would hold a cooperative
         // thread. Resuming this task from that thread needs no descriptor.
-        await OwnThread.run { _ = usleep(300_000) }
-        let pauses = try await loop.submit { (keep.objects[0] as! TCPListener).exhaustionPauses }
-        #expect(accepted.load(ordering: .relaxed) == 0)
-        // Paused and re-armed every 50 ms: a handful of attempts, not a busy loop.
-        #expect(pauses >= 2 && pauses <= 10, "pauses: \(pauses)")
-        for fd in fillers.suffix(4) { close(fd) }
-        let end = Date().addingTimeInterval(2)
-        await OwnThread.run {
-            while accepted.load(ordering: .relaxed) == 0 && Date() < end { usleep(10_000) }
+        // The listener's count is read on its loop (`execute` needs no new descriptor); each poll
+        // sees the value the previous one asked for.
+        let pauses = Atomic<Int>(0)
+        let paused = await OwnThread.run {
+            Self.poll(within: .seconds(20)) {
+                loop.execute { pauses.store((keep.objects[0] as? TCPListener)?.exhaustionPauses ?? -1, ordering: .relaxed) }
+                return pauses.load(ordering: .relaxed) >= 3
+            }
         }
-        #expect(accepted.load(ordering: .relaxed) == 1)
+        let elapsed = ContinuousClock.now - start
+        #expect(paused, "pauses: \(pauses.load(ordering: .relaxed))")
+        #expect(accepted.load(ordering: .relaxed) == 0)
+        // Paused and re-armed every 50 ms, not a busy loop: three attempts take at least two pauses
+        // (a lower bound, which load cannot break).
+        #expect(elapsed >= .milliseconds(100), "3 pauses in \(elapsed)")
+        for fd in fillers.suffix(4) { close(fd) }
+        #expect(await OwnThread.run { Self.poll(within: .seconds(20)) { accepted.load(ordering: .relaxed) == 1 } })
         close(client)
         print("exhaustion scenario passed")
+    }
+
+    /// `eventually` for a thread of its own (no timers: they need descriptors this test has used up).
+    static func poll(within timeout: Duration, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            usleep(5_000)
+        }
+        return true
     }
 }

@@ -136,14 +136,11 @@ import Values
                     """)
                 async let result = store.execute(bulk, arguments: bulkArguments)
                 // Commit only once the bulk's COPY waits for our uncommitted row.
-                var waited = false
-                for _ in 0..<500 where !waited {
-                    waited = try await Self.int(store, """
+                #expect(try await eventually {
+                    try await Self.int(store, """
                         SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'COPY documents%'
                         """) > 0
-                    if !waited { try await Task.sleep(for: .milliseconds(10)) }
-                }
-                #expect(waited)
+                })
                 _ = try await conn.query("COMMIT")
                 #expect(try await result.mutatedDocumentIDs.count == 300)
             }

@@ -92,7 +92,7 @@ import Values
     /// ranges use the primary key, and the expression index on `value -> '_id'` is gone.
     @Test func idPathsUseThePrimaryKey() async throws {
         try await withStore { store, _ in
-            guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE _id = :id ORDER BY _id") else { return }
+            guard case .select(let s) = try DQL.parse("SELECT * FROM c WHERE _id = :id ORDER BY _id") else { Issue.record("not a SELECT"); return }
             let plan = try store.planner.plan(s, context: EvaluationContext(arguments: ["id": "d1"]))
             #expect(plan.sql.contains(#"("id") = $"#))
             #expect(!plan.sql.contains("'_id'"))

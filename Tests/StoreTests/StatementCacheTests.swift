@@ -118,7 +118,7 @@ import Values
             }
             // The shapes that qualify were cached; COUNT(*) and filters that are not equalities were not.
             #expect(store.equalityPlans.count == 5)
-            guard case .select(let point) = try DQL.parse("SELECT * FROM c WHERE _id = :x") else { return }
+            guard case .select(let point) = try DQL.parse("SELECT * FROM c WHERE _id = :x") else { Issue.record("not a SELECT"); return }
             let context = EvaluationContext(arguments: ["x": "a"])
             let cached = try #require(try store.equalityPlans.plan(point, context: context))
             let fresh = try store.planner.plan(point, context: context)

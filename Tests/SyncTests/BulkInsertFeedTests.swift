@@ -38,12 +38,7 @@ extension ReadCacheIntegrationTests {
             let (update, updateArguments) = Self.bulk(0..<500, color: "green")
             let t2 = try await a.store.execute(update, arguments: updateArguments).transactionID
             #expect(try await colors(a.store, 0..<500).allSatisfy { $0 == "green" })  // own write: at once
-            var caughtUp = false
-            for _ in 0..<500 where !caughtUp {
-                caughtUp = b.feed.head >= t2
-                if !caughtUp { try await Task.sleep(for: .milliseconds(10)) }
-            }
-            #expect(caughtUp)
+            #expect(await eventually { b.feed.head >= t2 })
             #expect(try await colors(b.store, 0..<500).allSatisfy { $0 == "green" })  // b's feed invalidated them
             // Every change is in both feeds: the merged ones with their delta, the created ones with
             // the state that stands for it.

@@ -52,9 +52,9 @@ import Values
             let t2 = try await store.execute("UPDATE bulk SET n = -1 WHERE _id = 'b0'").transactionID
             // Up to 60 s: a loaded full suite on two cores has taken more than TestPeer's 10 s here
             // (the feed's ~16 pages and the session's ~40 reads, in a debug build).
-            let deadline = ContinuousClock.now + .seconds(60)
-            while await peer.checkpoint < t2, await peer.closed == nil, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
+            _ = await eventually(within: .seconds(60)) {
+                let (checkpoint, closed) = (await peer.checkpoint, await peer.closed)
+                return checkpoint >= t2 || closed != nil
             }
             try await peer.waitForCheckpoint(t2)  // reports the session's state if it did not arrive
             for i in stride(from: 0, to: n, by: 2) {

@@ -82,12 +82,7 @@ import DQL
             _ = try await color(b.store)  // b has it cached
             let t1 = try await a.store.execute("UPDATE cars SET color = 'green' WHERE _id = 'c1'").transactionID
             // Green once b's feed has read the change (milliseconds): only the feed removes b's red.
-            var seen = false
-            for _ in 0..<200 where !seen {
-                seen = try await color(b.store).0 == "green"
-                if !seen { try await Task.sleep(for: .milliseconds(10)) }
-            }
-            #expect(seen)
+            #expect(try await eventually { try await color(b.store).0 == "green" })
             #expect(b.feed.head >= t1)
             _ = try await color(b.store)  // cached again, green
             // With X-DITTO-TXN-ID: never the cached green once a has written blue, feed or no feed.
@@ -117,21 +112,11 @@ import DQL
                 WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()
                 """))
             // b notices (its listener waits 250 ms before reconnecting): the cache is off and empty.
-            var off = false
-            for _ in 0..<500 where !off {
-                off = !b.store.readCache.isEnabled
-                if !off { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            #expect(off)
+            #expect(await eventually { !b.store.readCache.isEnabled })
             #expect(b.store.readCache.statistics.entries == 0)
             // A write elsewhere in the database during the outage; then b reconnects and catches up.
             let t = try await a.store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c2', 'color': 'grey'})").transactionID
-            var back = false
-            for _ in 0..<500 where !back {
-                back = try await listeners() == 2 && b.store.readCache.isEnabled && b.feed.head >= t
-                if !back { try await Task.sleep(for: .milliseconds(10)) }
-            }
-            #expect(back)
+            #expect(try await eventually { try await listeners() == 2 && b.store.readCache.isEnabled && b.feed.head >= t })
             #expect(try await color(b.store).0 == "red")
             let hits = b.store.readCache.statistics.hits
             #expect(try await color(b.store).0 == "red")

@@ -62,7 +62,7 @@ import Values
             }
             let note = DocumentRef(collection: "notes", id: "n1")
             let created = try await a.edit(note, ["text": "from a", "n": 1])
-            guard case .ack(_, let t1, let rejected) = try await a.upload([UploadEntry(document: note, delta: created)]) else { return }
+            guard case .ack(_, let t1, let rejected) = try await a.upload([UploadEntry(document: note, delta: created)]) else { Issue.record("no ack"); return }
             #expect(rejected.isEmpty)
             try await b.waitForCheckpoint(t1)
             #expect(await b.value(note) == (try await serverValue(store, "notes", "n1")), "b gets the new note in full")
@@ -71,7 +71,7 @@ import Values
             let da = try await a.edit(note, ["n": 2])
             let db = try await b.edit(note, ["text": "from b"])
             guard case .ack(_, let ta, _) = try await a.upload([UploadEntry(document: note, delta: da)]),
-                  case .ack(_, let tb, _) = try await b.upload([UploadEntry(document: note, delta: db)]) else { return }
+                  case .ack(_, let tb, _) = try await b.upload([UploadEntry(document: note, delta: db)]) else { Issue.record("no ack"); return }
             let head = max(ta, tb)
             try await a.waitForCheckpoint(head)
             try await b.waitForCheckpoint(head)
@@ -82,7 +82,7 @@ import Values
             let echo = await a.messages().contains { if case .changes(ta, _) = $0 { true } else { false } }
             #expect(!echo, "a's own upload is not echoed back to it")
             // Re-sending an upload is harmless.
-            guard case .ack(_, _, let again) = try await a.upload([UploadEntry(document: note, delta: da)]) else { return }
+            guard case .ack(_, _, let again) = try await a.upload([UploadEntry(document: note, delta: da)]) else { Issue.record("no ack"); return }
             #expect(again.isEmpty)
             #expect(try await serverValue(store, "notes", "n1") == server)
             await a.disconnect()
@@ -133,12 +133,10 @@ import Values
             for i in 0..<60 {
                 last = try await store.execute("UPDATE cars SET blob = :b WHERE _id = 'car-1'", arguments: ["b": .string(blob + String(i))]).transactionID
             }
-            // Let the session run until it stops for lack of credit (waiting for that state, not a
-            // fixed time: a busy CI machine may take longer than any fixed pause), then a little
-            // longer to see that it stays stopped.
-            guard let conn = await peer.connection else { return }
-            for _ in 0..<1000 where conn.inspect({ $0.credit }) > 0 { try await Task.sleep(for: .milliseconds(10)) }
-            try await Task.sleep(for: .milliseconds(300))
+            // Let the session run until it has stopped for lack of credit: no credit left and no
+            // read in flight, so nothing more can go out until the peer grants more.
+            let conn = try #require(await peer.connection)
+            #expect(await eventually { conn.inspect { $0.credit <= 0 && $0.outstanding == nil } }, "the session did not stop")
             let bytes = await peer.receivedDataBytes
             #expect(bytes <= 65536 + 8000, "at most the window plus one message went out")
             let (credit, cursor, outstanding) = conn.inspect { ($0.credit, $0.cursor ?? 0, $0.outstanding) }
@@ -175,12 +173,7 @@ extension SyncIntegrationTests {
                 WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()
                 """))
             // Write while nobody listens (the test's listener waits 2 s before reconnecting).
-            var idle = false
-            for _ in 0..<500 where !idle {
-                idle = try await store.pool.query(PostgresQuery(unsafeSQL: listening))[0].decode(0, as: Int64.self) == 0
-                if !idle { try await Task.sleep(for: .milliseconds(2)) }
-            }
-            #expect(idle)
+            #expect(try await eventually { try await store.pool.query(PostgresQuery(unsafeSQL: listening))[0].decode(0, as: Int64.self) == 0 })
             let t = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-9', 'color': 'red'})").transactionID
             try await peer.waitForCheckpoint(t)
             #expect(await peer.value(DocumentRef(collection: "cars", id: "car-9")) == (try await serverValue(store, "cars", "car-9")))
@@ -217,7 +210,7 @@ extension SyncIntegrationTests {
 
             let ref = DocumentRef(collection: "cars", id: "peer-b")
             let delta = try await onB.edit(ref, ["color": "green"])
-            guard case .ack(_, let t2, _) = try await onB.upload([UploadEntry(document: ref, delta: delta)]) else { return }
+            guard case .ack(_, let t2, _) = try await onB.upload([UploadEntry(document: ref, delta: delta)]) else { Issue.record("no ack"); return }
             try await onA.waitForCheckpoint(t2)
             #expect(await onA.value(ref) == (try await serverValue(storeA, "cars", "peer-b")))
             await onA.disconnect()

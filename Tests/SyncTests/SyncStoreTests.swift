@@ -39,7 +39,7 @@ import Values
             var docs: [String] = []
             for i in 0..<23 { docs.append("{'_id': 'c\(i < 10 ? "0" : "")\(i)', 'n': \(i), 'pad': '\(String(repeating: "p", count: 100))'}") }
             _ = try await store.execute("INSERT INTO cars DOCUMENTS " + docs.map { "(\($0))" }.joined(separator: ", "))
-            guard case .select(let s) = try DQL.parse("SELECT * FROM cars WHERE n % 3 = 0 AND lower(pad) = pad") else { return }
+            guard case .select(let s) = try DQL.parse("SELECT * FROM cars WHERE n % 3 = 0 AND lower(pad) = pad") else { Issue.record("not a SELECT"); return }
             var after: Value? = nil
             var seen: [Value] = []
             var pages = 0
@@ -67,7 +67,7 @@ import Values
                 INSERT INTO cars DOCUMENTS ({'_id': 'zürich-ü', 'n': 1}), ({'_id': {'vin': 'W0L1', 'n': 3}, 'n': 2}),
                   ({'_id': 'a', 'blob': '\(String(repeating: "x", count: 3000))'}), ({'_id': 'Ω-7', 'n': 4})
                 """)
-            guard case .select(let s) = try DQL.parse("SELECT * FROM cars") else { return }
+            guard case .select(let s) = try DQL.parse("SELECT * FROM cars") else { Issue.record("not a SELECT"); return }
             let read = try await store.readSyncPage(s, arguments: [:], after: nil, limit: 10, maxBytes: 1 << 20)
             let rows = try await read.documents()
             #expect(read.rowCount == 4 && read.isLast && rows.count == 4)

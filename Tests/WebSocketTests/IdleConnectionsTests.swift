@@ -45,7 +45,7 @@ struct IdleConnectionsTests {
 
             let opened = await child.readLine()
             #expect(opened == "open \(count)")
-            #expect(try await eventually(log, within: .seconds(10)) { $0.opened == count })
+            #expect(await eventually { log.withLock { $0.opened == count } })
             let perConnection = (residentBytes() - rssBefore) / count
 
             // The child idles 4 ping intervals (margin for a loaded machine), answering every Ping.
@@ -57,7 +57,7 @@ struct IdleConnectionsTests {
 
             _ = await child.finish()  // closing its stdin makes the child exit, closing every socket
             finished = true
-            #expect(try await eventually(log, within: .seconds(15)) { $0.closes.count == count })
+            #expect(await eventually { log.withLock { $0.closes.count == count } })
         }
     }
 }
