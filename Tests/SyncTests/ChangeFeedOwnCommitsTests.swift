@@ -15,7 +15,7 @@ import Values
 
     @Test func ownCommits_areSkipped_foreignOnesRead_andTheCacheStaysExact() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             // Own commit: skipped (the ring restarts empty at it), the cache advanced over it.
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
@@ -43,28 +43,28 @@ import Values
             let token = feed.addListener { _ in }
             let t5 = try await b.execute("UPDATE cars SET color = 'white' WHERE _id = 'x'").transactionID
             await feed.simulateNotification(t5)
-            #expect(feed.cachedRead(after: .end(of: t4))?.entries.map(\.txn) == [t5])
-            #expect(feed.cachedRead(after: .end(of: t4))?.entries.first?.value?["color"] == "white")
+            #expect(feed.cachedRead(after: .end(of: t4))?.rows.map(\.txn) == [t5])
+            #expect(feed.cachedRead(after: .end(of: t4))?.rows.first?.value?["color"] == "white")
             feed.removeListener(token)
         }
     }
 
     @Test func aListeningSession_getsOwnCommitsReadIntoTheRing() async throws {
         try await withTwoStores { a, _ in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             let heads = MutexBox<[Int64]>([])
             let token = feed.addListener { head in heads.withLock { $0.append(head) } }
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
             await feed.simulateNotification(t1)
-            #expect(feed.cachedRead(after: .end(of: t1 - 1))?.entries.map(\.document.id) == ["x"])
+            #expect(feed.cachedRead(after: .end(of: t1 - 1))?.rows.map(\.id) == ["x"])
             #expect(heads.withLock { $0 } == [t1])
             feed.removeListener(token)
             let t2 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'y', color: 'red'})").transactionID
             await feed.simulateNotification(t2)
             #expect(feed.head == t2 && feed.cachedRead(after: .end(of: t1)) == nil, "skipped once nobody listens")
             // A session that connects later and starts before the ring reads the database.
-            #expect(try await feed.read(after: .end(of: 0)).entries.map(\.txn) == [t1, t2])
+            #expect(try await feed.read(after: .end(of: 0)).rows.map(\.txn) == [t1, t2])
         }
     }
 
@@ -72,7 +72,7 @@ import Values
     /// notification was lost lies beyond the announced range.
     @Test func aRequiredRead_isNeverReplacedByASkip() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x'})").transactionID
             let t2 = try await b.execute("INSERT INTO cars DOCUMENTS ({_id: 'y'})").transactionID  // never announced
