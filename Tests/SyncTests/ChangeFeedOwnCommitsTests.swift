@@ -1,4 +1,5 @@
 import BigPeerTestSupport
+import CRDT
 import Postgres
 import Testing
 import Values
@@ -80,6 +81,42 @@ import Values
             await feed.refresh()  // what `.reconnected` triggers
             #expect(feed.head == t2)
             #expect(a.readCache.statistics.appliedThrough == t2)
+        }
+    }
+
+    /// Every write path — a statement, an atomic batch, a sync upload — hands its commit to the
+    /// feed before it returns: the cached document is dropped, the number is recorded for the
+    /// feed to skip, and nothing is left settling.
+    @Test func everyWritePath_handsItsCommitToTheFeed_beforeItReturns() async throws {
+        try await withTwoStores { a, _ in
+            let feed = a.changeFeed
+            try await feed.start()
+            var replica = Replica(site: SiteID(77))
+            var doc = try Document(id: "x")
+            _ = try doc.upsert(["n": 0], replica: &replica)
+            _ = try await a.mergeDeltas([MergeItem(collection: "cars", id: "x", delta: doc.delta(since: VersionVector()).encode())], origin: 77)
+            let key = DocumentReadCache.Key(collection: "cars", id: "x")
+            func cacheX() async throws -> Bool {
+                _ = try await a.execute(Self.read, arguments: ["id": "x"])
+                return a.readCache.lookup(key) != nil
+            }
+            #expect(try await cacheX())
+            let t1 = try await a.execute("UPDATE cars SET n = 1 WHERE _id = 'x'").transactionID
+            #expect(a.readCache.lookup(key) == nil, "statement")
+            #expect(try await cacheX())
+            let t2 = try await a.executeBatch([(try a.parse("UPDATE cars SET n = 2 WHERE _id = 'x'"), [:])])[0].transactionID
+            #expect(a.readCache.lookup(key) == nil, "batch")
+            #expect(try await cacheX())
+            let merged = doc.versionVector
+            _ = try doc.upsert(["n": 3], replica: &replica)
+            let t3 = try await a.mergeDeltas([MergeItem(collection: "cars", id: "x", delta: doc.delta(since: merged).encode())], origin: 77).txn
+            #expect(a.readCache.lookup(key) == nil, "sync upload")
+            for t in [t1, t2, t3] {
+                let recorded = feed.state.withLock { $0.own.take(after: t - 1, through: t) }
+                #expect(recorded, "transaction \(t) recorded")
+            }
+            #expect(feed.state.withLock { $0.own.finishing } == 0)
+            #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "n": 3]])
         }
     }
 
