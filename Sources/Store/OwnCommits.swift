@@ -70,7 +70,7 @@ struct OwnCommits: Sendable {
 }
 
 /// What the change feed may do with a notified range (`OwnCommits.outcome`).
-public enum OwnCommitsOutcome: Sendable, Equatable {
+enum OwnCommitsOutcome: Sendable, Equatable {
     /// Every transaction of the range was this instance's: applied to the read cache, nothing to read.
     case applied
     /// Not every transaction is recorded yet, but a commit of this instance is settling: the feed
