@@ -55,7 +55,7 @@ let package = Package(
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
         .target(name: "SyncProtocol", dependencies: ["Values"], swiftSettings: strict),
         // Server-side sync sessions over the store and its change log.
-        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres"], swiftSettings: strict),
+        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
         // Wiring and clients.
         .target(

@@ -25,8 +25,7 @@ public final class BigPeerService: Sendable {
     public let store: DocumentStore
     public let attachments: AttachmentStore
     public let http: HTTPServer
-    /// The instance's one change-log reader, shared by every sync session (fed by `listener`).
-    public let feed: ChangeFeed
+    /// Notifications of commits for the store's change feed (`store.changeFeed`).
     private let listener: PostgresListener
     private let follower: Task<Void, Never>
     /// Runs maintenance every `maintenanceInterval` (`MaintenanceSchedule`).
@@ -40,14 +39,13 @@ public final class BigPeerService: Sendable {
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
-                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, feed: ChangeFeed, listener: PostgresListener,
+                 store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
         self.syncEndpoint = syncEndpoint
         self.syncSessions = syncSessions
-        self.feed = feed
         self.listener = listener
         self.follower = follower
         self.configuration = configuration
@@ -83,7 +81,6 @@ public final class BigPeerService: Sendable {
         let pool = PostgresPool(sessionConfig, configuration: poolConfig, group: group)
 
         let store: DocumentStore
-        let feed: ChangeFeed
         let listener: PostgresListener
         let listenerLoop = group.next()
         do {
@@ -94,8 +91,7 @@ public final class BigPeerService: Sendable {
                                                statementTimeout: configuration.statementTimeout)
             // LISTEN before reading the head, so no commit falls between the two unnoticed.
             listener = try await PostgresListener(sessionConfig, channels: [ChangeFeed.channel], loop: listenerLoop)
-            feed = ChangeFeed(store: store)
-            try await feed.start()
+            try await store.changeFeed.start()
         } catch {
             await pool.shutdown()
             try? database.localCluster?.stop()
@@ -105,7 +101,7 @@ public final class BigPeerService: Sendable {
         // The feed runs on the listener's loop: a notification then wakes no other thread, and
         // the change-log read uses a pooled session of that loop (no hop per round trip). On the
         // shared cooperative pool every commit cost several thread switches (docs/performance-history.md).
-        let follower = Task(executorPreference: listenerLoop) { await feed.follow(listener) }
+        let follower = Task(executorPreference: listenerLoop) { await store.changeFeed.follow(listener) }
 
         let auth: Authenticator
         if configuration.insecureDevelopment {
@@ -127,7 +123,7 @@ public final class BigPeerService: Sendable {
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
         syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
-        var syncRoute = SyncRoute(store: store, feed: feed,
+        var syncRoute = SyncRoute(store: store,
                                   authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
@@ -166,7 +162,7 @@ public final class BigPeerService: Sendable {
             "threads": "\(configuration.threads)",
         ])
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
-                              http: http, feed: feed, listener: listener, follower: follower,
+                              http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints, logger: logger)
     }
 

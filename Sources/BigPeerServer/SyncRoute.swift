@@ -24,7 +24,6 @@ struct SyncRoute {
     static let path = "/api/v4/sync"
 
     let store: DocumentStore
-    let feed: ChangeFeed
     let authentication: SyncAuthentication
     let session: SyncSession.Configuration
     let limits: WebSocketConfiguration
@@ -133,7 +132,7 @@ final class SyncSocketHandler: WebSocketHandler {
         let registry = self.registry
         let sessionID = configuration.sessionID, remote = self.remote
         let connection = SyncConnection(
-            configuration: configuration, store: route.store, feed: route.feed, transport: transport, executor: socket.loop,
+            configuration: configuration, store: route.store, transport: transport, executor: socket.loop,
             reauthenticate: { credentials, epoch in
                 let decision = await authentication.decide(credentials)
                 if case .accept(let granted) = decision {

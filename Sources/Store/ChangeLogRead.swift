@@ -73,7 +73,9 @@ public struct ChangeLogPage: Sendable {
     public var more: Bool
 }
 
-extension DocumentStore {
+/// The change feed reads the change log: for itself (the ring, the read cache) and for sessions
+/// that fell behind its ring (`read(after:)`).
+extension ChangeFeed {
     /// Default bounds of one change-log read: rows, and bytes of deltas, states and values.
     public static let changeLogPageRows = 1000
     public static let changeLogPageBytes = 8 << 20
@@ -82,7 +84,7 @@ extension DocumentStore {
     /// seq) order: at most `maxRows` rows, cut where their running size (delta + state + stored
     /// value) passes `maxBytes` (the first row always stays), and none of a transaction after
     /// `after.completeThrough + maxTransactions`. A page may end inside a transaction.
-    public func readChangeLog(after: ChangeLogPosition, maxTransactions: Int64 = 100,
+    func readChangeLog(after: ChangeLogPosition, maxTransactions: Int64 = 100,
                               maxRows: Int = changeLogPageRows, maxBytes: Int = changeLogPageBytes)
         async throws(StoreError) -> ChangeLogPage {
         do {
@@ -122,9 +124,7 @@ extension DocumentStore {
             query.binaryResults = true
             let result = try await pool.query(query)
             let (newest, rows, nextTxn) = try Self.decodeRows(result, withContents: true)
-            let page = Self.page(rows, after: after, newest: newest, upper: upper, nextTxn: nextTxn)
-            noteChangeLog(page.rows, after: after.completeThrough, through: page.end.completeThrough)
-            return page
+            return Self.page(rows, after: after, newest: newest, upper: upper, nextTxn: nextTxn)
         } catch {
             throw StoreError.from(error)
         }
@@ -133,7 +133,7 @@ extension DocumentStore {
     /// Like `readChangeLog`, but only which documents changed (`txn`, `seq`, `collection`, `id`,
     /// `kind`; no delta, value or state, no join): what the read cache needs when no sync session
     /// does. Rows are ~100 bytes, so the only bound is `maxRows`.
-    public func skimChangeLog(after: ChangeLogPosition, maxRows: Int = 10 * changeLogPageRows) async throws(StoreError) -> ChangeLogPage {
+    func skimChangeLog(after: ChangeLogPosition, maxRows: Int = 10 * changeLogPageRows) async throws(StoreError) -> ChangeLogPage {
         do {
             let fetch = Int64(max(1, maxRows)) + 1
             var query: PostgresQuery = """
@@ -152,9 +152,7 @@ extension DocumentStore {
             query.binaryResults = true
             let result = try await pool.query(query)
             let (newest, rows, nextTxn) = try Self.decodeRows(result, withContents: false)
-            let page = Self.page(rows, after: after, newest: newest, upper: newest, nextTxn: nextTxn)
-            noteChangeLog(page.rows, after: after.completeThrough, through: page.end.completeThrough)
-            return page
+            return Self.page(rows, after: after, newest: newest, upper: newest, nextTxn: nextTxn)
         } catch {
             throw StoreError.from(error)
         }

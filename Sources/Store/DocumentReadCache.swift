@@ -8,13 +8,14 @@ import Synchronization
 ///
 /// Every entry is a document's value *as of* a transaction number `txn` (the snapshot of the read
 /// that fetched it). It stays valid until some later transaction changes that document. Changes
-/// reach the cache two ways, and each removes the entry when it is newer than the entry:
+/// reach the cache only from the instance's change feed (`ChangeFeed`), two ways, and each
+/// removes the entry when it is newer than the entry:
 ///
-/// - the instance's change feed (`applyChangeLog`): every committed change of every instance, in
-///   transaction order; `appliedThrough` is the newest transaction whose changes have all been
-///   applied;
-/// - this instance's own writes (`invalidate`), before they are acknowledged, so a client always
-///   reads its own acknowledged writes on the instance that took them.
+/// - the change log (`applyChangeLog`): every committed change of every instance, in transaction
+///   order; `appliedThrough` is the newest transaction whose changes have all been applied;
+/// - this instance's own commits (`invalidate`, from `ChangeFeed.committed`), before they are
+///   acknowledged, so a client always reads its own acknowledged writes on the instance that
+///   took them.
 ///
 /// A read that misses fetches the row together with its snapshot's transaction number `n`, and
 /// races with changes applied while it was in flight. `insert` refuses the value when a change to
@@ -30,9 +31,10 @@ import Synchronization
 /// passes its transaction number in `X-DITTO-TXN-ID`: a hit is used only when it reflects at
 /// least that transaction (`lookup(minimumTransaction:)`); otherwise the read goes to PostgreSQL.
 ///
-/// The cache is off (`lookup` misses, `insert` ignores) until `enable(through:)`, which the server
-/// calls once its change feed is running; a store without a feed (tools, tests of the store
-/// alone) never caches.
+/// The cache is off (`lookup` misses, `insert` ignores) until `enable(through:)`, which the change
+/// feed calls when it starts; a store whose feed is not started (tools, tests of the store alone)
+/// never caches. Point reads fill it (`insert`); everything that decides what stays valid
+/// (`enable`, `disable`, `restart`, `invalidate`, `applyChangeLog`) is the feed's alone.
 ///
 /// Memory: entries (a document's JSON text) are charged their size plus bookkeeping, and evicted
 /// in CLOCK order (second chance for entries hit since the hand last passed) once
@@ -107,7 +109,7 @@ public final class DocumentReadCache: Sendable {
 
     /// Starts caching. `through`: every change up to this transaction is already visible to later
     /// reads and every later one will be applied by the change feed.
-    public func enable(through: Int64) {
+    func enable(through: Int64) {
         guard capacityBytes > 0 else { return }
         state.withLock { s in
             s.enabled = true
@@ -117,7 +119,7 @@ public final class DocumentReadCache: Sendable {
     }
 
     /// Stops caching and drops every entry (e.g. the change feed can no longer vouch for them).
-    public func disable() {
+    func disable() {
         state.withLock { s in
             s.enabled = false
             s.entries = [:]
@@ -128,9 +130,9 @@ public final class DocumentReadCache: Sendable {
     }
 
     /// Drops every entry and refuses values read before `through`: the change log was pruned past
-    /// what this cache had applied (`DocumentStore.noteChangeLog`), so changes it never saw may
+    /// what this cache had applied (`ChangeFeed.applyToReadCache`), so changes it never saw may
     /// have made any entry stale, and any read still in flight may be too.
-    public func restart(through: Int64) {
+    func restart(through: Int64) {
         state.withLock { s in
             s.entries = [:]
             s.clock = []
@@ -187,16 +189,16 @@ public final class DocumentReadCache: Sendable {
     }
 
     /// A change committed in transaction `txn` touched these documents: drop older entries.
-    public func invalidate(_ keys: some Sequence<Key>, txn: Int64) {
+    func invalidate(_ keys: some Sequence<Key>, txn: Int64) {
         state.withLock { s in
             for key in keys { apply(key, txn: txn, to: &s) }
         }
     }
 
-    /// Someone read every change in `(after, through]`: apply `changes`, and advance
-    /// `appliedThrough` when that range continues it (a reader ahead of the feed — a sync session
-    /// positioned by a newer snapshot — leaves a gap the feed has yet to fill).
-    public func applyChangeLog(_ changes: [(key: Key, txn: Int64)], after: Int64, through: Int64) {
+    /// The feed read every change in `(after, through]` (or skipped its own commits, whose changes
+    /// it applied at commit): apply `changes`, and advance `appliedThrough` when that range
+    /// continues it.
+    func applyChangeLog(_ changes: [(key: Key, txn: Int64)], after: Int64, through: Int64) {
         state.withLock { s in
             for c in changes { apply(c.key, txn: c.txn, to: &s) }
             if after <= s.appliedThrough { s.appliedThrough = max(s.appliedThrough, through) }

@@ -44,10 +44,7 @@ extension DocumentStore {
         let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
-            // Commits sent, settled (recorded or failed) on the way out (`ownCommitSending`).
-            var sending = 0
-            defer { ownCommitsSettled(sending) }
-            let (results, txn, registered, changes) = try await withWriteTransaction { db in
+            let (results, txn) = try await commitWrite { db in
                 var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
                 var results: [ExecuteResult] = []
                 for (i, job) in jobs.enumerated() {
@@ -59,16 +56,11 @@ extension DocumentStore {
                         throw StoreBatchError(index: i, error: StoreError.from(error))  // rolls back everything
                     }
                 }
-                sending += 1
-                ownCommitSending()
-                return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
+                return (results, tx)
             }
-            recordOwnCommit(txn, changes: changes)
-            knownCollections.withLock { $0.formUnion(registered.map { ExactString($0) }) }
-            return zip(statements, results).map { item, r in
+            return results.map { r in
                 var r = r
                 r.transactionID = txn
-                noteCommitted(item.statement, r)
                 return r
             }
         } catch let e as StoreBatchError {

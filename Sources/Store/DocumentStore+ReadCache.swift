@@ -1,9 +1,9 @@
 import DQL
 import Values
 
-/// Point reads through `readCache`, and the store's side of keeping it correct (see
-/// `DocumentReadCache` for the argument): own writes invalidate before they are acknowledged; the
-/// change log, whoever reads it, invalidates what other instances changed.
+/// Point reads through `readCache`. Keeping it correct is the change feed's job alone (see
+/// `DocumentReadCache` for the argument): own commits reach it before they are acknowledged
+/// (`ChangeFeed.committed`), other instances' through the change log.
 extension DocumentStore {
     /// The cache key of `SELECT * FROM c WHERE _id = <string>` (parameter or literal, either side),
     /// with no other clause; nil for any other statement or a non-string id (jsonb compares numbers
@@ -41,40 +41,5 @@ extension DocumentStore {
               let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
         // Only objects are cached, which `SELECT *` passes through the memory stage unchanged.
         return ExecuteResult(transactionID: hit.transactionID, queryType: "select", itemsJSON: [hit.json])
-    }
-
-    /// A write statement committed: its documents' cached values are stale from `result`'s
-    /// transaction on. Runs before the result reaches the client.
-    func noteCommitted(_ statement: Statement, _ result: ExecuteResult) {
-        let collection: String
-        switch statement {
-        case .insert(let s): collection = s.collection.name
-        case .update(let s): collection = s.collection.name
-        case .delete(let s), .evict(let s): collection = s.collection.name
-        default: return
-        }
-        noteCommitted(collection: collection, ids: result.mutatedDocumentIDs, txn: result.transactionID)
-    }
-
-    /// Documents `ids` of `collection` changed in transaction `txn` (committed by this instance).
-    public func noteCommitted(collection: String, ids: some Sequence<Value>, txn: Int64) {
-        readCache.invalidate(ids.compactMap { id in
-            if case .string(let s) = id { DocumentReadCache.Key(collection: collection, id: s) } else { nil }
-        }, txn: txn)
-    }
-
-    /// Change-log rows `(after, through]` were read: whatever they touched is stale in the cache.
-    func noteChangeLog(_ rows: [ChangeLogRow], after: Int64, through: Int64) {
-        guard readCache.isEnabled else { return }
-        // Every committed transaction has a change-log row, so a read that finds none for
-        // `after + 1` although it covers it was overtaken by maintenance (an instance suspended for
-        // longer than CHANGE_LOG_RETENTION_DAYS): the changes it missed are unknown.
-        if through > after && (rows.first?.txn ?? .max) > after + 1 {
-            readCache.restart(through: through)
-            return
-        }
-        readCache.applyChangeLog(rows.compactMap { row in
-            if case .string(let s) = row.id { (DocumentReadCache.Key(collection: row.collection, id: s), row.txn) } else { nil }
-        }, after: after, through: through)
     }
 }

@@ -19,6 +19,9 @@ import Values
 /// from any task concurrently.
 public final class DocumentStore: Sendable {
     public let pool: PostgresPool
+    /// A loop of the pool's group, for work that talks to the store (its sessions then need no
+    /// thread hop): what a caller without a loop of its own runs on.
+    public var preferredExecutor: any TaskExecutor { pool.preferredLoop }
     /// `_id` compiles to `documents.id`: every live row's value holds its `_id` (INSERT sets it,
     /// nothing changes it), and tombstones (value NULL) are filtered out.
     let planner = PushdownPlanner(table: PushdownTable(name: "documents", unsafeExtraPredicate: "NOT \"deleted\"", idColumnMirrorsValueID: true))
@@ -27,15 +30,17 @@ public final class DocumentStore: Sendable {
     let knownCollections = Mutex<Set<ExactString>>([])
     /// `DQL_STRICT_MODE` as last read by a write transaction (see `RememberedSetting`).
     let rememberedStrictMode = Mutex<RememberedSetting?>(nil)
-    /// Transactions this instance committed, for its change feed (see `OwnCommits`).
-    let ownCommits = Mutex(OwnCommits())
     let batcher: WriteBatcher
     /// Parsed statements by text (`parse`): REST clients repeat statements with new `args`.
     let statements = StatementCache(limits: DocumentStore.parseLimits)
     /// Reusable plans for `WHERE path = :param AND ...` reads.
     let equalityPlans = EqualityPlanCache()
-    /// Point reads by string `_id` answered from memory; off until a change feed enables it.
+    /// Point reads by string `_id` answered from memory; off until `changeFeed` starts, which
+    /// alone keeps it valid.
     public let readCache: DocumentReadCache
+    /// The instance's change feed: every commit of this store is handed to it once (`Committed`);
+    /// the server starts it and has it follow the change log's notifications.
+    public let changeFeed: ChangeFeed
 
     /// Parse limits for statements run through the store: 4 MiB, so one INSERT can carry 100k
     /// `(:dN)` documents (the request body limit bounds it too). The DQL default (256 KiB) stays
@@ -55,14 +60,15 @@ public final class DocumentStore: Sendable {
 
     /// Opens the store on a migrated database (loads the database's CRDT site id).
     ///
-    /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until a change feed
-    ///   calls `readCache.enable`).
+    /// - Parameter readCacheBytes: memory for `readCache` (it still stays off until
+    ///   `changeFeed.start()`).
     /// - Parameter readLimits: bounds on large reads (`ReadLimits`).
+    /// - Parameter changeFeed: the change feed's ring and read sizes.
     public static func open(pool: PostgresPool, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(),
-                            statementTimeout: Duration? = nil) async throws -> DocumentStore {
+                            statementTimeout: Duration? = nil, changeFeed: ChangeFeed.Limits = ChangeFeed.Limits()) async throws -> DocumentStore {
         let site = try await pool.query("SELECT site_id FROM bigpeer_identity")[0].decode(0, as: Int64.self)
         return DocumentStore(pool: pool, site: SiteID(UInt64(bitPattern: site)), readCacheBytes: readCacheBytes, readLimits: readLimits,
-                             statementTimeout: statementTimeout)
+                             statementTimeout: statementTimeout, changeFeed: changeFeed)
     }
 
     /// Bounds on large reads: the probe size, cursor batches, the in-memory budget.
@@ -71,6 +77,7 @@ public final class DocumentStore: Sendable {
     let streamSlots: StreamSlots
 
     init(pool: PostgresPool, site: SiteID, readCacheBytes: Int = 0, readLimits: ReadLimits = ReadLimits(), statementTimeout: Duration? = nil,
+         changeFeed: ChangeFeed.Limits = ChangeFeed.Limits(),
          generateID: @escaping @Sendable () -> Value = DocumentKey.generateID,
          gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.pool = pool
@@ -78,6 +85,7 @@ public final class DocumentStore: Sendable {
         self.statementTimeout = statementTimeout
         self.streamSlots = StreamSlots(limit: readLimits.maxConcurrentStreams)
         self.readCache = DocumentReadCache(capacityBytes: readCacheBytes)
+        self.changeFeed = ChangeFeed(pool: pool, readCache: readCache, limits: changeFeed)
         self.siteID = site
         self.replica = Mutex(Replica(site: site))
         self.generateID = generateID
@@ -154,9 +162,7 @@ public final class DocumentStore: Sendable {
         case .createIndex, .dropIndex:
             return try await runDDL(statement)
         case .insert, .update, .delete, .evict, .system:
-            let result = try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
-            noteCommitted(statement, result)
-            return result
+            return try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
         }
     }
 
@@ -339,6 +345,10 @@ public final class DocumentStore: Sendable {
 
     /// The newest committed transaction number.
     public func currentTransaction() async throws -> Int64 {
+        try await Self.currentTransaction(pool)
+    }
+
+    static func currentTransaction(_ pool: PostgresPool) async throws -> Int64 {
         try await pool.query("SELECT n FROM bigpeer_txn")[0].decode(0, as: Int64.self)
     }
 

@@ -36,8 +36,6 @@ extension DocumentStore {
         do {
             let job = WriteBatcher.Job(work: .merge(items, origin: origin), nowMillis: Int64(Replica.systemMillis()))
             let r = try await batcher.submit(job, store: self)
-            // Rejected entries changed nothing; invalidating them too is harmless and simpler.
-            for item in items { noteCommitted(collection: item.collection, ids: CollectionOfOne(item.id), txn: r.transactionID) }
             return (r.transactionID, r.rejections)
         } catch {
             throw StoreError.from(error)

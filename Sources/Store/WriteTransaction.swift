@@ -10,10 +10,7 @@ extension DocumentStore {
     /// the transaction number of the commit.
     func runInTransaction(_ jobs: [WriteBatcher.Job]) async throws -> ([Result<ExecuteResult, StoreError>], Int64) {
         var attempts = 0
-        // Commits sent by the attempts below, settled (recorded or failed) when this returns.
-        var sending = 0
-        defer { ownCommitsSettled(sending) }
-        let (results, txn, registered, changes) = try await withWriteTransaction { db in
+        let (results, txn) = try await commitWrite { db in
             attempts += 1
             var tx = WriteTransaction(store: self, db: db, strictMode: try await self.strictMode(in: db))
             // A rerun (after a unique violation among others) looks every document up first.
@@ -36,13 +33,8 @@ extension DocumentStore {
                     results.append(.failure(StoreError.from(error)))
                 }
             }
-            sending += 1
-            ownCommitSending()
-            return (results, try await tx.finish(), tx.registeredCollections, tx.changes)
+            return (results, tx)
         }
-        recordOwnCommit(txn, changes: changes)
-        // Only now, after commit: a rolled-back registration must be tried again next time.
-        knownCollections.withLock { $0.formUnion(registered.map { ExactString($0) }) }
         // This instance changed settings: the next transaction reads them rather than failing its check.
         if jobs.contains(where: { if case .statement(.system, _) = $0.work { true } else { false } }) { forgetRememberedSettings() }
         return (results, txn)
@@ -168,13 +160,14 @@ struct WriteTransaction {
     /// Takes the next transaction number (in commit order: see migrations/0002), appends the
     /// change log, notifies listeners and COMMITs — the counter UPDATE, the change-log INSERT and
     /// COMMIT, sent in one round trip with every write still held (more than 1000 changes:
-    /// `finishByCopy`). With no change, returns the current number.
+    /// `finishByCopy`). With no change, returns the current number and no changes.
     /// Returns only after COMMIT succeeded.
-    mutating func finish() async throws -> Int64 {
+    mutating func finish() async throws -> Committed {
         if changes.isEmpty {
-            return try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
+            let n = try await db.commit(after: "SELECT n FROM bigpeer_txn")?[0].decode(0, as: Int64.self) ?? 0
+            return Committed(transaction: n, changes: [])
         }
-        if changes.count > Self.changeLogChunk { return try await finishByCopy() }
+        if changes.count > Self.changeLogChunk { return Committed(transaction: try await finishByCopy(), changes: changes) }
         // The counter row stays locked from this UPDATE to the end of COMMIT (the commit-ordering
         // argument in docs/STORAGE.md); the change-log rows read the new number back with a
         // subselect (a transaction sees its own UPDATE), and pg_notify is delivered at COMMIT.
@@ -200,7 +193,7 @@ struct WriteTransaction {
         }
         log.prepared = true
         guard let row = try await db.commit(afterAll: [counter, log]).first?.first else { throw StoreError.corrupt("bigpeer_txn has no row") }
-        return try row.decode(0, as: Int64.self)
+        return Committed(transaction: try row.decode(0, as: Int64.self), changes: changes)
     }
 
     static let changeLogChunk = 1000

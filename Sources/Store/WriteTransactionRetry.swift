@@ -1,4 +1,6 @@
 import Postgres
+import Synchronization
+import Values
 
 extension PostgresError {
     /// A unique violation on `documents`' primary key. In a write transaction only a plain INSERT
@@ -52,5 +54,29 @@ extension DocumentStore {
                 if attempt > 2 { try await Task.sleep(for: .milliseconds(Int.random(in: 1...(1 << min(attempt, 7))))) }
             }
         }
+    }
+}
+
+extension DocumentStore {
+    /// Runs `body`'s statements in one write transaction (`withWriteTransaction`), commits it
+    /// (`WriteTransaction.finish`), and hands the commit to the change feed — the one place this
+    /// instance announces a commit (`ChangeFeed.committed`), before the caller answers anyone.
+    /// Returns `body`'s result and the transaction number.
+    func commitWrite<R>(_ body: (PostgresPipelinedTransaction) async throws -> (R, WriteTransaction)) async throws -> (R, Int64) {
+        // Commits sent by the attempts below, settled (handed over or failed) when this returns:
+        // a notification of one may reach the feed before `committed` (`OwnCommits.outcome`).
+        var sending = 0
+        defer { changeFeed.ownCommitsSettled(sending) }
+        let (result, committed, registered) = try await withWriteTransaction { db in
+            let (result, written) = try await body(db)
+            var tx = written
+            sending += 1
+            changeFeed.ownCommitSending()
+            return (result, try await tx.finish(), tx.registeredCollections)
+        }
+        changeFeed.committed(committed)
+        // Only now, after commit: a rolled-back registration must be tried again next time.
+        knownCollections.withLock { $0.formUnion(registered.map { ExactString($0) }) }
+        return (result, committed.transaction)
     }
 }

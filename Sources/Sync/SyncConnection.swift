@@ -1,11 +1,12 @@
 // The driver of one server-side session: connects a `SyncSession` (pure state machine) to the
-// store, the shared `ChangeFeed`, a clock, and a transport given as two closures. Transport
+// store, its change feed (`ChangeSource`), a clock, and a transport given as two closures. Transport
 // adapters (WebSocket endpoint, TCP, BLE, the in-memory link of the tests) call `receive` with each
 // complete protocol message and `transportClosed` when the link goes away.
 //
 // Ordering: the session runs under a mutex, and the transport's `send` is called inside it, so
 // messages leave in exactly the order the session produced them. `send` must not block (it queues).
-// Store requests run as tasks and feed their results back as inputs.
+// Store requests run as tasks and feed their results back as inputs. No Store call is made under
+// the session's mutex, and the feed calls back (a new head) with no lock of its own held.
 //
 // Those tasks run on an event loop (`executor`: the transport's loop, or one of the store pool's),
 // not on Swift's cooperative pool. A page read is a chain of awaits (start, two statements, the
@@ -17,7 +18,6 @@
 // the same thread with no hop; credentials are still checked on the cooperative pool (a check may
 // hash or wait, which must not hold a loop).
 
-import Postgres
 import SyncProtocol
 import Glibc
 import Store
@@ -45,7 +45,7 @@ public final class SyncConnection: Sendable {
 
     let session: Mutex<SyncSession>
     let store: DocumentStore
-    let feed: ChangeFeed
+    let changes: ChangeSource
     let transport: Transport
     let authenticate: @Sendable (Hello) async -> AuthDecision
     /// Checks credentials the peer sends with `auth` (for credential epoch `UInt64`).
@@ -62,7 +62,7 @@ public final class SyncConnection: Sendable {
 
     /// `executor`: the transport's event loop when it has one (its sends then need no thread
     /// hop either), else one of the store pool's loops is chosen.
-    public init(configuration: SyncSession.Configuration, store: DocumentStore, feed: ChangeFeed, transport: Transport,
+    public init(configuration: SyncSession.Configuration, store: DocumentStore, transport: Transport,
                 executor: (any TaskExecutor)? = nil,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
                 reauthenticate: @escaping @Sendable (SyncCredentials, UInt64) async -> AuthDecision = { _, _ in
@@ -71,10 +71,10 @@ public final class SyncConnection: Sendable {
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
         self.reauthenticate = reauthenticate
-        self.executor = executor ?? store.pool.preferredLoop
+        self.executor = executor ?? store.preferredExecutor
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.store = store
-        self.feed = feed
+        self.changes = ChangeSource(feed: store.changeFeed)
         self.transport = transport
         self.authenticate = authenticate
     }
@@ -88,9 +88,9 @@ public final class SyncConnection: Sendable {
 
     /// Starts the heartbeat timer and the change-feed subscription.
     public func start() {
-        let token = feed.addListener { [weak self] head in self?.deliver(.logHead(head)) }
+        let token = changes.onHead { [weak self] head in self?.deliver(.logHead(head)) }
         feedToken.withLock { $0 = token }
-        deliver(.logHead(feed.head))
+        deliver(.logHead(changes.head))
         let task = Task(executorPreference: executor) { [weak self] in
             while !Task.isCancelled {
                 guard let self else { return }
@@ -123,7 +123,7 @@ public final class SyncConnection: Sendable {
     public func inspect<R>(_ body: (SyncSession) -> R) -> R { session.withLock { body($0) } }
 
     func stop() {
-        if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { feed.removeListener(token) }
+        if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { changes.stopHeads(token) }
         timer.withLock { $0?.cancel(); $0 = nil }
     }
 
@@ -160,10 +160,10 @@ public final class SyncConnection: Sendable {
             // transaction is read in pieces the peer can take. At least 256 KiB: rows read past
             // the credit are dropped and read again, but a read per few rows costs more.
             let window = session.withLock { $0.sendWindow }
-            let budget = Int(clamping: min(max(window, 256 << 10), Int64(feed.readBytes)))
+            let budget = Int(clamping: min(max(window, 256 << 10), Int64(changes.maxReadBytes)))
             // Up-to-date sessions are served from the ring at once; only laggards need a task.
-            if let batch = feed.cachedRead(after: after, maxBytes: budget) { return deliver(.log(batch)) }
-            run { .log(try await self.feed.read(after: after, maxBytes: budget)) }
+            if let batch = changes.cachedRead(after: after, maxBytes: budget) { return deliver(.log(batch)) }
+            run { .log(try await self.changes.read(after: after, maxBytes: budget)) }
         case .fetchDocuments(let request, let refs):
             run {
                 let docs = try await self.store.fetchDocuments(refs.map { ($0.collection, $0.id) })

@@ -3,7 +3,7 @@
 // Per change-log row, with H = "the peer holds the document", M = "a live subscription matches its
 // current value":   H∧M → delta;  H∧¬M → delta, forget it (the change that makes it leave);
 //                   ¬H∧M → full state, hold it;  ¬H∧¬M → nothing.
-// The full state comes with the log entry (read once per instance by the ChangeFeed); only when it
+// The full state comes with the log entry (read once per instance by the change feed); only when it
 // is missing (a ring entry without it) is it fetched for this session.
 // Rows the peer itself uploaded are not echoed; they only update H (and fetch the full state if
 // the document enters a subscription the peer did not hold it for).

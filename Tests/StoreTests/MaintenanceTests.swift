@@ -91,7 +91,7 @@ import Values
             try await db.migrate()
             let store = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
             let before = try await store.execute("INSERT INTO r DOCUMENTS ({'_id': 'x', 'v': 1})").transactionID
-            store.readCache.enable(through: before)
+            try await store.changeFeed.start()  // caches from `before` on
             store.readCache.insert(.init(collection: "r", id: "x"), json: Array(#"{"_id":"x","v":1}"#.utf8), txn: before)
             #expect(store.readCache.statistics.entries == 1)
             // Another instance changes x, and maintenance prunes that transaction before this
@@ -101,8 +101,11 @@ import Values
                 INSERT INTO change_log (txn, seq, collection, id, kind) SELECT n, 0, 'r', '"x"', 'upsert' FROM t RETURNING txn
                 """)[0].decode(0, as: Int64.self)
             _ = try await store.pool.query("DELETE FROM change_log WHERE txn = \(changed)")
-            let page = try await store.readChangeLog(after: .end(of: before))
+            let page = try await store.changeFeed.readChangeLog(after: .end(of: before))
             #expect(page.rows.isEmpty && page.end.completeThrough == changed)
+            #expect(store.readCache.statistics.entries == 1, "only the feed's own reads reach the cache")
+            await store.changeFeed.refresh()  // what a notification or a reconnect triggers
+            #expect(store.changeFeed.head == changed)
             #expect(store.readCache.statistics.entries == 0)
             store.readCache.insert(.init(collection: "r", id: "x"), json: Array(#"{"_id":"x","v":1}"#.utf8), txn: before)
             #expect(store.readCache.statistics.entries == 0)  // read before the gap: refused

@@ -43,7 +43,7 @@ extension ReadCacheIntegrationTests {
             // Every change is in both feeds: the merged ones with their delta, the created ones with
             // the state that stands for it.
             for instance in [a, b] {
-                let batch = try await instance.feed.read(after: .end(of: t1 - 1), maxTransactions: 2)
+                let batch = LogBatch(try await instance.feed.read(after: .end(of: t1 - 1), maxTransactions: 2))
                 let first = batch.entries.filter { $0.txn == t1 }, second = batch.entries.filter { $0.txn == t2 }
                 #expect(first.count == 300 && first.allSatisfy { $0.kind == .upsert && $0.delta == nil && $0.state != nil })
                 #expect(second.count == 500)

@@ -1,5 +1,7 @@
 import BigPeerTestSupport
+import CRDT
 import Postgres
+import Synchronization
 import Testing
 import Values
 @testable import Store
@@ -15,7 +17,7 @@ import Values
 
     @Test func ownCommits_areSkipped_foreignOnesRead_andTheCacheStaysExact() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             // Own commit: skipped (the ring restarts empty at it), the cache advanced over it.
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
@@ -43,28 +45,28 @@ import Values
             let token = feed.addListener { _ in }
             let t5 = try await b.execute("UPDATE cars SET color = 'white' WHERE _id = 'x'").transactionID
             await feed.simulateNotification(t5)
-            #expect(feed.cachedRead(after: .end(of: t4))?.entries.map(\.txn) == [t5])
-            #expect(feed.cachedRead(after: .end(of: t4))?.entries.first?.value?["color"] == "white")
+            #expect(feed.cachedRead(after: .end(of: t4))?.rows.map(\.txn) == [t5])
+            #expect(feed.cachedRead(after: .end(of: t4))?.rows.first?.value?["color"] == "white")
             feed.removeListener(token)
         }
     }
 
     @Test func aListeningSession_getsOwnCommitsReadIntoTheRing() async throws {
         try await withTwoStores { a, _ in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             let heads = MutexBox<[Int64]>([])
             let token = feed.addListener { head in heads.withLock { $0.append(head) } }
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})").transactionID
             await feed.simulateNotification(t1)
-            #expect(feed.cachedRead(after: .end(of: t1 - 1))?.entries.map(\.document.id) == ["x"])
+            #expect(feed.cachedRead(after: .end(of: t1 - 1))?.rows.map(\.id) == ["x"])
             #expect(heads.withLock { $0 } == [t1])
             feed.removeListener(token)
             let t2 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'y', color: 'red'})").transactionID
             await feed.simulateNotification(t2)
             #expect(feed.head == t2 && feed.cachedRead(after: .end(of: t1)) == nil, "skipped once nobody listens")
             // A session that connects later and starts before the ring reads the database.
-            #expect(try await feed.read(after: .end(of: 0)).entries.map(\.txn) == [t1, t2])
+            #expect(try await feed.read(after: .end(of: 0)).rows.map(\.txn) == [t1, t2])
         }
     }
 
@@ -72,7 +74,7 @@ import Values
     /// notification was lost lies beyond the announced range.
     @Test func aRequiredRead_isNeverReplacedByASkip() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             let t1 = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x'})").transactionID
             let t2 = try await b.execute("INSERT INTO cars DOCUMENTS ({_id: 'y'})").transactionID  // never announced
@@ -80,6 +82,42 @@ import Values
             await feed.refresh()  // what `.reconnected` triggers
             #expect(feed.head == t2)
             #expect(a.readCache.statistics.appliedThrough == t2)
+        }
+    }
+
+    /// Every write path — a statement, an atomic batch, a sync upload — hands its commit to the
+    /// feed before it returns: the cached document is dropped, the number is recorded for the
+    /// feed to skip, and nothing is left settling.
+    @Test func everyWritePath_handsItsCommitToTheFeed_beforeItReturns() async throws {
+        try await withTwoStores { a, _ in
+            let feed = a.changeFeed
+            try await feed.start()
+            var replica = Replica(site: SiteID(77))
+            var doc = try Document(id: "x")
+            _ = try doc.upsert(["n": 0], replica: &replica)
+            _ = try await a.mergeDeltas([MergeItem(collection: "cars", id: "x", delta: doc.delta(since: VersionVector()).encode())], origin: 77)
+            let key = DocumentReadCache.Key(collection: "cars", id: "x")
+            func cacheX() async throws -> Bool {
+                _ = try await a.execute(Self.read, arguments: ["id": "x"])
+                return a.readCache.lookup(key) != nil
+            }
+            #expect(try await cacheX())
+            let t1 = try await a.execute("UPDATE cars SET n = 1 WHERE _id = 'x'").transactionID
+            #expect(a.readCache.lookup(key) == nil, "statement")
+            #expect(try await cacheX())
+            let t2 = try await a.executeBatch([(try a.parse("UPDATE cars SET n = 2 WHERE _id = 'x'"), [:])])[0].transactionID
+            #expect(a.readCache.lookup(key) == nil, "batch")
+            #expect(try await cacheX())
+            let merged = doc.versionVector
+            _ = try doc.upsert(["n": 3], replica: &replica)
+            let t3 = try await a.mergeDeltas([MergeItem(collection: "cars", id: "x", delta: doc.delta(since: merged).encode())], origin: 77).txn
+            #expect(a.readCache.lookup(key) == nil, "sync upload")
+            for t in [t1, t2, t3] {
+                let recorded = feed.state.withLock { $0.own.take(after: t - 1, through: t) }
+                #expect(recorded, "transaction \(t) recorded")
+            }
+            #expect(feed.state.withLock { $0.own.finishing } == 0)
+            #expect(try await a.execute(Self.read, arguments: ["id": "x"]).items == [["_id": "x", "n": 3]])
         }
     }
 

@@ -14,15 +14,16 @@ import Values
     func withSubscribedPeer(ringEntries: Int, _ body: (DocumentStore, ChangeFeed, TestPeer) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { db in
             try await db.migrate()
-            let store = try await DocumentStore.open(pool: db.makePool())
-            let feed = ChangeFeed(store: store, maxRingEntries: ringEntries, readRows: 128, sessionRows: 100)
+            let store = try await DocumentStore.open(pool: db.makePool(),
+                                                     changeFeed: ChangeFeed.Limits(maxRingEntries: ringEntries, readRows: 128, sessionRows: 100))
+            let feed = store.changeFeed
             try await feed.start()
             let listener = try await PostgresListener(db.configuration, channels: [ChangeFeed.channel], loop: TestLoops.group.next())
             let follower = Task { await feed.follow(listener) }
             defer { follower.cancel() }
             let peer = TestPeer(site: 301)
             do {
-                try await peer.connect(store: store, feed: feed)
+                try await peer.connect(store: store)
                 await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM bulk WHERE color = 'red'")))
                 _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
                 try await body(store, feed, peer)

@@ -38,7 +38,7 @@ import Values
                 var rows: [ChangeLogRow] = []
                 var pages = 0
                 while true {
-                    let page = try await a.readChangeLog(after: position, maxTransactions: 100, maxRows: maxRows, maxBytes: maxBytes)
+                    let page = try await a.changeFeed.readChangeLog(after: position, maxTransactions: 100, maxRows: maxRows, maxBytes: maxBytes)
                     pages += 1
                     #expect(page.rows.count <= maxRows)
                     #expect(page.rows.count == 1 || page.rows.reduce(0) { $0 + ($1.state?.count ?? 0) } <= maxBytes + 2000,
@@ -63,7 +63,7 @@ import Values
             var position = ChangeLogPosition.end(of: t0)
             var skimmed = 0
             while true {
-                let page = try await a.skimChangeLog(after: position, maxRows: 700)
+                let page = try await a.changeFeed.skimChangeLog(after: position, maxRows: 700)
                 #expect(page.rows.count <= 700 && page.rows.allSatisfy { $0.value == nil && $0.state == nil })
                 skimmed += page.rows.count
                 position = page.end
@@ -78,8 +78,8 @@ import Values
     /// row in order in batches of at most 50, whether the ring holds the transaction or not.
     @Test(arguments: [20_000, 1000])
     func aListenedFeed_readsALargeTransactionInPieces_andAnnouncesOnlyItsEnd(ringEntries: Int) async throws {
-        try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a, maxRingEntries: ringEntries, readRows: 64, sessionRows: 50)
+        try await withTwoStores(changeFeed: ChangeFeed.Limits(maxRingEntries: ringEntries, readRows: 64, sessionRows: 50)) { a, b in
+            let feed = a.changeFeed
             try await feed.start()
             let t0 = feed.head
             let heard = MutexBox<[(head: Int64, position: ChangeLogPosition)]>([])
@@ -104,13 +104,13 @@ import Values
             #expect((feed.cachedRead(after: .end(of: t0)) != nil) == (ringEntries > 5000))
             if ringEntries > 5000 {
                 let one = feed.cachedRead(after: .end(of: t0), maxBytes: 1)
-                #expect(one?.entries.count == 1 && one?.end == one?.entries.first?.position, "a byte budget cuts the ring read too")
+                #expect(one?.rows.count == 1 && one?.end == one?.rows.first?.position, "a byte budget cuts the ring read too")
             }
             // A session's reads: bounded batches, every row once and in order, `through` only at the end.
             var position = ChangeLogPosition.end(of: t0)
             var entries: [LogEntry] = []
             while position.completeThrough < feed.head {
-                let batch = try await feed.read(after: position)
+                let batch = LogBatch(try await feed.read(after: position))
                 #expect(batch.entries.count <= 50 && batch.end > position)
                 if batch.through >= t1 { #expect(entries.count + batch.entries.count >= 5000) }
                 entries += batch.entries
@@ -125,8 +125,8 @@ import Values
     /// A feed with nobody listening: another instance's bulk is skimmed (keys only, bounded pages)
     /// and invalidates every cached document; the instance's own bulk is not read at all.
     @Test func withNobodyListening_aForeignBulkInvalidates_andAnOwnBulkIsNotReadBack() async throws {
-        try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a, readRows: 64, skimRows: 100)
+        try await withTwoStores(changeFeed: ChangeFeed.Limits(readRows: 64, skimRows: 100)) { a, b in
+            let feed = a.changeFeed
             try await feed.start()
             let (create, createArguments) = Self.bulk(0..<5000, color: "red")
             let t1 = try await b.execute(create, arguments: createArguments).transactionID
@@ -163,7 +163,7 @@ import Values
             feed.noteNotified(t3)
             await feed.refresh(readRequired: false)
             #expect(feed.head == t3 && a.readCache.statistics.appliedThrough == t3)
-            let stillRecorded = a.ownCommits.withLock { $0.take(after: t3 - 1, through: t3) }
+            let stillRecorded = feed.state.withLock { $0.own.take(after: t3 - 1, through: t3) }
             #expect(!stillRecorded, "the feed took t3 from OwnCommits (a read would have left it recorded)")
             for id in probe { #expect(try await a.execute(Self.pointRead, arguments: ["id": .string(id)]).items.first?["color"] == "blue") }
         }
@@ -173,21 +173,25 @@ import Values
     /// once taken, the cache's position may pass the transaction with no read of the change log.
     @Test func recordingAnOwnCommit_invalidatesItsKeys_beforeTheFeedCanTakeIt() async throws {
         try await withTwoStores { a, _ in
+            let feed = a.changeFeed
             a.readCache.enable(through: 1)
+            feed.state.withLock { $0.head = 1; $0.position = .end(of: 1) }
             let key = DocumentReadCache.Key(collection: "c", id: "x")
             a.readCache.insert(key, json: Array(#"{"_id":"x"}"#.utf8), txn: 1)
             #expect(a.readCache.lookup(key) != nil)
             var changes: [WriteTransaction.ChangeRecord] = []
-            for i in 0..<(3 * DocumentStore.ownCommitKeysPerLock) {  // several lock holds
+            for i in 0..<(3 * ChangeFeed.ownCommitKeysPerLock) {  // several lock holds
                 changes.append(.init(key: DocumentKey(collection: "c", id: .string(i == 5000 ? "x" : "k\(i)")), kind: "upsert"))
             }
-            a.recordOwnCommit(2, changes: changes)
+            feed.committed(Committed(transaction: 2, changes: changes))
             #expect(a.readCache.lookup(key) == nil, "dropped at record time")
             a.readCache.insert(key, json: Array(#"{"_id":"x"}"#.utf8), txn: 1)
             #expect(a.readCache.lookup(key) == nil, "a value read before the commit is refused")
-            #expect(a.applyOwnCommits(after: 1, through: 2))
+            await feed.simulateNotification(2)
+            #expect(feed.head == 2 && feed.reads == 0, "taken, not read")
             #expect(a.readCache.statistics.appliedThrough == 2)
-            #expect(!a.applyOwnCommits(after: 2, through: 3), "3 was not recorded")
+            let taken = feed.state.withLock { $0.own.take(after: 2, through: 3) }
+            #expect(!taken, "3 was not recorded")
         }
     }
 }

@@ -6,8 +6,8 @@ import Values
 @testable import Store
 @testable import Sync
 
-/// A notification usually reaches the LISTEN session before the writer has recorded its own
-/// commit (`recordOwnCommit`): the feed then waits for that commit to settle instead of reading
+/// A notification usually reaches the LISTEN session before the writer has handed its own
+/// commit to the feed (`ChangeFeed.committed`): the feed then waits for that commit to settle instead of reading
 /// the range back (`OwnCommitsOutcome.deferred`). It must still never lose another instance's
 /// change: a range that is not all this instance's is read once the settling commit is recorded
 /// or has failed.
@@ -15,47 +15,50 @@ import Values
 
     static let read = "SELECT * FROM cars WHERE _id = :id"
 
-    @Test func store_defersOnlyWhileACommitSettles_andWakesTheWaiterOnce() async throws {
-        try await withTwoStores { a, b in
-            let t1 = try await b.execute("INSERT INTO cars DOCUMENTS ({_id: 'x'})").transactionID
-            let calls = MutexBox(0)
-            let waiter: @Sendable () -> Void = { calls.withLock { $0 += 1 } }
-            // Nothing settling: a range that is not recorded must be read.
-            #expect(a.applyOwnCommits(after: t1 - 1, through: t1, deferringTo: waiter) == .mustRead)
-            a.ownCommitSending()
-            #expect(a.applyOwnCommits(after: t1 - 1, through: t1, deferringTo: nil) == .mustRead, "no waiter: read")
-            #expect(a.applyOwnCommits(after: t1 - 1, through: t1, deferringTo: waiter) == .deferred)
-            #expect(calls.withLock { $0 } == 0)
-            a.ownCommitsSettled(1)
-            #expect(calls.withLock { $0 } == 1)
-            a.ownCommitSending()
-            a.ownCommitsSettled(1)
-            #expect(calls.withLock { $0 } == 1, "called once")
-            // Recorded: applied, whatever is settling.
-            a.ownCommitSending()
-            a.recordOwnCommit(t1, changes: [.init(key: DocumentKey(collection: "cars", id: "x"), kind: "upsert", delta: nil)])
-            #expect(a.applyOwnCommits(after: t1 - 1, through: t1, deferringTo: waiter) == .applied)
-            a.ownCommitsSettled(1)
-        }
+    @Test func ownCommits_deferOnlyWhileACommitSettles_andWakeTheFeedOnce() {
+        var own = OwnCommits()
+        // Nothing settling: a range that is not recorded must be read.
+        var outcome = own.outcome(after: 0, through: 1, mayDefer: true)
+        #expect(outcome == .mustRead)
+        own.finishing += 1
+        outcome = own.outcome(after: 0, through: 1, mayDefer: false)
+        #expect(outcome == .mustRead, "may not defer: read")
+        var woken = own.settled(0)
+        #expect(!woken, "nothing deferred yet")
+        outcome = own.outcome(after: 0, through: 1, mayDefer: true)
+        #expect(outcome == .deferred)
+        woken = own.settled(1)
+        #expect(woken, "the settle wakes the feed")
+        own.finishing += 1
+        woken = own.settled(1)
+        #expect(!woken, "once")
+        // Recorded: applied, whatever is settling.
+        own.finishing += 1
+        own.record(1)
+        outcome = own.outcome(after: 0, through: 1, mayDefer: true)
+        #expect(outcome == .applied)
+        woken = own.settled(1)
+        #expect(!woken)
+        #expect(own.finishing == 0)
     }
 
     /// The race as it happens at one client: the notification of an own commit arrives while the
     /// writer has not recorded it yet. The feed waits, and skips it once recorded: no read.
     @Test func ownCommitNotifiedBeforeItsRecord_isSkippedWithoutARead() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             _ = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})")
             _ = try await a.execute(Self.read, arguments: ["id": "x"])  // cached
             let readsBefore = feed.reads
             // Instance a's commit, stood in for by b's statement: committed, not yet recorded by a.
-            a.ownCommitSending()
+            a.changeFeed.ownCommitSending()
             let t = try await b.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'").transactionID
             await feed.simulateNotification(t)
             #expect(feed.head < t, "deferred, not read")
             #expect(feed.reads == readsBefore)
-            a.recordOwnCommit(t, changes: [.init(key: DocumentKey(collection: "cars", id: "x"), kind: "upsert", delta: nil)])
-            a.ownCommitsSettled(1)
+            a.changeFeed.committed(Committed(transaction: t, changes: [.init(key: DocumentKey(collection: "cars", id: "x"), kind: "upsert", delta: nil)]))
+            a.changeFeed.ownCommitsSettled(1)
             #expect(feed.head == t, "skipped at once by the settle")
             #expect(feed.reads == readsBefore)
             #expect(a.readCache.statistics.appliedThrough == t)
@@ -67,13 +70,13 @@ import Values
     /// once, then read when the settling commit is done — whether it committed or failed.
     @Test func foreignCommitWhileOwnSettles_isReadAfterTheSettle() async throws {
         try await withTwoStores { a, b in
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             _ = try await b.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', color: 'red'})")
             _ = try await a.execute(Self.read, arguments: ["id": "x"])
             for round in 0..<2 {
                 let readsBefore = feed.reads
-                a.ownCommitSending()  // round 0: it fails (never recorded); round 1: a records a commit of its own
+                a.changeFeed.ownCommitSending()  // round 0: it fails (never recorded); round 1: a records a commit of its own
                 let t = try await b.execute("UPDATE cars SET color = :c WHERE _id = 'x'", arguments: ["c": .string("c\(round)")]).transactionID
                 await feed.simulateNotification(t)
                 #expect(feed.head < t)
@@ -83,7 +86,7 @@ import Values
                     #expect(feed.head == t, "deferred at most once")
                     #expect(feed.reads == readsBefore + 1)
                 }
-                a.ownCommitsSettled(1)
+                a.changeFeed.ownCommitsSettled(1)
                 #expect(await eventually { feed.head == t })  // the read after a settle runs in a task
                 #expect(feed.reads == readsBefore + 1)
                 #expect(a.readCache.statistics.appliedThrough == t)
@@ -100,7 +103,7 @@ import Values
             let a = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
             let b = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
             let listener = try await PostgresListener(db.configuration, channels: [ChangeFeed.channel], loop: TestLoops.group.next())
-            let feed = ChangeFeed(store: a)
+            let feed = a.changeFeed
             try await feed.start()
             let following = Task { await feed.follow(listener) }
             _ = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'x', n: 0})")

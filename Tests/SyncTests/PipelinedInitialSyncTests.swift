@@ -22,14 +22,14 @@ import Postgres
     }
 
     @Test func pagesReadAhead_underAConcurrentWriter_sendEachDocumentOnce_inIDOrder_andThePeerConverges() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             // 240 documents d0000, d0010, ..., d2390; the writer adds d…5 between them.
             for batch in 0..<4 {
                 let docs = (batch * 60..<(batch + 1) * 60).map { "({'_id': '\(Self.id($0 * 10))', 'n': \($0)})" }
                 _ = try await store.execute("INSERT INTO bench DOCUMENTS " + docs.joined(separator: ", "))
             }
             let peer = TestPeer(site: 501)  // pages of 2 rows: ~120 page reads
-            try await peer.connect(store: store, feed: feed)
+            try await peer.connect(store: store)
             // The writer's progress: a hang in a write must not pass for a stalled sync (or hang
             // the test with no word of where it stands).
             let progress = MutexBox<(steps: Int, done: Bool)>((0, false))

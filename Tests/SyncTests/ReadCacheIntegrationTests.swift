@@ -24,7 +24,7 @@ import DQL
             for _ in 0..<2 {
                 let store = try await DocumentStore.open(pool: db.makePool(), readCacheBytes: 1 << 20)
                 let listener = try await PostgresListener(db.configuration, channels: [ChangeFeed.channel], loop: TestLoops.group.next())
-                let feed = ChangeFeed(store: store)
+                let feed = store.changeFeed
                 try await feed.start()
                 instances.append(Instance(store: store, feed: feed, listener: listener, follower: Task { await feed.follow(listener) }))
             }

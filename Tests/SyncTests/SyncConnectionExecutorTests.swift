@@ -25,12 +25,12 @@ import Values
     }
 
     @Test func pageReadsAndStoreRequestsRunOnTheConnectionsExecutor() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             let docs = (0..<20).map { "({'_id': 'e\($0 + 10)', 'n': \($0)})" }
             _ = try await store.execute("INSERT INTO bench DOCUMENTS " + docs.joined(separator: ", "))
             let executor = CountingExecutor(TestLoops.group.next())
             let peer = TestPeer(site: 502)  // pages of 2 rows: 10 page reads
-            try await peer.connect(store: store, feed: feed, executor: executor)
+            try await peer.connect(store: store, executor: executor)
             let atConnect = executor.jobs.load(ordering: .relaxed)
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM bench")))
             _ = try await peer.waitFor(atMost: .seconds(60)) { if case .synced(1, _) = $0 { true } else { false } }

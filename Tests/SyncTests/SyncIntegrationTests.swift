@@ -19,10 +19,10 @@ import Values
     }
 
     @Test func restWrites_reachASubscribedPeer_andARedCarTurnedBlueLeaves() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-1', 'color': 'red'}), ({'_id': 'car-2', 'color': 'blue'}), ({'_id': 'car-0', 'color': 'red'}), ({'_id': 'car-5', 'color': 'red'})")
             let peer = TestPeer(site: 101)
-            try await peer.connect(store: store, feed: feed)
+            try await peer.connect(store: store)
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars WHERE color = :c", arguments: ["c": "red"])))
             _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
             #expect(await peer.value(Self.car1) == (try await serverValue(store, "cars", "car-1")))
@@ -52,10 +52,10 @@ import Values
     }
 
     @Test func twoPeers_uploadOfflineEdits_andConverge() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             let a = TestPeer(site: 201), b = TestPeer(site: 202)
-            try await a.connect(store: store, feed: feed)
-            try await b.connect(store: store, feed: feed)
+            try await a.connect(store: store)
+            try await b.connect(store: store)
             for p in [a, b] {
                 await p.send(.subscribe(Subscribe(id: 7, query: "SELECT * FROM notes")))
                 _ = try await p.waitFor { if case .synced(7, _) = $0 { true } else { false } }
@@ -91,10 +91,10 @@ import Values
     }
 
     @Test func resume_fromACheckpoint_sendsOnlyWhatIsNew() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-1', 'color': 'red'}), ({'_id': 'car-2', 'color': 'red'})")
             let first = TestPeer(site: 301)
-            try await first.connect(store: store, feed: feed)
+            try await first.connect(store: store)
             await first.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await first.waitFor { if case .synced(1, _) = $0 { true } else { false } }
             let cp = await first.checkpoint
@@ -104,7 +104,7 @@ import Values
             let t = try await store.execute("UPDATE cars SET color = 'green' WHERE _id = 'car-2'").transactionID
             let again = TestPeer(site: 301)
             await again.adoptAll(held)
-            try await again.connect(store: store, feed: feed)
+            try await again.connect(store: store)
             let have = held.keys.map { DocumentHash.of($0) }.sorted()
             await again.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars", checkpoint: cp, have: have)))
             _ = try await again.waitFor { if case .synced(1, let c) = $0 { c == cp } else { false } }
@@ -122,10 +122,10 @@ import Values
     }
 
     @Test func aPeerThatGrantsNoCredit_isNotBuffered() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-1', 'color': 'red'})")
             let peer = TestPeer(site: 401, grantCredit: false)
-            try await peer.connect(store: store, feed: feed, credit: 65536)
+            try await peer.connect(store: store, credit: 65536)
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
             let blob = String(repeating: "x", count: 4000)
@@ -161,9 +161,9 @@ extension SyncIntegrationTests {
     /// NOTIFY is not durable: a write committed while the instance's listener is disconnected is
     /// still delivered, because the feed catches up from the change log on `.reconnected`.
     @Test func writesWhileTheListenerIsDown_areDeliveredAfterItReconnects() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             let peer = TestPeer(site: 501)
-            try await peer.connect(store: store, feed: feed)
+            try await peer.connect(store: store)
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
             let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
@@ -191,15 +191,15 @@ extension SyncIntegrationTests {
             var instances: [(DocumentStore, ChangeFeed, PostgresListener, Task<Void, Never>)] = []
             for _ in 0..<2 {
                 let store = try await DocumentStore.open(pool: db.makePool())
-                let feed = ChangeFeed(store: store)
+                let feed = store.changeFeed
                 try await feed.start()
                 let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next())
                 instances.append((store, feed, listener, Task { await feed.follow(listener) }))
             }
             let (storeA, feedA, _, _) = instances[0], (storeB, feedB, _, _) = instances[1]
             let onA = TestPeer(site: 601), onB = TestPeer(site: 602)
-            try await onA.connect(store: storeA, feed: feedA)
-            try await onB.connect(store: storeB, feed: feedB)
+            try await onA.connect(store: storeA)
+            try await onB.connect(store: storeB)
             for p in [onA, onB] {
                 await p.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
                 _ = try await p.waitFor { if case .synced(1, _) = $0 { true } else { false } }
@@ -225,11 +225,11 @@ extension SyncIntegrationTests {
     /// docs/PERFORMANCE goal from issue #8: a one-field update of a 250 KB document costs under
     /// 200 bytes on the wire (the whole `changes` message, CBOR, before transport framing).
     @Test func oneFieldUpdateOfA250KBDocument_isASmallMessage() async throws {
-        try await withSyncServer { store, feed in
+        try await withSyncServer { store, _ in
             let big = String(repeating: "z", count: 250_000)
             _ = try await store.execute("INSERT INTO docs DOCUMENTS ({'_id': 'big', 'body': :b, 'n': 1})", arguments: ["b": .string(big)])
             let peer = TestPeer(site: 701)
-            try await peer.connect(store: store, feed: feed)
+            try await peer.connect(store: store)
             await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM docs")))
             _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
             let t = try await store.execute("UPDATE docs SET n = 2 WHERE _id = 'big'").transactionID

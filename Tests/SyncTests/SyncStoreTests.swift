@@ -1,3 +1,4 @@
+import BigPeerTestSupport
 import CRDT
 import DQL
 import Postgres
@@ -29,7 +30,7 @@ import Values
             #expect(try await store.execute("SELECT * FROM notes").items == [["_id": "n1", "a": 1, "b": 2]])
             let third = try await store.mergeDeltas([MergeItem(collection: "notes", id: "n1", delta: full)], origin: 77)
             #expect(third.rejected.isEmpty && third.txn == second.txn, "a re-sent upload writes nothing")
-            let log = try await store.readChangeLog(after: .end(of: 0))
+            let log = try await store.changeFeed.read(after: .end(of: 0))
             #expect(log.rows.count == 1 && log.rows[0].origin == 77 && log.rows[0].value == ["_id": "n1", "a": 1, "b": 2])
         }
     }
@@ -90,7 +91,7 @@ import Values
         try await withSyncServer { store, _ in
             _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'gone', 'n': 1})")
             let deleted = try await store.execute("DELETE FROM cars WHERE _id = 'gone'").transactionID
-            let page = try await store.readChangeLog(after: .end(of: deleted - 1))
+            let page = try await store.changeFeed.read(after: .end(of: deleted - 1))
             #expect(page.rows.count == 1 && page.rows[0].kind == "delete")
             #expect(page.rows.first?.value == nil, "\(String(describing: page.rows.first?.value))")
             #expect(page.rows.first?.state != nil)
@@ -113,20 +114,24 @@ import Values
     }
 
     @Test func changeFeed_servesFromItsRing_orTheDatabase_identically() async throws {
-        try await withSyncServer { store, _ in
-            let small = ChangeFeed(store: store, maxRingEntries: 3)
+        try await TestPostgres.withDatabase { db in
+            try await db.migrate()
+            // No LISTEN: the test decides when the feed reads.
+            let store = try await DocumentStore.open(pool: db.makePool(), changeFeed: ChangeFeed.Limits(maxRingEntries: 3))
+            let small = store.changeFeed
             try await small.start()
             _ = small.addListener { _ in }  // a session listens: the feed reads rows with their values
             for i in 0..<8 { _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c\(i)', 'n': \(i)})") }
             await small.refresh()  // what a notification or a reconnect triggers: catch up from the log
             #expect(small.head == 8)
             #expect(small.cachedRead(after: .end(of: 6)) != nil && small.cachedRead(after: .end(of: 4)) == nil, "the ring keeps 6...8")
-            let fromRing = try await small.read(after: .end(of: 6))
-            let fromDatabase = try await small.read(after: .end(of: 0))
+            // As a session reads them (`ChangeSource`).
+            let fromRing = LogBatch(try await small.read(after: .end(of: 6)))
+            let fromDatabase = LogBatch(try await small.read(after: .end(of: 0)))
             #expect(fromRing.entries.map(\.txn) == [7, 8] && fromRing.through == 8)
             #expect(fromDatabase.entries.map(\.txn) == Array(1...8) && fromDatabase.through == 8)
             #expect(Array(fromDatabase.entries.suffix(2)) == fromRing.entries)
-            #expect(try await small.read(after: .end(of: 8)).entries.isEmpty)
+            #expect(try await small.read(after: .end(of: 8)).rows.isEmpty)
         }
     }
 }

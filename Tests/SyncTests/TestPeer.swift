@@ -31,14 +31,14 @@ actor TestPeer {
 
     /// Connects and completes the handshake.
     /// `executor`: where the server side's tasks run (`SyncConnection`'s default when nil).
-    func connect(store: DocumentStore, feed: ChangeFeed, credit: UInt64 = 1 << 20, executor: (any TaskExecutor)? = nil) async throws {
+    func connect(store: DocumentStore, credit: UInt64 = 1 << 20, executor: (any TaskExecutor)? = nil) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let closeBox = MutexBox<UInt16?>(nil)
         let transport = SyncConnection.Transport(send: { continuation.yield($0) },
                                                  close: { code, _ in closeBox.withLock { $0 = code }; continuation.finish() })
         var config = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: "t-\(site)")
         config.pageRows = 2  // several pages even for small test collections
-        let conn = SyncConnection(configuration: config, store: store, feed: feed, transport: transport, executor: executor) { hello in
+        let conn = SyncConnection(configuration: config, store: store, transport: transport, executor: executor) { hello in
             hello.credentials == .apiKey("test-key") ? .accept(.everything) : .refuse(code: .unauthorized, reason: "invalid API key")
         }
         connection = conn
@@ -171,12 +171,12 @@ extension TestPeer {
     }
 }
 
-/// A migrated database, a store and a running change feed (LISTEN + catch-up), for one test.
-func withSyncServer(_ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
+/// A migrated database, a store and its running change feed (LISTEN + catch-up), for one test.
+func withSyncServer(changeFeed: ChangeFeed.Limits = ChangeFeed.Limits(), _ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
     try await TestPostgres.withDatabase { db in
         try await db.migrate()
-        let store = try await DocumentStore.open(pool: db.makePool())
-        let feed = ChangeFeed(store: store)
+        let store = try await DocumentStore.open(pool: db.makePool(), changeFeed: changeFeed)
+        let feed = store.changeFeed
         try await feed.start()
         // A 2 s reconnect delay gives the listener-down test a wide, timing-independent window.
         let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next(),

@@ -1,11 +1,17 @@
-// The per-instance change reader: one reader of the change log shared by every session of this
-// BigPeer instance (PROTOCOL.md §10). It follows `bigpeer_changes` notifications, reads the new
-// change-log rows once (with each document's current value), keeps the most recent ones in a
-// bounded ring, and tells sessions the newest transaction number. Sessions then read from the
-// ring; a session that fell behind the ring reads the database directly. NOTIFY is not durable:
-// after `.reconnected` (database restart) the feed simply catches up from the change log.
+// The per-instance change feed, owned by the store (`DocumentStore.changeFeed`): the one place
+// a commit's effects are announced. Every write transaction of this instance hands it one
+// `Committed` value after COMMIT, before any client is answered; every other instance's commit
+// reaches it through the change log. It is the only writer of the point-read cache
+// (`DocumentReadCache`): it switches the cache on and off and applies every change to it.
 //
-// Every read is bounded in rows and bytes (`DocumentStore.readChangeLog`), so a transaction of
+// For sync sessions (PROTOCOL.md §10) it is one reader of the change log shared by every session
+// of this instance. It follows `bigpeer_changes` notifications, reads the new change-log rows once
+// (with each document's current value), keeps the most recent ones in a bounded ring, and tells
+// its listeners the newest transaction number. Sessions then read from the ring; a session that
+// fell behind the ring reads the database directly. NOTIFY is not durable: after `.reconnected`
+// (database restart) the feed simply catches up from the change log.
+//
+// Every read is bounded in rows and bytes (`readChangeLog`), so a transaction of
 // 100,000 changes is read in pieces, never as one result:
 //
 //   position ──────────────► where the next read starts; may lie inside a transaction
@@ -18,17 +24,18 @@
 //
 // With no session listening, nobody needs the rows' values: the feed only skims which documents
 // changed (`skimChangeLog`) for the read cache, or skips its own commits altogether (`OwnCommits`).
+//
+// Locks: `state` is taken with no other lock held; under it only the read cache's lock is taken
+// (a leaf). Listeners are called with no lock held (docs/ARCHITECTURE.md, "Lock order").
 
-import SyncProtocol
 import Postgres
-import Store
 import Synchronization
 import Values
 
 public final class ChangeFeed: Sendable {
     struct State {
         /// Every row after the end of transaction `ringFrom` up to `position`, in order.
-        var ring: [LogEntry] = []
+        var ring: [ChangeLogRow] = []
         var ringBytes = 0
         var ringFrom: Int64 = 0
         /// The newest transaction every row of which has been read.
@@ -46,12 +53,40 @@ public final class ChangeFeed: Sendable {
         /// A read may still wait once for this instance's settling commits (`skipOwnCommits`);
         /// cleared by that wait, set again by the next skip or read.
         var mayDefer = true
+        /// The transactions this instance committed and the commits still settling.
+        var own = OwnCommits()
         /// Change-log reads (and skims) started, for diagnostics and tests.
         var reads = 0
         var retryScheduled = false
     }
 
-    let store: DocumentStore
+    /// The feed's bounds: its ring, and the size of its reads and of the batches sessions get.
+    public struct Limits: Sendable {
+        public var maxRingEntries = 8192
+        public var maxRingBytes = 32 << 20
+        /// Bounds of one change-log read: rows and bytes (with values, for the ring and sessions)
+        /// and rows (skimming keys only, while no session listens).
+        public var readRows = ChangeFeed.changeLogPageRows
+        public var readBytes = ChangeFeed.changeLogPageBytes
+        public var skimRows = 10 * ChangeFeed.changeLogPageRows
+        /// Rows per batch a session gets (from the ring or the database).
+        public var sessionRows = ChangeFeed.changeLogPageRows
+
+        public init(maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20,
+                    readRows: Int = ChangeFeed.changeLogPageRows, readBytes: Int = ChangeFeed.changeLogPageBytes,
+                    skimRows: Int = 10 * ChangeFeed.changeLogPageRows, sessionRows: Int = ChangeFeed.changeLogPageRows) {
+            self.maxRingEntries = maxRingEntries
+            self.maxRingBytes = maxRingBytes
+            self.readRows = max(1, readRows)
+            self.readBytes = max(1, readBytes)
+            self.skimRows = max(1, skimRows)
+            self.sessionRows = max(1, sessionRows)
+        }
+    }
+
+    let pool: PostgresPool
+    /// The store's point-read cache; this feed is the only one that changes what it holds valid.
+    let readCache: DocumentReadCache
     let maxRingEntries: Int
     let maxRingBytes: Int
     let state = Mutex(State())
@@ -64,36 +99,33 @@ public final class ChangeFeed: Sendable {
     public static let retryDelay: Duration = .seconds(1)
     /// Transactions per change-log read.
     static let readTransactions: Int64 = 1000
-    /// Bounds of one change-log read: rows and bytes (with values, for the ring and sessions) and
-    /// rows (skimming keys only, while no session listens).
     let readRows: Int
-    let readBytes: Int
+    /// The most bytes one read returns (a session asks for about its peer's credit, at most this).
+    public let readBytes: Int
     let skimRows: Int
-    /// Rows per batch a session gets (from the ring or the database).
     let sessionRows: Int
 
-    public init(store: DocumentStore, maxRingEntries: Int = 8192, maxRingBytes: Int = 32 << 20,
-                readRows: Int = DocumentStore.changeLogPageRows, readBytes: Int = DocumentStore.changeLogPageBytes,
-                skimRows: Int = 10 * DocumentStore.changeLogPageRows, sessionRows: Int = DocumentStore.changeLogPageRows) {
-        self.store = store
-        self.maxRingEntries = maxRingEntries
-        self.maxRingBytes = maxRingBytes
-        self.readRows = max(1, readRows)
-        self.readBytes = max(1, readBytes)
-        self.skimRows = max(1, skimRows)
-        self.sessionRows = max(1, sessionRows)
+    init(pool: PostgresPool, readCache: DocumentReadCache, limits: Limits) {
+        self.pool = pool
+        self.readCache = readCache
+        self.maxRingEntries = limits.maxRingEntries
+        self.maxRingBytes = limits.maxRingBytes
+        self.readRows = max(1, limits.readRows)
+        self.readBytes = max(1, limits.readBytes)
+        self.skimRows = max(1, limits.skimRows)
+        self.sessionRows = max(1, limits.sessionRows)
     }
 
     /// Starts following the change log from the current newest transaction, and lets the store
     /// cache point reads from then on (this feed keeps the cache told of every change).
     public func start() async throws {
-        let n = try await store.currentTransaction()
+        let n = try await DocumentStore.currentTransaction(pool)
         state.withLock { s in
             s.head = max(s.head, n)
             s.ringFrom = max(s.ringFrom, n)
             s.position = max(s.position, .end(of: n))
         }
-        store.readCache.enable(through: n)
+        readCache.enable(through: n)
     }
 
     /// Consumes a listener's events until it stops: every notification or reconnect triggers a
@@ -103,10 +135,10 @@ public final class ChangeFeed: Sendable {
         for await event in listener.events {
             switch event {
             case .disconnected:
-                store.readCache.disable()
+                readCache.disable()
             case .reconnected:
                 await refresh()
-                store.readCache.enable(through: head)
+                readCache.enable(through: head)
             case .notification(let note):
                 if let n = Int64(note.payload) { noteNotified(n) }
                 await refresh(readRequired: false)
@@ -158,12 +190,13 @@ public final class ChangeFeed: Sendable {
                         return (s.position, !s.listeners.isEmpty)
                     }
                     let page = full
-                        ? try await store.readChangeLog(after: from, maxTransactions: Self.readTransactions, maxRows: readRows, maxBytes: readBytes)
-                        : try await store.skimChangeLog(after: from, maxRows: skimRows)
+                        ? try await readChangeLog(after: from, maxTransactions: Self.readTransactions, maxRows: readRows, maxBytes: readBytes)
+                        : try await skimChangeLog(after: from, maxRows: skimRows)
+                    applyToReadCache(page, after: from)
                     if page.end <= from { break }
                     let (listeners, newHead) = state.withLock { s -> ([@Sendable (Int64) -> Void], Int64?) in
                         if full {
-                            for r in page.rows { append(Self.entry(r), to: &s) }
+                            for r in page.rows { append(r, to: &s) }
                         } else {
                             // Skimmed rows have no values: the ring restarts empty after them. A
                             // session that registered meanwhile reads older rows from the database,
@@ -198,8 +231,8 @@ public final class ChangeFeed: Sendable {
     }
 
     /// With no session listening, advances over notified transactions that this instance
-    /// committed itself without reading them back (`DocumentStore.applyOwnCommits`: their changes
-    /// reach the read cache from what the store recorded at commit). The ring then restarts empty
+    /// committed itself without reading them back (their changes reached the read cache at
+    /// commit: `committed`). The ring then restarts empty
     /// at the new head — nobody is reading it, and a session that connects later and needs older
     /// rows reads them from the database, as for any position before the ring. Checked and applied
     /// under the state lock, so a session registering at the same moment either sees the ring
@@ -215,13 +248,13 @@ public final class ChangeFeed: Sendable {
         state.withLock { s in skipOwnCommits(&s, mayDefer: s.mayDefer) }
     }
 
-    private func skipOwnCommits(_ s: inout State, mayDefer: Bool) -> OwnCommitsOutcome {
+    func skipOwnCommits(_ s: inout State, mayDefer: Bool) -> OwnCommitsOutcome {
         guard !s.readRequired, s.listeners.isEmpty, s.notified > s.head else { return .mustRead }
-        var waiter: (@Sendable () -> Void)? = nil
-        if mayDefer { waiter = { @Sendable [weak self] in self?.ownCommitsSettled() } }
-        let outcome = store.applyOwnCommits(after: s.head, through: s.notified, deferringTo: waiter)
+        let outcome = s.own.outcome(after: s.head, through: s.notified, mayDefer: mayDefer)
         switch outcome {
         case .applied:
+            // Their changes reached the cache at commit (`committed`): only its position moves.
+            readCache.applyChangeLog([], after: s.head, through: s.notified)
             s.ring = []
             s.ringBytes = 0
             s.head = s.notified
@@ -234,21 +267,6 @@ public final class ChangeFeed: Sendable {
             break
         }
         return outcome
-    }
-
-    /// The store's settling commits, for which a read was deferred, are recorded or failed
-    /// (called by the writer, with no lock held): skip the notified range if it is now all this
-    /// instance's, else read it. A refresh in progress takes it over instead.
-    private func ownCommitsSettled() {
-        let read = state.withLock { s -> Bool in
-            if s.refreshing {
-                s.refreshAgain = true
-                return false
-            }
-            guard skipOwnCommits(&s, mayDefer: false) == .mustRead else { return false }
-            return s.notified > s.head || s.readRequired
-        }
-        if read { Task { await self.refresh(readRequired: false) } }
     }
 
     /// One delayed catch-up at a time; notifications and reconnects still trigger their own.
@@ -267,7 +285,7 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    private func append(_ e: LogEntry, to s: inout State) {
+    private func append(_ e: ChangeLogRow, to s: inout State) {
         // A transaction whose first rows the ring dropped (below) is not in it at all.
         guard e.txn > s.ringFrom else { return }
         s.ring.append(e)
@@ -284,7 +302,7 @@ public final class ChangeFeed: Sendable {
     }
 
     /// The index of the first entry after `position` (the ring is in (txn, seq) order).
-    static func firstIndex(in ring: [LogEntry], after position: ChangeLogPosition) -> Int {
+    static func firstIndex(in ring: [ChangeLogRow], after position: ChangeLogPosition) -> Int {
         var lo = 0, hi = ring.count
         while lo < hi {
             let mid = (lo + hi) / 2
@@ -293,24 +311,18 @@ public final class ChangeFeed: Sendable {
         return lo
     }
 
-    static func size(_ e: LogEntry) -> Int {
+    static func size(_ e: ChangeLogRow) -> Int {
         64 + (e.delta?.count ?? 0) + (e.state?.count ?? 0) + (e.value.map { JSON.serializedCount($0) } ?? 0)
-    }
-
-    static func entry(_ r: ChangeLogRow) -> LogEntry {
-        LogEntry(txn: r.txn, seq: r.seq, document: DocumentRef(collection: r.collection, id: r.id),
-                 kind: LogEntry.Kind(rawValue: r.kind) ?? .evict, delta: r.delta, value: r.value,
-                 origin: r.origin.map { UInt64(bitPattern: $0) }, state: r.state)
     }
 
     /// The change log after `after` from the ring, without waiting; nil when the ring does not
     /// reach back that far (then `read` goes to the database). Sessions call this right after a
     /// new head, so a commit reaches every up-to-date session without a task or a query per
     /// session. At most `maxRows` rows (`sessionRows` by default), of transactions up to `head`.
-    public func cachedRead(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxRows: Int? = nil, maxBytes: Int? = nil) -> LogBatch? {
+    public func cachedRead(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxRows: Int? = nil, maxBytes: Int? = nil) -> ChangeLogPage? {
         let maxRows = max(1, maxRows ?? sessionRows)
         let maxBytes = max(1, maxBytes ?? readBytes)
-        return state.withLock { s -> LogBatch? in
+        return state.withLock { s -> ChangeLogPage? in
             // Nothing newer here yet (a session may know a newer head from its own reads before
             // this feed caught up): the database read makes progress; an empty answer would spin.
             guard after.completeThrough >= s.ringFrom, s.head > after.completeThrough else { return nil }
@@ -327,12 +339,12 @@ public final class ChangeFeed: Sendable {
                 cut += 1
             }
             guard cut < end else {
-                return LogBatch(entries: Array(s.ring[start..<end]), end: max(after, .end(of: upper)))
+                return ChangeLogPage(rows: Array(s.ring[start..<end]), end: max(after, .end(of: upper)), more: upper < s.head)
             }
             // Cut inside: the last transaction is complete iff the next row starts another.
             let last = s.ring[cut - 1]
             let endsTransaction = s.ring[cut].txn != last.txn
-            return LogBatch(entries: Array(s.ring[start..<cut]), end: endsTransaction ? .end(of: last.txn) : last.position)
+            return ChangeLogPage(rows: Array(s.ring[start..<cut]), end: endsTransaction ? .end(of: last.txn) : last.position, more: true)
         }
     }
 
@@ -340,10 +352,9 @@ public final class ChangeFeed: Sendable {
     /// database, in the same bounded batches.
     /// `maxBytes` (default: the feed's `readBytes`): a session passes about the credit its peer
     /// has left, so a peer that grants little is not read a megabyte for every 64 KiB it takes.
-    public func read(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxBytes: Int? = nil) async throws(StoreError) -> LogBatch {
+    public func read(after: ChangeLogPosition, maxTransactions: Int64 = 100, maxBytes: Int? = nil) async throws(StoreError) -> ChangeLogPage {
         if let cached = cachedRead(after: after, maxTransactions: maxTransactions, maxBytes: maxBytes) { return cached }
-        let page = try await store.readChangeLog(after: after, maxTransactions: maxTransactions, maxRows: sessionRows,
-                                                 maxBytes: max(1, maxBytes ?? readBytes))
-        return LogBatch(entries: page.rows.map(Self.entry), end: page.end)
+        return try await readChangeLog(after: after, maxTransactions: maxTransactions, maxRows: sessionRows,
+                                       maxBytes: max(1, maxBytes ?? readBytes))
     }
 }
