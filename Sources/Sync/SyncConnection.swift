@@ -19,6 +19,7 @@
 // hash or wait, which must not hold a loop).
 
 import SyncProtocol
+import DQL
 import Glibc
 import Store
 import Synchronization
@@ -162,8 +163,14 @@ public final class SyncConnection: Sendable {
             let window = session.withLock { $0.sendWindow }
             let budget = Int(clamping: min(max(window, 256 << 10), Int64(changes.maxReadBytes)))
             // Up-to-date sessions are served from the ring at once; only laggards need a task.
-            if let batch = changes.cachedRead(after: after, maxBytes: budget) { return deliver(.log(batch)) }
-            run { .log(try await self.changes.read(after: after, maxBytes: budget)) }
+            if let batch = changes.cachedRead(after: after, maxBytes: budget) { return deliverLog(batch) }
+            Task(executorPreference: executor) {
+                do {
+                    self.deliverLog(try await self.changes.read(after: after, maxBytes: budget))
+                } catch {
+                    self.deliver(Self.failure(error))
+                }
+            }
         case .fetchDocuments(let request, let refs):
             run {
                 let docs = try await self.store.fetchDocuments(refs.map { ($0.collection, $0.id) })
@@ -175,6 +182,31 @@ public final class SyncConnection: Sendable {
                 let r = try await self.store.mergeDeltas(items, origin: Int64(bitPattern: origin))
                 return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected.map { UploadRejection(index: $0.index, message: $0.message) })
             }
+        }
+    }
+
+    /// Log batches whose live matching was too much for a loop's slice (`deliverLog`).
+    public let batchesMatchedOffLoop = Atomic<Int>(0)
+
+    /// Delivers a log batch with its rows' live matches worked out (`LiveMatches`): inline when
+    /// the whole batch fits a loop's slice, else on the evaluation threads, after which the batch
+    /// is delivered from there. The session has one read outstanding, so batches stay in order.
+    func deliverLog(_ batch: LogBatch) {
+        let queries = session.withLock { $0.liveQueries }
+        guard !queries.isEmpty, !batch.entries.isEmpty else { return deliver(.log(batch)) }
+        let slice = EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps, exhaustion: .yield)
+        if let matches = try? LiveMatches.compute(batch.entries, queries, budget: slice) {
+            var matched = batch
+            matched.liveMatches = matches
+            return deliver(.log(matched))
+        }
+        batchesMatchedOffLoop.add(1, ordering: .relaxed)
+        Task(executorPreference: executor) {
+            var matched = batch
+            matched.liveMatches = try? await InMemoryEvaluation.offLoop {
+                try LiveMatches.compute(batch.entries, queries, budget: EvaluationBudget())
+            }
+            self.deliver(.log(matched))
         }
     }
 

@@ -62,6 +62,7 @@ extension SyncSession {
         // holds only part of it (the feed's head may not have reached it yet).
         logHead = max(logHead, batch.end.txn)
         guard suspended == nil, let position = logPosition, batch.end > position, !isSyncing else { return }
+        useBatchMatches(batch.liveMatches)
         let start = batch.entries.firstIndex { $0.position > position } ?? batch.entries.endIndex
         process(batch.entries[start...], end: batch.end, sentChanges: false, now: now, into: &out)
     }
@@ -119,6 +120,8 @@ extension SyncSession {
     mutating func resumeSuspended(with entering: [ChangeEntry], now: UInt64, into out: inout [SyncSessionAction]) {
         guard let s = suspended else { return }
         suspended = nil
+        // Subscriptions may have changed while the full states were fetched.
+        useBatchMatches(batchMatches)
         // The permissions may have narrowed while the full states were fetched.
         let built = (s.built + entering).filter { permissions.read.covers($0.document.collection) }
         let sent = finishRun(s.txn, upTo: s.runEnd, built, now: now, into: &out) || s.sentChanges
@@ -198,7 +201,7 @@ extension SyncSession {
             return
         }
         let isHeld = held.contains(hash)
-        let matches = matchesLive(e.document, e.value)
+        let matches = matchesLive(e)
         if let origin = e.origin, origin == peer?.site {
             // The peer's own upload. If it held the document, it had every earlier change, so its
             // copy is the server's as of this row; if the document still matches, later rows send

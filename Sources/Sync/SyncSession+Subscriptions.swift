@@ -234,6 +234,35 @@ extension SyncSession {
         pendingWants.append(contentsOf: refs)
     }
 
+    /// The live subscriptions, for matching a batch before it arrives (`LiveMatches`).
+    var liveQueries: LiveQueries {
+        var live = LiveQueries()
+        for sub in subscriptions.values where sub.phase == .live {
+            live.byCollection[sub.query.collection, default: []].append(sub.query.query)
+            live.identity[sub.id] = sub.generation
+        }
+        return live
+    }
+
+    /// Which subscriptions are live (id and generation).
+    var liveIdentity: [UInt32: UInt64] {
+        var identity: [UInt32: UInt64] = [:]
+        for sub in subscriptions.values where sub.phase == .live { identity[sub.id] = sub.generation }
+        return identity
+    }
+
+    /// Takes a batch's live matches if they were worked out for the subscriptions live now.
+    mutating func useBatchMatches(_ matches: LiveMatches?) {
+        batchMatches = matches.flatMap { $0.identity == liveIdentity ? $0 : nil }
+    }
+
+    /// True if a live subscription matches the row's value: from the batch's matches when it has
+    /// them (`useBatchMatches`), else checked here.
+    func matchesLive(_ entry: LogEntry) -> Bool {
+        if let known = batchMatches { return known.matching.contains(entry.position) }
+        return matchesLive(entry.document, entry.value)
+    }
+
     /// True if a live subscription on the document's collection matches `value`.
     func matchesLive(_ ref: DocumentRef, _ value: Value?) -> Bool {
         guard let value else { return false }

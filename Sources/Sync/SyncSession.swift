@@ -128,6 +128,9 @@ public struct SyncSession: Sendable {
     var logHead: Int64 = 0
 
     var subscriptions: [UInt32: Subscription] = [:]
+    /// The live matches of the batch being processed (`LogBatch.liveMatches`), kept while its
+    /// rows are: a batch suspended for a fetch resumes with them.
+    var batchMatches: LiveMatches?
     /// Subscription ids in the order they were requested (initial syncs run in this order).
     var order: [UInt32] = []
     var generations: UInt64 = 0

@@ -55,6 +55,9 @@ public struct LogEntry: Sendable, Equatable {
 public struct LogBatch: Sendable, Equatable {
     public var entries: [LogEntry]
     public var end: ChangeLogPosition
+    /// Which rows match the session's live subscriptions, when the driver worked it out before
+    /// delivering the batch (`LiveMatches`); nil: the session checks each row itself.
+    var liveMatches: LiveMatches? = nil
     /// The newest transaction whose rows are all here (or were before the read's start).
     public var through: Int64 { end.completeThrough }
 
