@@ -193,7 +193,7 @@ public final class ChangeFeed: Sendable {
                         ? try await readChangeLog(after: from, maxTransactions: Self.readTransactions, maxRows: readRows, maxBytes: readBytes)
                         : try await skimChangeLog(after: from, maxRows: skimRows)
                     applyToReadCache(page, after: from)
-                    if page.end <= from { break }
+                    if page.end <= from { forgetUnreadNotifications(); break }
                     let (listeners, newHead) = state.withLock { s -> ([@Sendable (Int64) -> Void], Int64?) in
                         if full {
                             for r in page.rows { append(r, to: &s) }
@@ -216,7 +216,7 @@ public final class ChangeFeed: Sendable {
                     // Caught up with the newest commit this read saw. Later commits notify, and a
                     // notification during this refresh makes it run once more (`refreshAgain`),
                     // so no second, empty read is needed to find out.
-                    if !page.more { break }
+                    if !page.more { forgetUnreadNotifications(); break }
                 }
             } catch {
                 scheduleRetry()
@@ -228,6 +228,15 @@ public final class ChangeFeed: Sendable {
             }
             if !again { return }
         }
+    }
+
+    /// After a read that caught up with the log: a notified number beyond what it found is not a
+    /// commit. Any role of the database may NOTIFY this channel with any payload, and one forged
+    /// number kept would make every later range look unrecorded (`skipOwnCommits` then reads every
+    /// own commit back). A real commit notified meanwhile is not lost: its notification arrived
+    /// during this refresh, which therefore runs once more (`refreshAgain`) and reads it.
+    private func forgetUnreadNotifications() {
+        state.withLock { s in s.notified = min(s.notified, s.head) }
     }
 
     /// With no session listening, advances over notified transactions that this instance

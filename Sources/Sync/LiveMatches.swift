@@ -33,7 +33,7 @@ struct LiveMatches: Sendable, Equatable {
     /// and charges every step to `budget` as well: on a loop a slice (`.sliceExhausted` when the
     /// batch needs more), off it unbounded.
     static func compute(_ entries: [LogEntry], _ queries: LiveQueries, budget: EvaluationBudget) throws(DQLEvaluationError) -> LiveMatches {
-        var matching = Set<ChangeLogPosition>()
+        var matching = Set<ChangeLogPosition>(minimumCapacity: entries.count)
         for entry in entries {
             guard let value = entry.value, let candidates = queries.byCollection[entry.document.collection] else { continue }
             for query in candidates {

@@ -234,26 +234,25 @@ extension SyncSession {
         pendingWants.append(contentsOf: refs)
     }
 
-    /// The live subscriptions, for matching a batch before it arrives (`LiveMatches`).
+    /// The live subscriptions, for matching a batch before it arrives (`LiveMatches`): made once
+    /// per change of `subscriptions` (every batch of every session asks for it).
     var liveQueries: LiveQueries {
-        var live = LiveQueries()
-        for sub in subscriptions.values where sub.phase == .live {
-            live.byCollection[sub.query.collection, default: []].append(sub.query.query)
-            live.identity[sub.id] = sub.generation
+        mutating get {
+            if let cached = liveQueriesCache { return cached }
+            var live = LiveQueries()
+            for sub in subscriptions.values where sub.phase == .live {
+                live.byCollection[sub.query.collection, default: []].append(sub.query.query)
+                live.identity[sub.id] = sub.generation
+            }
+            liveQueriesCache = live
+            return live
         }
-        return live
-    }
-
-    /// Which subscriptions are live (id and generation).
-    var liveIdentity: [UInt32: UInt64] {
-        var identity: [UInt32: UInt64] = [:]
-        for sub in subscriptions.values where sub.phase == .live { identity[sub.id] = sub.generation }
-        return identity
     }
 
     /// Takes a batch's live matches if they were worked out for the subscriptions live now.
     mutating func useBatchMatches(_ matches: LiveMatches?) {
-        batchMatches = matches.flatMap { $0.identity == liveIdentity ? $0 : nil }
+        guard let matches else { batchMatches = nil; return }
+        batchMatches = matches.identity == liveQueries.identity ? matches : nil
     }
 
     /// True if a live subscription matches the row's value: from the batch's matches when it has

@@ -127,7 +127,10 @@ public struct SyncSession: Sendable {
     var ackedThrough: Int64 = -1
     var logHead: Int64 = 0
 
-    var subscriptions: [UInt32: Subscription] = [:]
+    var subscriptions: [UInt32: Subscription] = [:] {
+        didSet { liveQueriesCache = nil }
+    }
+    var liveQueriesCache: LiveQueries?
     /// The live matches of the batch being processed (`LogBatch.liveMatches`), kept while its
     /// rows are: a batch suspended for a fetch resumes with them.
     var batchMatches: LiveMatches?
