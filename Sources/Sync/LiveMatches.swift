@@ -36,20 +36,26 @@ struct LiveMatches: Sendable, Equatable {
         var matching = Set<ChangeLogPosition>(minimumCapacity: entries.count)
         for entry in entries {
             guard let value = entry.value, let candidates = queries.byCollection[entry.document.collection] else { continue }
-            for query in candidates {
-                let outcome: (matches: Bool, steps: Int)
-                do {
-                    outcome = try InMemoryEvaluation.subscriptionMatches(query, value)
-                } catch {
-                    outcome = (false, 1)
-                }
-                try budget.charge(outcome.steps)
-                if outcome.matches {
-                    matching.insert(entry.position)
-                    break
-                }
-            }
+            let outcome = firstMatch(value, candidates)
+            try budget.charge(outcome.steps)
+            if outcome.matches { matching.insert(entry.position) }
         }
         return LiveMatches(identity: queries.identity, matching: matching)
+    }
+
+    /// Whether `value` matches one of `queries`, each within its per-document budget (an
+    /// evaluation error, or a check that needs more, means "does not match"), and the steps taken.
+    static func firstMatch(_ value: Value, _ queries: some Sequence<SelectQuery>) -> (matches: Bool, steps: Int) {
+        var steps = 0
+        for query in queries {
+            do {
+                let outcome = try InMemoryEvaluation.subscriptionMatches(query, value)
+                steps += outcome.steps
+                if outcome.matches { return (true, steps) }
+            } catch {
+                steps += 1
+            }
+        }
+        return (false, steps)
     }
 }

@@ -262,16 +262,12 @@ extension SyncSession {
         return matchesLive(entry.document, entry.value)
     }
 
-    /// True if a live subscription on the document's collection matches `value`.
+    /// True if a live subscription on the document's collection matches `value` (this runs inside
+    /// the session's step: each check within its per-document budget).
     func matchesLive(_ ref: DocumentRef, _ value: Value?) -> Bool {
         guard let value else { return false }
-        for sub in subscriptions.values where sub.phase == .live && sub.query.collection == ref.collection {
-            // An evaluation error (e.g. a type error in the condition) means "does not match", as in
-            // queries; so does a condition that needs more than its per-document step budget (this
-            // runs inside the session's step, on its loop).
-            if (try? InMemoryEvaluation.subscriptionMatches(sub.query.query, value))?.matches == true { return true }
-        }
-        return false
+        let live = subscriptions.values.lazy.filter { $0.phase == .live && $0.query.collection == ref.collection }
+        return LiveMatches.firstMatch(value, live.map(\.query.query)).matches
     }
 
     /// True if a live subscription reads `collection` (the session may read it: checked at `sub`).
