@@ -11,8 +11,10 @@ import TestRandomness
     @Test func closeFailsTheStatementInFlightWithShutDown() async throws {
         try await TestPostgres.withDatabase { db in
             let c = try await db.connect()
+            let observer = try await db.connect()
+            defer { Task { await observer.close() } }
             let sleeper = Task { try await c.query("SELECT pg_sleep(30) -- close-in-flight") }
-            try await waitUntilRunning(db, "close-in-flight")
+            try await waitUntilRunning(observer, "close-in-flight")
             await c.close()
             await #expect {
                 _ = try await sleeper.value
@@ -31,7 +33,7 @@ import TestRandomness
             defer { Task { await killer.close(); await victim.close() } }
             let pid = try await victim.query("SELECT pg_backend_pid()")[0].decode(0, as: Int32.self)
             let sleeper = Task { try await victim.query("SELECT pg_sleep(30) -- terminated-in-flight") }
-            try await waitUntilRunning(db, "terminated-in-flight")
+            try await waitUntilRunning(killer, "terminated-in-flight")
             _ = try await killer.query("SELECT pg_terminate_backend(\(pid))")
             await #expect {
                 _ = try await sleeper.value
@@ -47,9 +49,10 @@ import TestRandomness
     @Test func aSecondStatementOnABusySessionIsRefusedAndTheFirstCompletes() async throws {
         try await TestPostgres.withDatabase { db in
             let c = try await db.connect()
-            defer { Task { await c.close() } }
+            let observer = try await db.connect()
+            defer { Task { await c.close(); await observer.close() } }
             let first = Task { try await c.query("SELECT 7 FROM pg_sleep(2) -- busy-session") }
-            try await waitUntilRunning(db, "busy-session")
+            try await waitUntilRunning(observer, "busy-session")
             await #expect {
                 _ = try await c.query("SELECT 1")
             } throws: { e in
@@ -87,11 +90,10 @@ import TestRandomness
         }
     }
 
-    /// Waits (up to 10 s) until another session sees a statement containing `marker` running, so
-    /// a test acts while its statement is really in flight, however loaded the machine is.
-    private func waitUntilRunning(_ db: TestDatabase, _ marker: String) async throws {
-        let observer = try await db.connect()
-        defer { Task { await observer.close() } }
+    /// Waits until `observer` (another session, connected before the statement started: a
+    /// connection made after it may come too late for a short statement on a loaded machine) sees
+    /// a statement containing `marker` running, so a test acts while it is really in flight.
+    private func waitUntilRunning(_ observer: PostgresConnection, _ marker: String) async throws {
         let pattern = "%" + marker + "%"
         let running = try await eventually {
             let r = try await observer.query(
