@@ -36,9 +36,9 @@ import Values
             _ = try await peer.waitFor(atMost: .seconds(60)) { if case .synced(1, _) = $0 { true } else { false } }
             let reads = try #require(await peer.connection).pageReadTrace.withLock { $0.reads }
             #expect(reads >= 10)
-            // Each page read starts on the executor and resumes there after each of its
-            // statements: at least three jobs per read. On the cooperative pool: none.
-            #expect(executor.jobs.load(ordering: .relaxed) - atConnect >= 3 * reads)
+            // Each page read starts on the executor: at least one job per read (more when its
+            // statements suspend, which a fast reply need not do). On the cooperative pool: none.
+            #expect(executor.jobs.load(ordering: .relaxed) - atConnect >= reads)
             var paged: [String] = []
             for case .documents(1, let entries) in await peer.messages() {
                 for e in entries { if case .string(let s) = e.document.id { paged.append(s) } }
