@@ -60,13 +60,19 @@ let package = Package(
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncProtocol", "Auth", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncProtocol", "Upstream", "Auth", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
-        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
+        // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
+        // on: what a small peer and a local node's upstream replicator both drive.
+        .target(name: "SyncPeer", dependencies: ["SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
+        // A local node's replication with its upstream BigPeer: a sync peer with this server's store behind it.
+        .target(name: "Upstream", dependencies: ["Store", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Sockets", "Values",
+                                                 .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -89,7 +95,8 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
-        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
+        .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
+        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
                                                              "Postgres", "Sockets", "Store", "SyncProtocol", "Values", "WebSocket",

@@ -7,6 +7,7 @@ import Store
 import Sockets
 import Sync
 import SyncProtocol
+import Upstream
 import WebSocket
 
 /// One running BigPeer instance: event loops, the database pool, and the HTTP server.
@@ -36,11 +37,15 @@ public final class BigPeerService: Sendable {
     private let syncEndpoint: WebSocketEndpoint
     /// The admitted sync sessions: the cap, their credentials and the re-check of API keys.
     private let syncSessions: SyncSessionRegistry
+    /// Replication with the upstream BigPeer, when configured.
+    public let upstream: UpstreamReplicator?
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
-                 follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint], logger: Logger) {
+                 follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
+                 upstream: UpstreamReplicator?, logger: Logger) {
+        self.upstream = upstream
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
@@ -113,12 +118,28 @@ public final class BigPeerService: Sendable {
         } else {
             auth = Authenticator(keys: APIKeyStore(pool: pool), cacheTTL: configuration.authCacheTTL)
         }
+        var upstream: UpstreamReplicator?
+        if let upstreamConfiguration = configuration.upstream {
+            do {
+                upstream = try UpstreamReplicator(store: store, configuration: upstreamConfiguration, logger: logger)
+            } catch {
+                follower.cancel()
+                await listener.stop()
+                await pool.shutdown()
+                try? database.localCluster?.stop()
+                group.shutdown()
+                throw error
+            }
+            logger.notice("replicating with the upstream", metadata: ["upstream": "\(upstreamConfiguration.displayURL)",
+                                                                       "subscriptions": "\(upstreamConfiguration.subscriptions.count)"])
+        }
         var router = HTTPRouter()
         HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
+        UpstreamRoutes(replicator: upstream, store: store, auth: auth, logger: logger).register(on: &router)
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
@@ -149,6 +170,7 @@ public final class BigPeerService: Sendable {
         do {
             try await http.start()
         } catch {
+            await upstream?.stop()
             follower.cancel()
             await listener.stop()
             await pool.shutdown()
@@ -163,7 +185,8 @@ public final class BigPeerService: Sendable {
         ])
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
-                              syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints, logger: logger)
+                              syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
+                              upstream: upstream, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -191,6 +214,9 @@ public final class BigPeerService: Sendable {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
         await http.shutdown(deadline: configuration.shutdownGrace)
+        // After the HTTP drain (writes acknowledged by then are in the change log, and the next
+        // start uploads them), before the pool: merges in flight commit first.
+        await upstream?.stop()
         syncSessions.stopMonitor()
         follower.cancel()
         maintenance?.cancel()

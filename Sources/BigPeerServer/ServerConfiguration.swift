@@ -1,6 +1,7 @@
 import Auth
 import HTTP
 import Sockets
+import Upstream
 import WebSocket
 
 /// Everything `bigpeer serve` can be told, with production defaults.
@@ -70,6 +71,8 @@ public struct ServerConfiguration: Sendable {
     /// WebSocket limits of the sync endpoint (nil: `SyncRoute.webSocketLimits`, sized for the
     /// protocol's largest message). Tests lower the queue cap and stall timeout.
     public var syncWebSocket: WebSocketConfiguration?
+    /// Replicate with an upstream BigPeer (a local node and its cloud: docs/LOCAL-NODE.md).
+    public var upstream: UpstreamConfiguration?
 
     public init() {}
 }

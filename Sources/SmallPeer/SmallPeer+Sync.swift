@@ -5,21 +5,12 @@
 import CRDT
 import DQL
 import Synchronization
+import SyncPeer
 import SyncProtocol
 import Values
 
-/// A sync subscription: a `SELECT * FROM collection [WHERE ...]` with arguments (PROTOCOL.md §4.3).
-/// Its key (query text + arguments) names its checkpoint in the store, so a peer that subscribes
-/// to the same query after a restart resumes where it was.
-public struct SyncSubscription: Sendable, Equatable {
-    public var query: String
-    public var arguments: [String: Value]
-    public var collection: String
-    public var key: String { query + "\u{0}" + JSON.string(.object(arguments)) }
-}
-
 /// One document's upload: the delta the server lacks, and what it covered (for the ack).
-struct PendingUpload: Sendable, Equatable {
+struct PendingUpload: SyncUpload {
     var ref: DocumentRef
     var delta: [UInt8]
     /// This peer's newest dot in the document when the delta was taken.

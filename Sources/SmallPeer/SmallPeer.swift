@@ -11,6 +11,7 @@
 import CRDT
 import DQL
 import Synchronization
+import SyncPeer
 import SyncProtocol
 import Values
 

@@ -1,6 +1,6 @@
-// The sync client's I/O driver: a WebSocket to `GET /api/v4/sync` (subprotocol bigpeer-sync.v1),
-// one `SyncClientSession` per link, the local store on the other side, and reconnection with
-// exponential backoff and full jitter. Everything of one client runs on one event-loop thread.
+// The sync client's I/O driver: a `SyncLink` (WebSocket to `GET /api/v4/sync`, reconnecting with
+// exponential backoff and full jitter), one `SyncClientSession` per link, the local store on the
+// other side. Everything of one client runs on one event-loop thread.
 //
 //   SmallPeer ──local write──▶ loop.execute ─▶ flush uploads ─▶ session.upload ─▶ WebSocket
 //   WebSocket ─binary message─▶ session.receive ─▶ actions: apply to SmallPeer, credit, want, acks
@@ -10,7 +10,7 @@ import Sockets
 import Synchronization
 import SyncProtocol
 import Values
-import WebSocket
+import SyncPeer
 
 public final class SyncClient: Sendable {
     public struct Configuration: Sendable {
@@ -77,15 +77,24 @@ public final class SyncClient: Sendable {
     /// Starts syncing `peer` with the server at `configuration.url` (connects in the background).
     /// A peer has one client at a time: the newest one receives its local-change notifications.
     public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
-        guard var url = WebSocketURL(configuration.url) else { throw .invalidURL(configuration.url) }
-        if url.target == "/" { url.target = "/api/v4/sync" }
         let group: EventLoopGroup
         do { group = try EventLoopGroup(threads: 1) } catch { throw .failed("cannot start the event loop: \(error)") }
+        let loop = group.next()
+        var linkConfiguration = SyncLink.Configuration(url: configuration.url)
+        linkConfiguration.reconnectBase = configuration.reconnectBase
+        linkConfiguration.reconnectMax = configuration.reconnectMax
+        linkConfiguration.maxConnectAttempts = configuration.maxConnectAttempts
+        linkConfiguration.additionalCAFile = configuration.additionalCAFile
+        let link: SyncLink
+        do { link = try SyncLink(configuration: linkConfiguration, loop: loop) } catch {
+            group.shutdown()
+            throw .invalidURL(configuration.url)
+        }
         self.peer = peer
         self.group = group
         self.statusBox = Locked(Status())
-        let loop = group.next()
-        let core = SyncClientCore(peer: peer, configuration: configuration, url: url, loop: loop, status: statusBox)
+        let core = SyncClientCore(peer: peer, configuration: configuration, link: link, status: statusBox)
+        link.delegate = core
         self.core = LoopBound(core, loop: loop)
         let bound = self.core
         peer.setSyncListener { bound.loop.execute { bound.value.localChange() } }

@@ -5,9 +5,9 @@
 import CRDT
 import Sockets
 import Synchronization
+import SyncPeer
 import SyncProtocol
 import Values
-import WebSocket
 
 /// A `Mutex` in a class, so the client and its loop-confined core share one.
 final class Locked<Value: Sendable>: Sendable {
@@ -17,19 +17,16 @@ final class Locked<Value: Sendable>: Sendable {
 }
 
 /// The loop-confined half of `SyncClient`.
-final class SyncClientCore: WebSocketClientHandler {
+final class SyncClientCore: SyncLinkDelegate {
+    typealias Session = SyncClientSession<PendingUpload>
     let peer: SmallPeer
     let configuration: SyncClient.Configuration
-    let url: WebSocketURL
+    let link: SyncLink
     let loop: EventLoop
     let status: Locked<SyncClient.Status>
-    private var session: SyncClientSession?
-    private var socket: WebSocketClientAdapter?
-    private var failedAttempts = 0
-    private var reconnectTimer: TimerID?
+    private var session: Session?
     private var tickTimer: TimerID?
     private var stopped = false
-    private var tls: TLSContext?
     /// The newest credentials (`SyncClient.updateCredentials`); the next `hello` carries them.
     private var credentials: SyncCredentials?
     /// What this link's session runs on: its `hello`'s credentials, then each accepted `auth`.
@@ -37,148 +34,73 @@ final class SyncClientCore: WebSocketClientHandler {
     /// Credentials sent with `auth`, not yet answered (one refresh at a time).
     private var refreshInFlight: SyncCredentials?
 
-    init(peer: SmallPeer, configuration: SyncClient.Configuration, url: WebSocketURL, loop: EventLoop, status: Locked<SyncClient.Status>) {
+    init(peer: SmallPeer, configuration: SyncClient.Configuration, link: SyncLink, status: Locked<SyncClient.Status>) {
         self.peer = peer
         self.configuration = configuration
-        self.url = url
-        self.loop = loop
+        self.link = link
+        self.loop = link.loop
         self.status = status
         credentials = configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) }
     }
 
     static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
 
-    // MARK: - Connecting
+    // MARK: - The link
 
     func connect() {
-        guard !stopped, socket == nil else { return }
-        reconnectTimer = nil
-        setPhase(.connecting)
-        if let address = try? SocketAddress(ip: url.host, port: url.port) { return open(address) }
-        // Names go through the resolver, which blocks: off the loop.
-        let bound = LoopBound(self, loop: loop)
-        let host = url.host, port = url.port
-        Task.detached {
-            // On a thread of its own (`BlockingCall`): not a cooperative thread either.
-            let result = await BlockingCall.run { () -> Result<SocketAddress, IOError> in
-                do throws(IOError) {
-                    if let first = try SocketAddress.resolve(host: host, port: port).first { return .success(first) }
-                    return .failure(IOError(call: "getaddrinfo(\(host))", errno: 2 /* ENOENT */))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            bound.loop.execute {
-                switch result {
-                case .success(let address): bound.value.open(address)
-                case .failure(let error): bound.value.connectionFailed("cannot resolve \(host): \(error)")
-                }
-            }
-        }
-    }
-
-    private func open(_ address: SocketAddress) {
         guard !stopped else { return }
-        if url.secure && tls == nil {
-            do { tls = try TLSContext(clientWithAdditionalCAFile: configuration.additionalCAFile) } catch {
-                return connectionFailed("TLS setup failed: \(error)")
-            }
-        }
-        var ws = WebSocketConfiguration(maxFrameSize: 17 << 20, maxMessageSize: 17 << 20)
-        ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
-        do {
-            socket = try WebSocketClientAdapter.connect(url: url, address: address, loop: loop,
-                                                        handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol]),
-                                                        configuration: ws, tls: tls, handler: self)
-        } catch {
-            connectionFailed(error.description)
-        }
+        setPhase(.connecting)
+        link.connectNow()
     }
 
-    func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
-        guard agreement.subprotocol == SyncProtocol.webSocketSubprotocol else {
-            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
-            return
-        }
-        var c = SyncClientSession.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
-                                                deviceName: configuration.deviceName, credentials: credentials)
+    func syncLinkConnected(_ link: SyncLink) {
+        var c = Session.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
+                                      deviceName: configuration.deviceName, credentials: credentials)
         sessionCredentials = credentials
         refreshInFlight = nil
         c.metadata = ["client": .string("SmallPeer")]
-        var s = SyncClientSession(configuration: c)
+        var s = Session(configuration: c)
         let actions = s.start(now: Self.nowMillis())
         session = s
         perform(actions)
         scheduleTick()
     }
 
-    func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
+    func syncLink(_ link: SyncLink, received bytes: [UInt8]) {
         guard var s = session else { return }
-        let actions: [SyncClientSession.Action]
-        switch message {
-        case .binary(let bytes): actions = s.receive(bytes, now: Self.nowMillis())
-        case .text: actions = s.close(code: SyncCloseCode.protocolViolation.rawValue, reason: "text message on a sync link")
-        }
+        let actions = s.receive(bytes, now: Self.nowMillis())
         session = s
         perform(actions)
         flushUploads()
     }
 
-    func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
-        linkDown("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", connected: true)
-    }
-
-    func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
-        self.socket = nil
-        connectionFailed(error.description)
-    }
-
-    private func connectionFailed(_ why: String) {
-        socket = nil
-        linkDown("cannot connect to \(configuration.url): \(why)", connected: false)
-    }
-
-    private func linkDown(_ why: String, connected: Bool) {
-        socket = nil
+    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
         session?.linkClosed()
         session = nil
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
         status.withLock { s in
             s.caughtUp = false
-            if s.phase != .failed { s.lastError = why }
+            if s.phase != .failed { s.lastError = reason }
             if s.phase == .connected { s.phase = .connecting }
         }
         if stopped { return setPhase(.stopped) }
-        if status.withLock({ $0.phase == .failed }) { return }
-        if !connected { failedAttempts += 1 }
-        if let max = configuration.maxConnectAttempts, failedAttempts >= max {
-            status.withLock { $0.phase = .failed; $0.lastError = why }
-            return
+        if link.halted, status.withLock({ $0.phase != .failed }) {
+            // `maxConnectAttempts` failures in a row.
+            status.withLock { $0.phase = .failed; $0.lastError = reason }
         }
-        scheduleReconnect()
-    }
-
-    /// Full jitter: a random delay in [d/2, d] with d = min(max, base · 2^attempt).
-    private func scheduleReconnect() {
-        let exponent = min(failedAttempts, 16)
-        let base = configuration.reconnectBase * (1 << exponent)
-        let ceiling = min(base, configuration.reconnectMax)
-        let millis = Double(ceiling.components.seconds) * 1000 + Double(ceiling.components.attoseconds) / 1e15
-        let delay = Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0)))
-        reconnectTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.connect() }
     }
 
     func stop() {
         stopped = true
-        if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
-        if var s = session, let socket {
+        if var s = session, link.isOpen {
             let actions = s.close()
             session = s
             perform(actions)
-            if socket.isOpen { return }  // .stopped once the close completes (webSocketDidClose)
+            link.stop()
+            return  // .stopped once the close completes (syncLinkDown)
         }
-        socket?.close()
+        link.stop()
         setPhase(.stopped)
     }
 
@@ -188,8 +110,7 @@ final class SyncClientCore: WebSocketClientHandler {
         credentials = new
         if status.withLock({ $0.phase == .failed }), !stopped {
             status.withLock { $0.phase = .connecting }
-            failedAttempts = 0
-            if socket == nil, reconnectTimer == nil { connect() }
+            link.connectNow()
             return
         }
         sendRefreshIfNeeded()
@@ -205,15 +126,14 @@ final class SyncClientCore: WebSocketClientHandler {
 
     // MARK: - Working
 
-    private func perform(_ actions: [SyncClientSession.Action]) {
+    private func perform(_ actions: [Session.Action]) {
         for action in actions {
             switch action {
             case .send(let bytes):
-                try? socket?.send(.binary(bytes))
+                link.send(bytes)
             case .close(let code, let reason):
-                socket?.close(WebSocketCloseCode(code), reason: reason)
+                link.close(code: code, reason: reason)
             case .connected:
-                failedAttempts = 0
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran
@@ -225,6 +145,7 @@ final class SyncClientCore: WebSocketClientHandler {
                     s.lastError = "the server refused the session (\(code)): \(reason)"
                     if fatal { s.phase = .failed }
                 }
+                if fatal { link.halt() }
             case .apply(let entries, let bytes):
                 status.withLock { $0.receivedEntries += entries.count }
                 do {

@@ -44,6 +44,16 @@ enum BinaryColumns {
         return n
     }
 
+    /// A non-NULL boolean column (binary format: one byte, 0 or 1).
+    static func bool(_ row: PostgresRow, column: Int) throws(StoreError) -> Bool {
+        let b: Bool? = row.withRawValue(column) { raw in
+            guard let raw, raw.count == 1, row.result.isBinary(column) else { return nil }
+            return raw[raw.startIndex] != 0
+        }
+        guard let b else { throw StoreError.corrupt("column \(column) is NULL or not a binary bool") }
+        return b
+    }
+
     /// A non-NULL text column (binary format: the UTF-8 bytes themselves).
     static func text(_ row: PostgresRow, column: Int) throws(StoreError) -> String {
         let s: String? = row.withRawValue(column) { raw in

@@ -69,14 +69,25 @@ extension DocumentStore {
         }
         let ttl = days(.tombstoneTTLDays), retention = days(.changeLogRetentionDays)
         var report = MaintenanceReport(ran: true)
+        // Upstream replication (migrations/0010): nothing not yet uploaded may go. `floor` is the
+        // lowest upload position of any upstream; the change log keeps every transaction after it,
+        // and no tombstone written since the oldest of those transactions began is reaped (a
+        // tombstone's `deleted_at` and its change-log row's `created_at` are the same `now()`).
+        let floor = try await conn.query("SELECT min(uploaded_txn) FROM bigpeer_upstream")[0].decode(0, as: Int64?.self)
+        var keepTombstonesSince = "'infinity'::timestamptz"
+        if let floor, let since = try await conn.query("SELECT extract(epoch FROM min(created_at))::float8 FROM change_log WHERE txn > \(floor)")[0].decode(0, as: Double?.self) {
+            keepTombstonesSince = "to_timestamp(\(Int64(since.rounded(.down))))"  // whole seconds, down: keeps more
+        }
         // The condition is repeated on the DELETE itself: a tombstone revived (by an INSERT that
         // merged into it) after the inner SELECT chose it is re-checked under the row lock and kept.
         while true {
             let deleted = try await conn.query("""
                 DELETE FROM documents WHERE ctid = ANY(ARRAY(
                     SELECT ctid FROM documents WHERE deleted AND deleted_at < now() - make_interval(days => \(Int32(ttl)))
+                      AND deleted_at < \(unsafeRaw: keepTombstonesSince)
                     LIMIT \(Int32(Self.maintenanceBatch))))
                   AND deleted AND deleted_at < now() - make_interval(days => \(Int32(ttl)))
+                  AND deleted_at < \(unsafeRaw: keepTombstonesSince)
                 """).affectedRows ?? 0
             report.reapedTombstones += deleted
             // Shutdown (`BigPeerService.stop` cancels the schedule) waits for one batch at most.
@@ -92,7 +103,9 @@ extension DocumentStore {
                 SELECT max(txn) FROM (SELECT txn, created_at FROM change_log ORDER BY txn, seq LIMIT \(Int32(Self.pruneWindow))) oldest
                 WHERE created_at < now() - make_interval(days => \(Int32(retention)))
                 """)[0].decode(0, as: Int64?.self)
-            guard let through else { break }
+            guard var through else { break }
+            if let floor { through = min(through, floor) }
+            if through <= (report.prunedThrough ?? Int64.min) { break }
             let deleted = try await conn.query("DELETE FROM change_log WHERE txn <= \(through)").affectedRows ?? 0
             report.prunedChangeLogRows += deleted
             report.prunedThrough = through

@@ -30,11 +30,17 @@ public struct StoredDocument: Sendable {
 }
 
 extension DocumentStore {
+    /// Why `mergeDeltas` rejects a delta that does not follow the stored version (`deltaGap`):
+    /// the sender must send the full state. Also the wire text of that rejection (PROTOCOL.md §4.8).
+    public static let deltaGapRejection = "delta does not follow the stored version: send the full state"
+
     /// Merges uploaded deltas in one write transaction (group-committed with other writes) and
     /// returns after COMMIT: the transaction number and the entries that were not applied.
-    public func mergeDeltas(_ items: [MergeItem], origin: Int64) async throws(StoreError) -> (txn: Int64, rejected: [(index: Int, message: String)]) {
+    /// `checkpoints` (upstream downloads) are written in the same transaction.
+    public func mergeDeltas(_ items: [MergeItem], origin: Int64, checkpoints: DownloadCheckpoints? = nil)
+        async throws(StoreError) -> (txn: Int64, rejected: [(index: Int, message: String)]) {
         do {
-            let job = WriteBatcher.Job(work: .merge(items, origin: origin), nowMillis: Int64(Replica.systemMillis()))
+            let job = WriteBatcher.Job(work: .merge(items, origin: origin, checkpoints: checkpoints), nowMillis: Int64(Replica.systemMillis()))
             let r = try await batcher.submit(job, store: self)
             return (r.transactionID, r.rejections)
         } catch {
@@ -185,7 +191,7 @@ extension WriteTransaction {
                     store.replica.withLock { $0.observe(delta) }
                     docs[item.id] = doc
                 } catch CRDTError.deltaGap {
-                    rejections.append((i, "delta does not follow the stored version: send the full state"))
+                    rejections.append((i, DocumentStore.deltaGapRejection))
                 } catch {
                     rejections.append((i, "\(StoreError.from(error))"))
                 }

@@ -30,8 +30,9 @@ final class WriteBatcher: Sendable {
         enum Work: Sendable {
             /// A DQL write statement with its arguments.
             case statement(Statement, [String: Value])
-            /// Sync uploads: CRDT deltas to merge, with the uploading peer's site id as change-log origin.
-            case merge([MergeItem], origin: Int64)
+            /// Sync uploads (and upstream downloads): CRDT deltas to merge, with the sending peer's
+            /// site id as change-log origin, and the download checkpoints they bring this far.
+            case merge([MergeItem], origin: Int64, checkpoints: DownloadCheckpoints?)
         }
         var work: Work
         var nowMillis: Int64

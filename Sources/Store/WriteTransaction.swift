@@ -135,7 +135,10 @@ struct WriteTransaction {
     mutating func run(_ job: WriteBatcher.Job) async throws -> ExecuteResult {
         let statement: Statement, arguments: [String: Value]
         switch job.work {
-        case .merge(let items, let origin): return try await merge(items, origin: origin)
+        case .merge(let items, let origin, let checkpoints):
+            let result = try await merge(items, origin: origin)
+            if let checkpoints { try await save(checkpoints) }
+            return result
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }
         // Writes evaluate inside their transaction, driven from the drain task's loop: capped in

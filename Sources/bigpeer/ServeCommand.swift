@@ -1,10 +1,12 @@
 import ArgumentParser
 import BigPeerServer
+import Upstream
 import Dispatch
 import Glibc
 import HTTP
 import Logging
 import Postgres
+import Sockets
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,8 +42,21 @@ struct ServeCommand: AsyncParsableCommand {
     var enableEcho = false
     @OptionGroup var jwt: JWTOptions
     @OptionGroup var database: DatabaseOptions
+    @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
+    var upstream: String?
+    @Option(name: .customLong("upstream-key"), help: "API key for --upstream (default: $BIGPEER_UPSTREAM_KEY).") var upstreamKey: String?
+    @Option(name: .customLong("upstream-jwt-file"), help: "File holding a JWT for --upstream; read again every 30 s, so it can be renewed in place.")
+    var upstreamJWTFile: String?
+    @Option(name: .customLong("upstream-subscribe"), help: "A SELECT * FROM collection [WHERE ...] to download from --upstream (repeatable).")
+    var upstreamSubscriptions: [String] = []
+    @Flag(name: .customLong("upstream-relay-subscriptions"), help: "Also download from --upstream what this server's own sync peers subscribe to.")
+    var upstreamRelaySubscriptions = false
 
     func validate() throws {
+        if upstream == nil && (upstreamKey != nil || upstreamJWTFile != nil || !upstreamSubscriptions.isEmpty || upstreamRelaySubscriptions) {
+            throw ValidationError("--upstream-key, --upstream-jwt-file, --upstream-subscribe and --upstream-relay-subscriptions need --upstream")
+        }
+        if upstreamKey != nil && upstreamJWTFile != nil { throw ValidationError("--upstream-key and --upstream-jwt-file exclude each other") }
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
@@ -89,6 +104,16 @@ struct ServeCommand: AsyncParsableCommand {
             throw CleanExit.message("error: \(error)")
         }
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
+        if let upstream {
+            let key = upstreamKey ?? getenv("BIGPEER_UPSTREAM_KEY").map { String(cString: $0) }
+            var u = UpstreamConfiguration(url: upstream, credentials: upstreamJWTFile.map { .jwtFile($0) } ?? key.map { .apiKey($0) })
+            u.subscriptions = upstreamSubscriptions
+            u.relaySubscriptions = upstreamRelaySubscriptions
+            if case .jwtFile(let path)? = u.credentials, FileBytes.read(path, maxBytes: 16 << 10) == nil {
+                throw ValidationError("cannot read --upstream-jwt-file \(path)")
+            }
+            config.upstream = u
+        }
 
         let signals = SignalWaiter([SIGINT, SIGTERM])
         let service: BigPeerService

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Sockets
 import Auth
 import Glibc
 import Values
@@ -26,19 +27,7 @@ struct JWTOptions: ParsableArguments {
         return try JWTVerifier(secret: secret, issuer: issuer, audience: audience)
     }
 
-    static func readFile(_ path: String) -> [UInt8]? {
-        guard let f = fopen(path, "rb") else { return nil }
-        defer { fclose(f) }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = fread(&buffer, 1, buffer.count, f)
-            if n > 0 { out.append(contentsOf: buffer[0..<n]) }
-            if n < buffer.count { break }
-            if out.count > 1 << 20 { return nil }
-        }
-        return ferror(f) == 0 ? out : nil
-    }
+    static func readFile(_ path: String) -> [UInt8]? { FileBytes.read(path) }
 }
 
 /// `bigpeer token`: mints a sync JWT with the configured secret (for scripts, tests and operators

@@ -6,6 +6,7 @@ import Testing
 @testable import SmallPeer
 import Values
 import CRDT
+import SyncPeer
 import SyncProtocol
 
 @Suite("SmallPeer local store")

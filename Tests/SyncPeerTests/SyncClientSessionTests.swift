@@ -1,15 +1,21 @@
 // The peer-side session state machine, sans-I/O: handshake, subscriptions and resume, data and
 // credit, checkpoints, uploads and acks, heartbeats, and a clean close with the documented code
 // for every malformed or misplaced message.
-import CRDT
-@testable import SmallPeer
+@testable import SyncPeer
 import SyncProtocol
 import TestRandomness
 import Testing
 import Values
 
 @Suite("Sync client session (sans-I/O)")
+/// What the session is given to upload: only its reference and delta matter to it.
+struct TestUpload: SyncUpload {
+    var ref: DocumentRef
+    var delta: [UInt8]
+}
+
 struct SyncClientSessionTests {
+    typealias SyncClientSession = SyncPeer.SyncClientSession<TestUpload>
     typealias Action = SyncClientSession.Action
     static let welcome = Welcome(site: 42, sessionID: "s-1", heartbeatMillis: 20_000, maxMessageSize: 16 << 20, credit: 1 << 20)
     static let sub = SyncSubscription(query: "SELECT * FROM cars WHERE color = :c", arguments: ["c": "red"], collection: "cars")
@@ -119,8 +125,7 @@ struct SyncClientSessionTests {
         var w = Self.welcome
         w.credit = 100
         _ = s.receive(SyncMessage.welcome(w).encode(), now: 1)
-        let u = PendingUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [UInt8](repeating: 7, count: 150), localDot: nil,
-                              covered: VersionVector(), isFullState: false)
+        let u = TestUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [UInt8](repeating: 7, count: 150))
         #expect(s.canUpload)
         let first = Self.sent(s.upload([u], seq: 1))
         #expect(first.count == 1)
@@ -159,7 +164,7 @@ struct SyncClientSessionTests {
         var s = Self.ready()
         _ = s.subscribe(Self.sub, resume: (5, []))
         _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
-        let u = PendingUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [1], localDot: nil, covered: VersionVector(), isFullState: true)
+        let u = TestUpload(ref: DocumentRef(collection: "cars", id: "a"), delta: [1])
         _ = s.upload([u], seq: 1)
         _ = s.receive(SyncMessage.ack(seq: 1, txn: 9, rejected: []).encode(), now: 3)
         #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))

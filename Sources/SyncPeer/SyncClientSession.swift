@@ -1,6 +1,8 @@
 // The peer side of one sync session (PROTOCOL.md §5), sans-I/O: bytes and clock readings in,
-// actions out. The driver (SyncClient) moves the bytes, applies what the session hands it to the
-// local store, and feeds the outcome back (`applied`, `uploadTaken`). A new link gets a new session.
+// actions out. A driver (SmallPeer's SyncClient, the server's upstream replicator) moves the bytes
+// over a `SyncLink`, applies what the session hands it to its store, and feeds the outcome back
+// (`applied`). A new link gets a new session. `Upload` is the driver's record of one uploaded
+// document: the session only reads its reference and delta, and hands it back in `acknowledged`.
 //
 //   [idle] --start--> send hello --> [awaitingWelcome] --welcome--> [ready] --bye/violation/timeout--> [closed]
 //                                          |  refuse / 10 s
@@ -15,7 +17,13 @@
 import SyncProtocol
 import Values
 
-public struct SyncClientSession: Sendable {
+/// One document's upload as a driver records it (PROTOCOL.md §4.8).
+public protocol SyncUpload: Sendable, Equatable {
+    var ref: DocumentRef { get }
+    var delta: [UInt8] { get }
+}
+
+public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     public struct Configuration: Sendable {
         public var site: UInt64
         public var peerKey: [UInt8]
@@ -46,7 +54,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// What the driver must do, in order.
-    enum Action: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
         case send([UInt8])
         /// Close the link with this code (after sending `bye`, already in the actions before it).
         case close(code: UInt16, reason: String)
@@ -59,7 +67,7 @@ public struct SyncClientSession: Sendable {
         /// Persist these checkpoints (everything received before them has been applied).
         case saveCheckpoints([String: Int64])
         /// The server committed (or rejected) an upload: update the outbox.
-        case acknowledged([PendingUpload], rejected: [UploadRejection])
+        case acknowledged([Upload], rejected: [UploadRejection])
         /// The server refused a subscription; it is dropped for this session.
         case subscriptionFailed(key: String, message: String)
         /// A resumed subscription was fully re-sent (the server's log did not reach back to its
@@ -70,9 +78,9 @@ public struct SyncClientSession: Sendable {
     }
 
     public private(set) var state: State = .idle
-    let configuration: Configuration
+    public let configuration: Configuration
     var limits = SyncLimits.default
-    private(set) var welcome: Welcome?
+    public private(set) var welcome: Welcome?
     private var uploadCredit: Int64 = 0
     private var lastReceivedAt: UInt64 = 0
     private var lastPingAt: UInt64 = 0
@@ -96,12 +104,12 @@ public struct SyncClientSession: Sendable {
     private var nextSubscriptionID: UInt32 = 1
     /// Keys the server refused with `sub_error` in this session: not sent again on this link.
     private var refusedKeys: Set<String> = []
-    private var inFlight: [UInt64: [PendingUpload]] = [:]
+    private var inFlight: [UInt64: [Upload]] = [:]
     private var wanted: Set<DocumentRef> = []
     /// Documents uploaded on this link: the server has them, so a full re-sync never evicts them.
     private var uploaded: Set<DocumentRef> = []
     /// When the last data (`docs`, `changes`, `synced`, `ack`) arrived: "caught up" needs a quiet period.
-    private(set) var lastDataAt: UInt64 = 0
+    public private(set) var lastDataAt: UInt64 = 0
     /// The newest `txn` of an `ack`, and of a `checkpoint` or `synced`, on this link. Caught up
     /// needs the second to reach the first: the server has then handled the change-log rows of
     /// this peer's uploads, and sent the merged state of a document the peer created over a
@@ -110,7 +118,7 @@ public struct SyncClientSession: Sendable {
     private var ackedThrough: Int64 = -1
     private var checkpointThrough: Int64 = -1
 
-    init(configuration: Configuration) {
+    public init(configuration: Configuration) {
         self.configuration = configuration
     }
 
@@ -120,13 +128,13 @@ public struct SyncClientSession: Sendable {
     /// the old one expires. The server answers `auth_ok`, or closes with 4001 if it refuses them.
     /// Only in [ready] (before, the next `hello` carries them); one at a time (the driver waits
     /// for `credentialsRefreshed` before sending another).
-    mutating func refreshCredentials(_ credentials: SyncCredentials) -> [Action] {
+    public mutating func refreshCredentials(_ credentials: SyncCredentials) -> [Action] {
         guard state == .ready else { return [] }
         return [.send(SyncMessage.refreshAuth(credentials).encode())]
     }
 
     /// The link is up: say hello.
-    mutating func start(now: UInt64) -> [Action] {
+    public mutating func start(now: UInt64) -> [Action] {
         guard state == .idle else { return [] }
         state = .awaitingWelcome
         startedAt = now
@@ -138,7 +146,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// One message from the server.
-    mutating func receive(_ bytes: [UInt8], now: UInt64) -> [Action] {
+    public mutating func receive(_ bytes: [UInt8], now: UInt64) -> [Action] {
         guard state == .awaitingWelcome || state == .ready else { return [] }
         lastReceivedAt = now
         var limits = self.limits
@@ -231,7 +239,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// The driver applied an `.apply`: grant its bytes back and ask for what could not be applied.
-    mutating func applied(bytes: Int, wanted refs: [DocumentRef]) -> [Action] {
+    public mutating func applied(bytes: Int, wanted refs: [DocumentRef]) -> [Action] {
         guard state == .ready else { return [] }
         var out: [Action] = [.send(SyncMessage.credit(bytes: UInt64(max(1, bytes))).encode())]
         let fresh = refs.filter { !wanted.contains($0) }
@@ -246,7 +254,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// Timers: handshake timeout, heartbeat ping after `hb` of silence, close after 3 × `hb`.
-    mutating func tick(now: UInt64) -> [Action] {
+    public mutating func tick(now: UInt64) -> [Action] {
         switch state {
         case .awaitingWelcome:
             if now &- startedAt >= configuration.handshakeTimeoutMillis { return fail(SyncCloseCode.timeout.rawValue, "no welcome within the handshake timeout") }
@@ -266,7 +274,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// Subscribes (now ready). `resume` is the stored checkpoint and held-document hashes, if any.
-    mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?) -> [Action] {
+    public mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?) -> [Action] {
         guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
@@ -277,7 +285,7 @@ public struct SyncClientSession: Sendable {
     }
 
     /// Drops the session's subscriptions whose keys are not in `keys` (sends `unsub`).
-    mutating func keepOnly(_ keys: Set<String>) -> [Action] {
+    public mutating func keepOnly(_ keys: Set<String>) -> [Action] {
         guard state == .ready else { return [] }
         var out: [Action] = []
         for (id, sub) in subscriptions where !keys.contains(sub.key) {
@@ -297,22 +305,22 @@ public struct SyncClientSession: Sendable {
     }
 
     /// Subscription keys this session has sent (synced or not).
-    var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
+    public var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
 
     /// Whether an upload may go out now: ready, every subscription synced, positive credit, a free
     /// in-flight slot. Uploads wait for `synced` so that they commit after the initial sync's
     /// snapshot: the server then handles them as live changes and sends the merged state of a
     /// document the peer created over a server version it never received (a tombstone is not in
     /// an initial sync's pages; committed before the snapshot, the peer would never hear of it).
-    var canUpload: Bool {
+    public var canUpload: Bool {
         state == .ready && uploadCredit > 0 && inFlight.count < configuration.uploadsInFlight && subscriptions.values.allSatisfy(\.synced)
     }
 
     /// Documents currently uploaded and not yet acknowledged.
-    var uploadingDocuments: Set<DocumentRef> { Set(inFlight.values.flatMap { $0.map(\.ref) }) }
+    public var uploadingDocuments: Set<DocumentRef> { Set(inFlight.values.flatMap { $0.map(\.ref) }) }
 
     /// Sends `uploads` as one `up` with sequence number `seq` (the caller checked `canUpload`).
-    mutating func upload(_ uploads: [PendingUpload], seq: UInt64) -> [Action] {
+    public mutating func upload(_ uploads: [Upload], seq: UInt64) -> [Action] {
         guard canUpload, !uploads.isEmpty else { return [] }
         let message = SyncMessage.upload(seq: seq, entries: uploads.map { UploadEntry(document: $0.ref, delta: $0.delta) }).encode()
         uploadCredit -= Int64(message.count)
@@ -323,13 +331,13 @@ public struct SyncClientSession: Sendable {
 
     /// Every subscription synced, no upload or `want` outstanding, and nothing received for
     /// `quietMillis` (the server sends live changes after `synced` without a marker for "done").
-    func isCaughtUp(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> Bool {
+    public func isCaughtUp(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> Bool {
         waitingFor(now: now, quietMillis: quietMillis, outboxEmpty: outboxEmpty) == nil
     }
 
     /// What keeps the session from being caught up (nil: caught up), for the message of a peer
     /// that gives up waiting: "still receiving" alone said nothing about which condition held.
-    func waitingFor(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> String? {
+    public func waitingFor(now: UInt64, quietMillis: UInt64, outboxEmpty: Bool) -> String? {
         var reasons: [String] = []
         if state != .ready { reasons.append("session \(state)") }
         let unsynced = subscriptions.values.filter { !$0.synced }.count
@@ -348,13 +356,13 @@ public struct SyncClientSession: Sendable {
     }
 
     /// Closes on purpose (shutdown): `bye` then close.
-    mutating func close(code: UInt16 = SyncCloseCode.normal.rawValue, reason: String = "") -> [Action] {
+    public mutating func close(code: UInt16 = SyncCloseCode.normal.rawValue, reason: String = "") -> [Action] {
         guard state == .awaitingWelcome || state == .ready else { state = .closed; return [] }
         return fail(code, reason)
     }
 
     /// The link went away.
-    mutating func linkClosed() { state = .closed }
+    public mutating func linkClosed() { state = .closed }
 
     private mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
         state = .closed

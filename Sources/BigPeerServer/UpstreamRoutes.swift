@@ -1,0 +1,83 @@
+// `GET /api/v4/upstream`: how a local node's replication with its upstream stands
+// (docs/LOCAL-NODE.md, "Status"). It needs a key that may read every collection (what it shows
+// is server-wide: the upstream, what waits to go up). 404 when this server has no upstream.
+
+import Auth
+import CRDT
+import HTTP
+import Logging
+import Store
+import Upstream
+import Values
+
+struct UpstreamRoutes {
+    let replicator: UpstreamReplicator?
+    let store: DocumentStore
+    let auth: Authenticator
+    let logger: Logger
+
+    static let path = "/api/v4/upstream"
+
+    func register(on router: inout HTTPRouter) {
+        let replicator = self.replicator, store = self.store, auth = self.auth, logger = self.logger
+        router.get(Self.path, .respond { request in
+            switch await auth.authenticate(request) {
+            case .success(let principal):
+                if let denied = principal.authorize(AccessRequirement(readAll: true)) { return APIError(denied).response(to: request, logger: logger, negotiated: false) }
+            case .failure(let e):
+                return APIError(e).response(to: request, logger: logger, negotiated: false)
+            }
+            guard let replicator else {
+                return APIError(.notFound, "this server has no upstream (bigpeer serve --upstream URL)").response(to: request, logger: logger, negotiated: false)
+            }
+            let status = replicator.status
+            // What waits to go up is counted in the database, so it is right even before the
+            // first session (or after a restart) and whatever instance asks.
+            let backlog: UploadBacklog?
+            do {
+                backlog = try await store.uploadBacklog(after: status.uploadedThrough, excludingOrigin: status.upstreamSite.map { Int64(bitPattern: $0) })
+            } catch {
+                backlog = nil
+            }
+            return .json(JSON.serialize(Self.body(status, backlog: backlog, now: Double(Replica.systemMillis()) / 1000)))
+        })
+    }
+
+    static func body(_ s: UpstreamStatus, backlog: UploadBacklog?, now: Double) -> Value {
+        func time(_ t: Double?) -> Value { t.map { .double($0) } ?? .null }
+        var pending: Value = .null
+        if let backlog {
+            pending = .object([
+                "changes": .int(Int64(backlog.changes)),
+                "oldestAgeSeconds": backlog.oldestAt.map { .double(max(0, now - $0)) } ?? .null,
+            ])
+        }
+        return .object([
+            "state": .string(s.state.rawValue),
+            "url": .string(s.url),
+            // A 64-bit id as text: JSON numbers above 2^53 lose digits in most parsers.
+            "upstreamSite": s.upstreamSite.map { .string(String($0)) } ?? .null,
+            "session": s.session.map(Value.string) ?? .null,
+            "sessions": .int(Int64(s.sessions)),
+            "lastError": s.lastError.map(Value.string) ?? .null,
+            "lastErrorAt": time(s.lastErrorAt),
+            "lastExchangeAt": time(s.lastExchangeAt),
+            "lastCheckpointAt": time(s.lastCheckpointAt),
+            "downloadCheckpoint": s.downloadCheckpoint.map { .int($0) } ?? .null,
+            "downloadLagSeconds": s.lastCheckpointAt.map { .double(max(0, now - $0)) } ?? .null,
+            "pendingUploads": pending,
+            "uploadedThrough": .object(["txn": .int(s.uploadedThrough.txn), "seq": .int(Int64(s.uploadedThrough.seq))]),
+            "subscriptions": .array(s.subscriptions.keys.sorted().map { key in
+                let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+                var sub: [String: Value] = ["query": .string(String(parts.first ?? "")), "synced": .bool(s.subscriptions[key] ?? false)]
+                if parts.count > 1, let args = try? JSON.parse(Array(parts[1].utf8)) { sub["args"] = args }
+                return .object(sub)
+            }),
+            "subscriptionErrors": .object(s.subscriptionErrors.mapValues(Value.string)),
+            "uploadedChanges": .int(Int64(s.uploadedChanges)),
+            "downloadedEntries": .int(Int64(s.downloadedEntries)),
+            "rejectedUploads": .int(Int64(s.rejectedUploads)),
+            "lastRejection": s.lastRejection.map(Value.string) ?? .null,
+        ])
+    }
+}

@@ -1,0 +1,201 @@
+// What upstream replication (Sources/Upstream, docs/LOCAL-NODE.md) needs from the store: its row
+// in `bigpeer_upstream` (migrations/0010), the upload backlog read from the change log in commit
+// order, the download checkpoints, and the document hashes a resumed subscription lists in `have`.
+// Downloads themselves are merged by `mergeDeltas(_:origin:checkpoints:)` (SyncStorage.swift):
+// the same group-commit path as every write, with the checkpoints in the same transaction.
+
+import CRDT
+import Postgres
+import Values
+
+/// The replication state of one upstream as stored.
+public struct UpstreamRecord: Sendable, Equatable {
+    public var upstream: String
+    public var upstreamSite: Int64?
+    /// Everything up to here that must go up has been acknowledged by the upstream.
+    public var uploaded: ChangeLogPosition
+    /// Download checkpoints by subscription key.
+    public var checkpoints: [String: Int64]
+}
+
+/// One change to upload: a change-log row with what to send for it.
+public struct UploadRow: Sendable {
+    public var position: ChangeLogPosition
+    public var collection: String
+    public var id: Value
+    public var kind: String
+    /// The logged delta, or (a creation logs none) the document's current state: merged
+    /// upstream either way (a state is converted to a delta since nothing before sending).
+    public var delta: [UInt8]?
+    public var state: [UInt8]?
+}
+
+/// Download checkpoints to write with the data they cover (`mergeDeltas(_:origin:checkpoints:)`).
+public struct DownloadCheckpoints: Sendable, Equatable {
+    public var upstream: String
+    /// Checkpoint by subscription key.
+    public var checkpoints: [String: Int64]
+    public init(upstream: String, checkpoints: [String: Int64]) {
+        self.upstream = upstream
+        self.checkpoints = checkpoints
+    }
+}
+
+/// What is waiting to go up, for the status endpoint.
+public struct UploadBacklog: Sendable, Equatable {
+    public var changes: Int
+    /// When the oldest of them was committed (nil: none waiting).
+    public var oldestAt: Double?
+}
+
+extension DocumentStore {
+    /// This upstream's row, created on first use: a new upstream starts with everything in the
+    /// change log still to upload.
+    public func upstreamRecord(_ upstream: String) async throws(StoreError) -> UpstreamRecord {
+        do {
+            _ = try await pool.query("INSERT INTO bigpeer_upstream (upstream) VALUES (\(upstream)) ON CONFLICT DO NOTHING")
+            let row = try await pool.query("SELECT upstream_site, uploaded_txn, uploaded_seq FROM bigpeer_upstream WHERE upstream = \(upstream)")[0]
+            var checkpoints: [String: Int64] = [:]
+            for r in try await pool.query("SELECT subscription, checkpoint FROM bigpeer_upstream_checkpoints WHERE upstream = \(upstream)") {
+                checkpoints[try r.decode(0, as: String.self)] = try r.decode(1, as: Int64.self)
+            }
+            return UpstreamRecord(upstream: upstream, upstreamSite: try row.decode(0, as: Int64?.self),
+                                  uploaded: ChangeLogPosition(txn: try row.decode(1, as: Int64.self), seq: try row.decode(2, as: Int32.self)),
+                                  checkpoints: checkpoints)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Records the upstream's site id. A different one than before (another database answers at
+    /// that URL) drops the download checkpoints — they are positions in the other one's log, and
+    /// resuming with them could skip changes (CouchDB's mismatched-checkpoint lesson) — and
+    /// starts the uploads again from the beginning of the change log: the new database has none
+    /// of what the old one acknowledged. Returns whether the site id changed.
+    public func recordUpstreamSite(_ upstream: String, site: Int64) async throws(StoreError) -> Bool {
+        do {
+            // (In SET, `upstream_site` is the old value.)
+            let changed = try await pool.query("""
+                UPDATE bigpeer_upstream SET upstream_site = \(site), updated_at = now(),
+                  uploaded_txn = CASE WHEN upstream_site IS NULL THEN uploaded_txn ELSE 0 END,
+                  uploaded_seq = CASE WHEN upstream_site IS NULL THEN uploaded_seq ELSE -1 END
+                WHERE upstream = \(upstream) AND upstream_site IS DISTINCT FROM \(site) RETURNING upstream_site
+                """).count > 0
+            if changed { _ = try await pool.query("DELETE FROM bigpeer_upstream_checkpoints WHERE upstream = \(upstream)") }
+            return changed
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Moves the upload position forward (never back: two instances replicating at once only
+    /// repeat uploads, which merge as no-ops upstream).
+    public func saveUploadPosition(_ upstream: String, _ position: ChangeLogPosition) async throws(StoreError) {
+        do {
+            _ = try await pool.query("""
+                UPDATE bigpeer_upstream SET uploaded_txn = \(position.txn), uploaded_seq = \(position.seq), updated_at = now()
+                WHERE upstream = \(upstream) AND (uploaded_txn, uploaded_seq) < (\(position.txn), \(position.seq))
+                """)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// The next changes to upload after `after`, in commit order: rows not from `excludingOrigin`
+    /// (the upstream itself) and not evictions, at most `maxRows`, cut where their running size
+    /// passes `maxBytes` (the first row always stays). `end` is where the next read starts: past
+    /// every row looked at, so a long run of the upstream's own changes is skipped in pages too.
+    public func readUploadBacklog(after: ChangeLogPosition, excludingOrigin: Int64, maxRows: Int, maxBytes: Int)
+        async throws(StoreError) -> (rows: [UploadRow], end: ChangeLogPosition) {
+        do {
+            let fetch = Int64(max(1, maxRows))
+            // Rows are looked at in (txn, seq) order up to the LIMIT; those from the upstream and
+            // evictions count no bytes and are not returned, but still move `end`.
+            var query: PostgresQuery = """
+                SELECT p.txn, p.seq, p.collection, p.id, p.kind, p.delta, p.state, p.skip, sum(p.bytes) OVER w - p.bytes AS before
+                FROM (
+                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta,
+                         CASE WHEN c.delta IS NULL THEN d.state END AS state, s.skip,
+                         CASE WHEN s.skip THEN 0 ELSE coalesce(octet_length(c.delta), octet_length(d.state), 0) END AS bytes
+                  FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
+                        WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
+                        ORDER BY txn, seq LIMIT \(fetch)) c
+                  CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
+                  LEFT JOIN documents d ON c.delta IS NULL AND NOT s.skip AND d.collection = c.collection AND d.id = c.id
+                ) p WINDOW w AS (ORDER BY p.txn, p.seq)
+                ORDER BY p.txn, p.seq
+                """
+            query.binaryResults = true
+            let result = try await pool.query(query)
+            var rows: [UploadRow] = []
+            var end = after
+            for row in result {
+                // The byte bound: stop before the row that passes it (the first row always stays).
+                if !rows.isEmpty, try BinaryColumns.int64(row, column: 8) >= Int64(maxBytes) { break }
+                end = ChangeLogPosition(txn: try BinaryColumns.int64(row, column: 0), seq: try BinaryColumns.int32(row, column: 1))
+                if try BinaryColumns.bool(row, column: 7) { continue }
+                let delta: [UInt8]? = row.isNull(5) ? nil : try BinaryColumns.bytes(row, column: 5)
+                let state: [UInt8]? = row.isNull(6) ? nil : try BinaryColumns.bytes(row, column: 6)
+                // A creation of a document evicted or reaped since: nothing left to send.
+                guard delta != nil || state != nil else { continue }
+                rows.append(UploadRow(position: end, collection: try BinaryColumns.text(row, column: 2),
+                                      id: try BinaryColumns.json(row, column: 3), kind: try BinaryColumns.text(row, column: 4),
+                                      delta: delta, state: state))
+            }
+            return (rows, end)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// How many changes wait to go up, and when the oldest was committed.
+    public func uploadBacklog(after: ChangeLogPosition, excludingOrigin: Int64?) async throws(StoreError) -> UploadBacklog {
+        do {
+            let row = try await pool.query("""
+                SELECT count(*), extract(epoch FROM min(created_at))::float8 FROM change_log
+                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(excludingOrigin)
+                """)[0]
+            return UploadBacklog(changes: Int(try row.decode(0, as: Int64.self)), oldestAt: try row.decode(1, as: Double?.self))
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// The documents a resumed upstream subscription over `collection` may list in `have`
+    /// (PROTOCOL.md §4.3): those held here, except those changed here since `uploadedThrough` by
+    /// anyone but the upstream (a document created here and not uploaded yet must not be listed;
+    /// one only updated here merely gets its next change as a full state). Nil when there are
+    /// more than `limit` (the caller then resumes without `have`).
+    public func heldDocumentIDs(collection: String, uploadedThrough: Int64, upstreamSite: Int64, limit: Int) async throws(StoreError) -> [Value]? {
+        do {
+            let result = try await pool.query("""
+                SELECT id FROM documents WHERE collection = \(collection)
+                EXCEPT
+                SELECT id FROM change_log WHERE txn > \(uploadedThrough) AND collection = \(collection)
+                  AND kind <> 'evict' AND origin IS DISTINCT FROM \(upstreamSite)
+                LIMIT \(Int64(limit) + 1)
+                """)
+            if result.count > limit { return nil }
+            var ids: [Value] = []
+            ids.reserveCapacity(result.count)
+            for row in result { ids.append(try Self.decodeJSON(row, column: 0)) }
+            return ids
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+}
+
+extension WriteTransaction {
+    /// Writes download checkpoints in this transaction (after the data they cover).
+    mutating func save(_ checkpoints: DownloadCheckpoints) async throws {
+        guard !checkpoints.checkpoints.isEmpty else { return }
+        let keys = checkpoints.checkpoints.keys.sorted()
+        let statement: PostgresQuery = """
+            INSERT INTO bigpeer_upstream_checkpoints (upstream, subscription, checkpoint)
+            SELECT \(checkpoints.upstream), s, c FROM unnest(\(PostgresArray(keys))::text[], \(PostgresArray(keys.map { checkpoints.checkpoints[$0] ?? 0 }))::int8[]) AS u(s, c)
+            ON CONFLICT (upstream, subscription) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, updated_at = now()
+            """
+        try await db.enqueue(statement)
+    }
+}

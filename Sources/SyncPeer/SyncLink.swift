@@ -1,0 +1,206 @@
+// The peer end of a sync link over WebSocket (`GET /api/v4/sync`, subprotocol bigpeer-sync.v1),
+// reconnecting: resolve the host off the loop, connect (TLS for wss://), check the subprotocol,
+// hand each binary message to the delegate, and after a close or a failed attempt connect again
+// after an exponential backoff with full jitter. What runs over the link (a `SyncClientSession`
+// and a store) is the delegate's: SmallPeer's `SyncClient` and the server's upstream replicator
+// both sit on this class.
+//
+//   connect ─▶ [resolving] ─▶ [connecting] ─101─▶ [open] ──close/error──▶ backoff ─▶ connect
+//                   └──────────── failure ───────────┘
+//
+// Everything runs on one event-loop thread (`loop`): every method must be called there, and
+// every delegate call is made there.
+
+import Sockets
+import SyncProtocol
+import WebSocket
+
+public protocol SyncLinkDelegate: AnyObject {
+    /// The link is up and speaks the sync subprotocol: start a session (send `hello`).
+    func syncLinkConnected(_ link: SyncLink)
+    /// One binary message; a text message ends the link (violation) without reaching here.
+    func syncLink(_ link: SyncLink, received bytes: [UInt8])
+    /// The link is down (closed, or the attempt failed); `wasOpen` says whether it had connected.
+    /// The link reconnects by itself unless `halt()` or `stop()` was called.
+    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool)
+}
+
+public final class SyncLink: WebSocketClientHandler {
+    public struct Configuration: Sendable {
+        /// `ws://host:port[/path]` or `wss://...`; without a path, `/api/v4/sync`.
+        public var url: String
+        public var reconnectBase: Duration = .milliseconds(250)
+        public var reconnectMax: Duration = .seconds(30)
+        /// Halt after this many failed connection attempts in a row; nil: never.
+        public var maxConnectAttempts: Int?
+        /// CA file for `wss://` in addition to the system's.
+        public var additionalCAFile: String?
+        /// Largest WebSocket message accepted (the sync protocol's `hello.max` plus framing room).
+        public var maxMessageSize = 17 << 20
+
+        public init(url: String) { self.url = url }
+    }
+
+    public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
+        case invalidURL(String)
+        public var description: String {
+            switch self { case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)" }
+        }
+    }
+
+    public let configuration: Configuration
+    public let url: WebSocketURL
+    public let loop: EventLoop
+    public weak var delegate: (any SyncLinkDelegate)?
+    private var socket: WebSocketClientAdapter?
+    private var connecting = false
+    private var reconnectTimer: TimerID?
+    private var tls: TLSContext?
+    /// Failed attempts in a row (a connection that opened resets it): the backoff exponent.
+    public private(set) var failedAttempts = 0
+    /// No reconnecting after `halt()` (or `maxConnectAttempts` failures) until `connectNow()`;
+    /// never again after `stop()`.
+    public private(set) var halted = false
+    private var stopped = false
+
+    public init(configuration: Configuration, loop: EventLoop) throws(LinkError) {
+        guard var url = WebSocketURL(configuration.url) else { throw .invalidURL(configuration.url) }
+        if url.target == "/" { url.target = "/api/v4/sync" }
+        self.configuration = configuration
+        self.url = url
+        self.loop = loop
+    }
+
+    public var isOpen: Bool { socket?.isOpen ?? false }
+    /// Whether a connection is being made or is up (so `connectNow` would do nothing).
+    public var isActive: Bool { socket != nil || connecting }
+
+    // MARK: - Control
+
+    /// Connects now if no connection is up or being made (cancels a pending retry and the halt).
+    public func connectNow() {
+        guard !stopped else { return }
+        halted = false
+        if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
+        guard !isActive else { return }
+        failedAttempts = 0
+        connect()
+    }
+
+    /// Stops reconnecting (a refusal that retrying cannot fix); the open connection stays until
+    /// it closes. `connectNow()` resumes.
+    public func halt() {
+        halted = true
+        if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
+    }
+
+    /// Closes for good (the delegate gets `syncLinkDown` once the close completes).
+    public func stop() {
+        stopped = true
+        halt()
+        socket?.close()
+    }
+
+    public func send(_ bytes: [UInt8]) {
+        try? socket?.send(.binary(bytes))
+    }
+
+    public func close(code: UInt16, reason: String) {
+        socket?.close(WebSocketCloseCode(code), reason: reason)
+    }
+
+    // MARK: - Connecting
+
+    private func connect() {
+        guard !stopped, !halted, !isActive else { return }
+        reconnectTimer = nil
+        connecting = true
+        if let address = try? SocketAddress(ip: url.host, port: url.port) { return open(address) }
+        // Names go through the resolver, which blocks: on a thread of its own, off the loop.
+        let bound = LoopBound(self, loop: loop)
+        let host = url.host, port = url.port
+        Task.detached {
+            let result = await BlockingCall.run { () -> Result<SocketAddress, IOError> in
+                do throws(IOError) {
+                    if let first = try SocketAddress.resolve(host: host, port: port).first { return .success(first) }
+                    return .failure(IOError(call: "getaddrinfo(\(host))", errno: 2 /* ENOENT */))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            bound.loop.execute {
+                switch result {
+                case .success(let address): bound.value.open(address)
+                case .failure(let error): bound.value.attemptFailed("cannot resolve \(host): \(error)")
+                }
+            }
+        }
+    }
+
+    private func open(_ address: SocketAddress) {
+        guard !stopped else { connecting = false; return }
+        if url.secure && tls == nil {
+            do { tls = try TLSContext(clientWithAdditionalCAFile: configuration.additionalCAFile) } catch {
+                return attemptFailed("TLS setup failed: \(error)")
+            }
+        }
+        var ws = WebSocketConfiguration(maxFrameSize: configuration.maxMessageSize, maxMessageSize: configuration.maxMessageSize)
+        ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
+        do {
+            socket = try WebSocketClientAdapter.connect(url: url, address: address, loop: loop,
+                                                        handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol]),
+                                                        configuration: ws, tls: tls, handler: self)
+        } catch {
+            attemptFailed(error.description)
+        }
+    }
+
+    public func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
+        connecting = false
+        guard agreement.subprotocol == SyncProtocol.webSocketSubprotocol else {
+            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
+            return
+        }
+        failedAttempts = 0
+        delegate?.syncLinkConnected(self)
+    }
+
+    public func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
+        switch message {
+        case .binary(let bytes): delegate?.syncLink(self, received: bytes)
+        case .text: socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "text message on a sync link")
+        }
+    }
+
+    public func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
+        self.socket = nil
+        connecting = false
+        down("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", wasOpen: true)
+    }
+
+    public func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
+        attemptFailed(error.description)
+    }
+
+    private func attemptFailed(_ why: String) {
+        socket = nil
+        connecting = false
+        failedAttempts += 1
+        down("cannot connect to \(configuration.url): \(why)", wasOpen: false)
+    }
+
+    private func down(_ reason: String, wasOpen: Bool) {
+        if let max = configuration.maxConnectAttempts, failedAttempts >= max { halted = true }
+        delegate?.syncLinkDown(self, reason: reason, wasOpen: wasOpen)
+        if !stopped && !halted && reconnectTimer == nil && !isActive { scheduleReconnect() }
+    }
+
+    /// Full jitter: a random delay in [d/2, d] with d = min(max, base · 2^attempt).
+    private func scheduleReconnect() {
+        let exponent = min(failedAttempts, 16)
+        let ceiling = min(configuration.reconnectBase * (1 << exponent), configuration.reconnectMax)
+        let millis = Double(ceiling.components.seconds) * 1000 + Double(ceiling.components.attoseconds) / 1e15
+        let delay = Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0)))
+        reconnectTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.connect() }
+    }
+}

@@ -1,0 +1,435 @@
+// The loop-confined half of `UpstreamReplicator`: the link, the current session, the download
+// queue (UpstreamCore+Download.swift) and the upload pipeline (UpstreamCore+Upload.swift). Every
+// method runs on the replicator's event-loop thread; store calls run as tasks and come back here
+// with `onLoop`.
+//
+// A session, once the upstream's `welcome` has come:
+//   1. record the upstream's site id (another one than before drops the download checkpoints);
+//   2. subscribe, resuming each subscription from its stored checkpoint with its `have`;
+//   3. upload from the stored upload position once every subscription is synced (the session's
+//      `canUpload`), and whenever the change feed's head moves.
+// A session that ends loses only what was in flight: downloads already received are still merged
+// (their checkpoints with them), and uploads not acknowledged are read again from the stored
+// position on the next session.
+
+import CRDT
+import Logging
+import Sockets
+import Store
+import SyncPeer
+import SyncProtocol
+import Values
+
+/// Where a subscription resumes: its stored checkpoint and the documents held (PROTOCOL.md §4.3).
+struct Resume: Sendable {
+    var checkpoint: Int64
+    var have: [UInt64]
+}
+
+/// One document uploaded: the session sends `ref` and `delta`; `position` is its change-log row.
+struct UpstreamUpload: SyncUpload {
+    var ref: DocumentRef
+    var delta: [UInt8]
+    var position: ChangeLogPosition
+    /// The delta is the document's full state (a creation, or a retry after `deltaGap`).
+    var isFullState: Bool
+    /// The upstream lacked an earlier change (`deltaGap`): send the current full state instead.
+    var needsFullState = false
+    /// The `up` it went in.
+    var seq: UInt64 = 0
+}
+
+final class UpstreamCore: SyncLinkDelegate {
+    typealias Session = SyncClientSession<UpstreamUpload>
+
+    let store: DocumentStore
+    let configuration: UpstreamConfiguration
+    /// The database row's name: the URL without user information.
+    let upstreamKey: String
+    let link: SyncLink
+    let loop: EventLoop
+    let status: StatusBox
+    let logger: Logger
+    let configured: [SyncSubscription]
+
+    var session: Session?
+    /// Counts sessions, so a store call's result can tell whether its session is still the current one.
+    var generation = 0
+    /// The upstream's site id as stored (nil before any session): changes with this origin came from it.
+    var upstreamSite: Int64?
+    /// Set once the session's subscriptions went out (after the store told where each resumes).
+    var subscribed = false
+    var relayed = RelayedSubscriptions()
+    var stopped = false
+    private var tickTimer: TimerID?
+    private var headListener: UInt64?
+    /// Credentials of the next `hello` (a JWT file is read again at each connection).
+    var credentials: SyncCredentials?
+    private var sessionCredentials: SyncCredentials?
+    private var refreshInFlight = false
+    private var credentialsReadAt: UInt64 = 0
+
+    // Download queue (UpstreamCore+Download.swift).
+    var inbound: [Inbound] = []
+    var merging = false
+
+    // Upload pipeline (UpstreamCore+Upload.swift).
+    var uploads = UploadPipeline()
+    var reading = false
+    var preparing = false
+    var savingPosition = false
+    /// The upload position as last stored.
+    var savedPosition = ChangeLogPosition(txn: 0, seq: -1)
+    var nextSeq: UInt64 = 1
+    var retryTimer: TimerID?
+
+    init(store: DocumentStore, configuration: UpstreamConfiguration, subscriptions: [SyncSubscription], link: SyncLink,
+         status: StatusBox, logger: Logger) {
+        self.store = store
+        self.configuration = configuration
+        self.upstreamKey = configuration.displayURL
+        self.configured = subscriptions
+        self.link = link
+        self.loop = link.loop
+        self.status = status
+        var logger = logger
+        logger[metadataKey: "upstream"] = .string(configuration.displayURL)
+        self.logger = logger
+    }
+
+    static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
+    static func epochSeconds() -> Double { Double(Replica.systemMillis()) / 1000 }
+
+    /// Runs `body` on this core's loop (from a store task).
+    func onLoop(_ body: @escaping (UpstreamCore) -> Void) -> @Sendable () -> Void {
+        let bound = LoopBound((core: self, body: body), loop: loop)
+        return { bound.loop.execute { let b = bound.value; b.body(b.core) } }
+    }
+
+    /// Runs store work as a task and hands its result to `then` on this core's loop.
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws(StoreError) -> T,
+                          then: @escaping (UpstreamCore, Result<T, StoreError>) -> Void) {
+        let bound = LoopBound((core: self, then: then), loop: loop)
+        Task {
+            let result: Result<T, StoreError>
+            do throws(StoreError) { result = .success(try await work()) } catch { result = .failure(error) }
+            bound.loop.execute { let b = bound.value; b.then(b.core, result) }
+        }
+    }
+
+    var isIdle: Bool { stopped && !merging && !link.isActive }
+
+    // MARK: - Lifecycle
+
+    func start() {
+        let wake = onLoop { $0.localCommitted() }
+        headListener = store.changeFeed.addListener { _ in wake() }
+        // The stored state first, for the status (each session reads it again before it starts).
+        let store = self.store, key = upstreamKey
+        run({ () async throws(StoreError) in try await store.upstreamRecord(key) }) { core, record in
+            switch record {
+            case .success(let r):
+                if core.upstreamSite == nil { core.upstreamSite = r.upstreamSite }
+                core.status.update { $0.uploadedThrough = r.uploaded; $0.upstreamSite = r.upstreamSite.map { UInt64(bitPattern: $0) } }
+            case .failure(let error):
+                core.logger.warning("cannot read the upstream's replication state yet", metadata: ["error": "\(error)"])
+            }
+        }
+        connect()
+        scheduleTick()
+    }
+
+    func connect() {
+        guard !stopped else { return }
+        readCredentials()
+        link.connectNow()
+    }
+
+    func stop() {
+        stopped = true
+        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+        if let t = retryTimer { loop.cancelTimer(t); retryTimer = nil }
+        if let token = headListener { store.changeFeed.removeListener(token); headListener = nil }
+        if var s = session {
+            let actions = s.close(code: SyncCloseCode.normal.rawValue, reason: "local node shutting down")
+            session = s
+            perform(actions)
+        }
+        link.stop()
+    }
+
+    // MARK: - The link
+
+    func syncLinkConnected(_ link: SyncLink) {
+        generation += 1
+        subscribed = false
+        var c = Session.Configuration(site: store.siteID.rawValue, peerKey: Self.peerKey(store.siteID.rawValue),
+                                      deviceName: configuration.deviceName, credentials: credentials)
+        c.metadata = ["client": .string("BigPeer"), "role": .string("local-node")]
+        c.credit = configuration.downloadCredit
+        c.uploadBatchDocuments = configuration.uploadBatchDocuments
+        c.uploadBatchBytes = configuration.uploadBatchBytes
+        c.uploadsInFlight = configuration.uploadsInFlight
+        sessionCredentials = credentials
+        refreshInFlight = false
+        var s = Session(configuration: c)
+        let actions = s.start(now: Self.nowMillis())
+        session = s
+        perform(actions)
+    }
+
+    func syncLink(_ link: SyncLink, received bytes: [UInt8]) {
+        guard var s = session else { return }
+        let actions = s.receive(bytes, now: Self.nowMillis())
+        session = s
+        perform(actions)
+        pumpUploads()
+    }
+
+    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+        session?.linkClosed()
+        session = nil
+        subscribed = false
+        uploads.linkDown()
+        preparing = false
+        let now = Self.epochSeconds()
+        status.update { st in
+            st.session = nil
+            if st.state != .refused || !wasOpen { st.state = stopped ? .offline : (wasOpen ? .connecting : .offline) }
+            st.lastError = reason
+            st.lastErrorAt = now
+            st.subscriptions = [:]
+        }
+        if stopped { return }
+        logger.notice("upstream link down", metadata: ["reason": "\(reason)", "attempts": "\(link.failedAttempts)"])
+        readCredentials()
+    }
+
+    // MARK: - The session's actions
+
+    func perform(_ actions: [Session.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                link.send(bytes)
+            case .close(let code, let reason):
+                link.close(code: code, reason: reason)
+            case .connected(let welcome):
+                connected(welcome)
+            case .refused(let code, let reason):
+                let now = Self.epochSeconds()
+                status.update { st in
+                    st.state = .refused
+                    st.lastError = "the upstream refused the session (\(code)): \(reason)"
+                    st.lastErrorAt = now
+                }
+                logger.error("the upstream refused the session", metadata: ["code": "\(code)", "reason": "\(reason)"])
+            case .apply(let entries, let bytes):
+                enqueue(.entries(entries, bytes: bytes, generation: generation))
+            case .saveCheckpoints(let checkpoints):
+                enqueue(.checkpoints(checkpoints))
+            case .acknowledged(let sent, let rejected):
+                acknowledged(sent, rejected: rejected)
+            case .subscriptionFailed(let key, let message):
+                status.update { $0.subscriptionErrors[key] = message; $0.subscriptions[key] = nil }
+                logger.error("the upstream refused a subscription", metadata: ["subscription": "\(key)", "error": "\(message)"])
+            case .fullResyncFinished(let key, let delivered):
+                // A small peer evicts what a full re-sync did not send again; a local node keeps
+                // it: its documents are also its local peers' and its own (docs/LOCAL-NODE.md).
+                logger.info("full re-sync of a subscription finished", metadata: ["subscription": "\(key)", "documents": "\(delivered.count)"])
+            case .credentialsRefreshed:
+                refreshInFlight = false
+                sessionCredentials = credentials
+                logger.info("the upstream accepted renewed credentials")
+            }
+        }
+    }
+
+    private func connected(_ welcome: Welcome) {
+        let site = Int64(bitPattern: welcome.site)
+        let now = Self.epochSeconds()
+        status.update { st in
+            st.state = .connected
+            st.session = welcome.sessionID
+            st.sessions += 1
+            st.upstreamSite = welcome.site
+            st.lastExchangeAt = now
+        }
+        logger.notice("upstream session accepted", metadata: ["session": "\(welcome.sessionID)", "site": "\(welcome.site)"])
+        let generation = self.generation
+        let subscriptions = wantedSubscriptions()
+        let store = self.store, key = upstreamKey
+        run({ () async throws(StoreError) in
+            let before = try await store.upstreamRecord(key)
+            guard before.upstreamSite != site else {
+                return (previous: before.upstreamSite, record: before, resumes: try await Self.resumes(store, subscriptions, record: before, site: site))
+            }
+            _ = try await store.recordUpstreamSite(key, site: site)
+            let record = try await store.upstreamRecord(key)
+            return (previous: before.upstreamSite, record: record, resumes: try await Self.resumes(store, subscriptions, record: record, site: site))
+        }) { core, prepared in
+            guard core.generation == generation, core.session != nil else { return }
+            switch prepared {
+            case .success(let (previous, record, resumes)):
+                if let previous, previous != site {
+                    core.logger.warning("another database answers at the upstream URL (new site id): its checkpoints are dropped and everything in the change log is uploaded again",
+                                        metadata: ["previous": "\(UInt64(bitPattern: previous))", "site": "\(welcome.site)"])
+                }
+                core.upstreamSite = site
+                // The stored position, unless this process has seen acks past it (still being stored).
+                let start = previous == site ? max(record.uploaded, core.uploads.acknowledged) : record.uploaded
+                core.savedPosition = record.uploaded
+                core.uploads.start(at: start)
+                core.status.update { $0.uploadedThrough = record.uploaded }
+                core.subscribe(subscriptions, resumes: resumes)
+            case .failure(let error):
+                core.localFailure("cannot prepare the session: \(error)")
+            }
+        }
+    }
+
+    /// Where each subscription with a stored checkpoint resumes.
+    static func resumes(_ store: DocumentStore, _ subscriptions: [SyncSubscription], record: UpstreamRecord, site: Int64)
+        async throws(StoreError) -> [String: Resume] {
+        var out: [String: Resume] = [:]
+        for sub in subscriptions {
+            guard let cp = record.checkpoints[storageKey(sub.key)] else { continue }
+            out[sub.key] = Resume(checkpoint: cp, have: try await have(store, collection: sub.collection, record: record, site: site))
+        }
+        return out
+    }
+
+    /// The `have` of a resumed subscription: hashes of the documents held here with every change
+    /// up to the checkpoint (PROTOCOL.md §4.3); empty when there are too many to list.
+    static func have(_ store: DocumentStore, collection: String, record: UpstreamRecord, site: Int64) async throws(StoreError) -> [UInt64] {
+        guard let ids = try await store.heldDocumentIDs(collection: collection, uploadedThrough: record.uploaded.completeThrough,
+                                                       upstreamSite: site, limit: maxHave) else { return [] }
+        var hashes = ids.map { DocumentHash.of(collection: collection, id: $0) }
+        hashes.sort()
+        var unique: [UInt64] = []
+        unique.reserveCapacity(hashes.count)
+        for h in hashes where unique.last != h { unique.append(h) }
+        return unique
+    }
+
+    /// How a subscription's key (query, NUL, arguments) is stored: as the JSON array
+    /// `[query, arguments]`, which holds no NUL byte (PostgreSQL text cannot) and reads back
+    /// unambiguously.
+    static func storageKey(_ key: String) -> String {
+        let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+        return JSON.string(.array(parts.map { .string(String($0)) }))
+    }
+
+    /// Most documents listed in one `have` (8 bytes each: 8 MiB of the 16 MiB a message may have).
+    static let maxHave = 1 << 20
+
+    /// Configured subscriptions plus the relayed ones.
+    func wantedSubscriptions() -> [SyncSubscription] {
+        var out = configured
+        if configuration.relaySubscriptions {
+            for sub in relayed.relayed.sorted(by: { $0.key < $1.key }) where !out.contains(sub) { out.append(sub) }
+        }
+        return out
+    }
+
+    private func subscribe(_ subscriptions: [SyncSubscription], resumes: [String: Resume]) {
+        guard var s = session else { return }
+        var actions = s.keepOnly(Set(subscriptions.map(\.key)))
+        for sub in subscriptions where !s.subscriptionKeys.contains(sub.key) {
+            actions += s.subscribe(sub, resume: resumes[sub.key].map { ($0.checkpoint, $0.have) })
+        }
+        session = s
+        subscribed = true
+        status.update { st in for sub in subscriptions where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false } }
+        perform(actions)
+        pumpUploads()
+    }
+
+    /// The relayed subscriptions changed (from the server's sessions).
+    func relay(_ subscriptions: Set<SyncSubscription>) {
+        guard configuration.relaySubscriptions else { return }
+        relayed.update(subscriptions, at: Self.nowMillis(), linger: UInt64(configuration.relayLinger.components.seconds * 1000))
+        resubscribe()
+    }
+
+    /// Brings the session's subscriptions in line with `wantedSubscriptions()`: new ones resume
+    /// from their stored checkpoints (read again: a relayed query may have been held before).
+    func resubscribe() {
+        guard subscribed, session?.state == .ready else { return }
+        let wanted = wantedSubscriptions()
+        guard let s = session, Set(wanted.map(\.key)) != s.subscriptionKeys else { return }
+        let generation = self.generation
+        let site = upstreamSite ?? 0
+        let added = wanted.filter { !s.subscriptionKeys.contains($0.key) }
+        let store = self.store, key = upstreamKey
+        run({ () async throws(StoreError) in
+            try await Self.resumes(store, added, record: try await store.upstreamRecord(key), site: site)
+        }) { core, prepared in
+            guard core.generation == generation else { return }
+            switch prepared {
+            case .success(let resumes): core.subscribe(core.wantedSubscriptions(), resumes: resumes)
+            case .failure(let error): core.localFailure("cannot read the subscriptions' checkpoints: \(error)")
+            }
+        }
+    }
+
+    /// The store failed under the session: end it (nothing unpersisted was acknowledged either
+    /// way) and let the link reconnect.
+    func localFailure(_ why: String) {
+        logger.error("upstream replication: local store failure", metadata: ["error": "\(why)"])
+        status.update { $0.lastError = "local store: \(why)"; $0.lastErrorAt = Self.epochSeconds() }
+        guard var s = session else { return }
+        let actions = s.close(code: SyncCloseCode.internalError.rawValue, reason: "local store failure")
+        session = s
+        perform(actions)
+    }
+
+    // MARK: - Timers and credentials
+
+    private func scheduleTick() {
+        tickTimer = loop.scheduleTimer(after: .milliseconds(100)) { [weak self] in
+            guard let self, !self.stopped else { return }
+            self.tickTimer = nil
+            let now = Self.nowMillis()
+            if var s = self.session {
+                let actions = s.tick(now: now)
+                self.session = s
+                self.perform(actions)
+            }
+            if self.relayed.expire(at: now) { self.resubscribe() }
+            if now &- self.credentialsReadAt >= UInt64(self.configuration.credentialsRereadInterval.components.seconds * 1000) {
+                self.readCredentials()
+            }
+            self.scheduleTick()
+        }
+    }
+
+    /// Reads the credentials (a JWT file again); a new token reaches a running session with `auth`.
+    func readCredentials() {
+        credentialsReadAt = Self.nowMillis()
+        switch configuration.credentials {
+        case nil: credentials = nil
+        case .apiKey(let key): credentials = .apiKey(key)
+        case .jwtFile(let path):
+            guard let token = Self.readToken(path) else {
+                logger.warning("cannot read the upstream JWT file", metadata: ["path": "\(path)"])
+                return
+            }
+            credentials = .jwt(token)
+        }
+        guard let credentials, credentials != sessionCredentials, !refreshInFlight, var s = session, s.state == .ready else { return }
+        let actions = s.refreshCredentials(credentials)
+        session = s
+        refreshInFlight = true
+        perform(actions)
+    }
+
+    static func readToken(_ path: String) -> String? {
+        guard let bytes = FileBytes.read(path, maxBytes: 16 << 10) else { return nil }
+        let token = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }  // a JWT has none; files end in a newline
+        return token.isEmpty ? nil : token
+    }
+
+    /// A stable peer key derived from the site id (8 bytes, big-endian), as SmallPeer's.
+    static func peerKey(_ site: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) } }
+}

@@ -1,0 +1,94 @@
+// A local node's replication with its upstream BigPeer (docs/LOCAL-NODE.md): to the upstream this
+// node is one more sync peer (PROTOCOL.md), speaking the protocol through the same sans-I/O
+// `SyncClientSession` and reconnecting `SyncLink` as SmallPeer, with this server's store behind it.
+//
+//   upstream ──docs/changes──▶ download queue ─▶ mergeDeltas(origin: upstream, checkpoints) ─▶ credit, want
+//   change log ──head──▶ backlog read (origin ≠ upstream) ─▶ up ─▶ ack ─▶ upload position saved
+//
+// Everything of one replicator runs on its own event-loop thread (`UpstreamCore`); the store's
+// async calls run as tasks whose results come back to that loop. This class is the thread-safe
+// face: start, stop, status, the relayed subscriptions.
+
+import Logging
+import Sockets
+import Store
+import Synchronization
+import SyncPeer
+
+public final class UpstreamReplicator: Sendable {
+    public enum StartError: Error, Sendable, CustomStringConvertible {
+        case invalid(String)
+        public var description: String {
+            switch self { case .invalid(let why): why }
+        }
+    }
+
+    public let configuration: UpstreamConfiguration
+    let group: EventLoopGroup
+    let core: LoopBound<UpstreamCore>
+    let statusBox: StatusBox
+
+    /// Starts replicating `store` with the upstream (connects in the background). Fails on a
+    /// configuration that cannot work: a bad URL, a subscription that is not a plain SELECT.
+    public init(store: DocumentStore, configuration: UpstreamConfiguration, logger: Logger) throws(StartError) {
+        let subscriptions: [SyncSubscription]
+        do { subscriptions = try configuration.subscriptions.map { q throws(UpstreamError) in try UpstreamSubscriptions.parse(q) } } catch {
+            throw .invalid(error.description)
+        }
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch { throw .invalid("cannot start the replicator's event loop: \(error)") }
+        let loop = group.next()
+        var linkConfiguration = SyncLink.Configuration(url: configuration.url)
+        linkConfiguration.reconnectBase = configuration.reconnectBase
+        linkConfiguration.reconnectMax = configuration.reconnectMax
+        linkConfiguration.additionalCAFile = configuration.additionalCAFile
+        let link: SyncLink
+        do { link = try SyncLink(configuration: linkConfiguration, loop: loop) } catch {
+            group.shutdown()
+            throw .invalid("--upstream: \(error)")
+        }
+        let statusBox = StatusBox(UpstreamStatus(url: configuration.displayURL))
+        self.configuration = configuration
+        self.group = group
+        self.statusBox = statusBox
+        let core = UpstreamCore(store: store, configuration: configuration, subscriptions: subscriptions, link: link,
+                                status: statusBox, logger: logger)
+        link.delegate = core
+        self.core = LoopBound(core, loop: loop)
+        let bound = self.core
+        loop.execute { bound.value.start() }
+    }
+
+    public var status: UpstreamStatus { statusBox.value }
+
+    /// The union of the local peers' subscriptions (with `relaySubscriptions`): kept current by
+    /// the server as sessions subscribe, unsubscribe and go.
+    public func relay(_ subscriptions: Set<SyncSubscription>) {
+        let bound = core
+        bound.loop.execute { bound.value.relay(subscriptions) }
+    }
+
+    /// Says `bye`, lets merges in progress commit (at most `grace`), and stops the loop.
+    public func stop(grace: Duration = .seconds(5)) async {
+        let bound = core
+        bound.loop.execute { bound.value.stop() }
+        let deadline = ContinuousClock.now + grace
+        while ContinuousClock.now < deadline {
+            let idle = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                bound.loop.execute { c.resume(returning: bound.value.isIdle) }
+            }
+            if idle { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        group.shutdown()
+    }
+}
+
+/// The status, shared by the core (which writes it on its loop) and the replicator (which reads
+/// it from any thread).
+final class StatusBox: Sendable {
+    private let mutex: Mutex<UpstreamStatus>
+    init(_ status: UpstreamStatus) { mutex = Mutex(status) }
+    var value: UpstreamStatus { mutex.withLock { $0 } }
+    func update(_ body: (inout UpstreamStatus) -> Void) { mutex.withLock { body(&$0) } }
+}

@@ -1,0 +1,45 @@
+// What `GET /api/v4/upstream` shows of a replicator (docs/LOCAL-NODE.md, "Status").
+
+import Store
+
+public struct UpstreamStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// A session is up (welcome received).
+        case connected
+        /// Connecting, or about to retry after a session ended.
+        case connecting
+        /// The upstream refused the session (credentials, protocol version, policy): retried with
+        /// backoff, but it will not work until something changes.
+        case refused
+        /// The upstream cannot be reached (connection attempts fail).
+        case offline
+    }
+
+    public var state: State = .connecting
+    /// The upstream's sync URL, without user information.
+    public var url: String
+    public var lastError: String?
+    /// Seconds since the epoch.
+    public var lastErrorAt: Double?
+    /// The last time the upstream sent data or acknowledged an upload.
+    public var lastExchangeAt: Double?
+    /// The last checkpoint (or `synced`) the upstream sent: everything it had committed up to
+    /// `downloadCheckpoint` that the subscriptions match has been received by then.
+    public var lastCheckpointAt: Double?
+    public var downloadCheckpoint: Int64?
+    public var upstreamSite: UInt64?
+    public var session: String?
+    public var sessions = 0
+    /// Subscription keys upstream (query and arguments) and whether each has finished its initial sync.
+    public var subscriptions: [String: Bool] = [:]
+    public var subscriptionErrors: [String: String] = [:]
+    /// Everything up to here that must go up has been acknowledged (and stored as such).
+    public var uploadedThrough: ChangeLogPosition = ChangeLogPosition(txn: 0, seq: -1)
+    /// Counters since this process started.
+    public var uploadedChanges = 0
+    public var downloadedEntries = 0
+    public var rejectedUploads = 0
+    public var lastRejection: String?
+
+    public init(url: String) { self.url = url }
+}
