@@ -63,18 +63,23 @@ public final class ServerProcess: Sendable {
         self.logPath = logPath
     }
 
+    /// Set once the process was reaped: its pid may then belong to another process, which a
+    /// second `kill` must not signal.
+    private let reaped = MutexBox(false)
+
     /// SIGKILL and reap: no graceful shutdown, exactly like a crash. Reaps by polling
     /// (`TestCommand.wait`), so no cooperative thread sits in `waitpid` meanwhile.
-    public func kill() async {
-        _ = Glibc.kill(pid, SIGKILL)
-        _ = await TestCommand.wait(pid)
-    }
+    public func kill() async { await signal(SIGKILL) }
 
     /// SIGTERM and wait for a clean exit (up to the server's shutdown grace), polling so no
     /// cooperative thread is held meanwhile.
-    public func terminate() async {
-        _ = Glibc.kill(pid, SIGTERM)
+    public func terminate() async { await signal(SIGTERM) }
+
+    private func signal(_ signal: Int32) async {
+        guard !reaped.withLock({ $0 }) else { return }
+        _ = Glibc.kill(pid, signal)
         _ = await TestCommand.wait(pid)
+        reaped.withLock { $0 = true }
     }
 
     /// One GET /healthz; false unless it answers 200 within a second. The connect is blocking

@@ -104,44 +104,59 @@ extension DocumentStore {
     /// The next changes to upload after `after`, in commit order: rows not from `excludingOrigin`
     /// (the upstream itself) and not evictions, at most `maxRows`, cut where their running size
     /// passes `maxBytes` (the first row always stays). `end` is where the next read starts: past
-    /// every row looked at, so a long run of the upstream's own changes is skipped in pages too.
+    /// every row looked at (so a long run of the upstream's own changes is skipped in pages too),
+    /// and at the end of the newest transaction when the read reached it.
     public func readUploadBacklog(after: ChangeLogPosition, excludingOrigin: Int64, maxRows: Int, maxBytes: Int)
         async throws(StoreError) -> (rows: [UploadRow], end: ChangeLogPosition) {
         do {
             let fetch = Int64(max(1, maxRows))
             // Rows are looked at in (txn, seq) order up to the LIMIT; those from the upstream and
-            // evictions count no bytes and are not returned, but still move `end`.
+            // evictions count no bytes and are not returned, but still move `end`. The newest
+            // transaction comes from the same snapshot: a read that looked at every row after
+            // `after` ends with it.
             var query: PostgresQuery = """
-                SELECT p.txn, p.seq, p.collection, p.id, p.kind, p.delta, p.state, p.skip, sum(p.bytes) OVER w - p.bytes AS before
-                FROM (
-                  SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta,
-                         CASE WHEN c.delta IS NULL THEN d.state END AS state, s.skip,
-                         CASE WHEN s.skip THEN 0 ELSE coalesce(octet_length(c.delta), octet_length(d.state), 0) END AS bytes
-                  FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
-                        WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
-                        ORDER BY txn, seq LIMIT \(fetch)) c
-                  CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
-                  LEFT JOIN documents d ON c.delta IS NULL AND NOT s.skip AND d.collection = c.collection AND d.id = c.id
-                ) p WINDOW w AS (ORDER BY p.txn, p.seq)
+                SELECT (SELECT n FROM bigpeer_txn), p.txn, p.seq, p.collection, p.id, p.kind, p.delta, p.state, p.skip, p.before
+                FROM (SELECT 1) one LEFT JOIN (
+                  SELECT q.*, sum(q.bytes) OVER (ORDER BY q.txn, q.seq) - q.bytes AS before
+                  FROM (
+                    SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta,
+                           CASE WHEN c.delta IS NULL THEN d.state END AS state, s.skip,
+                           CASE WHEN s.skip THEN 0 ELSE coalesce(octet_length(c.delta), octet_length(d.state), 0) END AS bytes
+                    FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
+                          ORDER BY txn, seq LIMIT \(fetch)) c
+                    CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
+                    LEFT JOIN documents d ON c.delta IS NULL AND NOT s.skip AND d.collection = c.collection AND d.id = c.id
+                  ) q
+                ) p ON true
                 ORDER BY p.txn, p.seq
                 """
             query.binaryResults = true
             let result = try await pool.query(query)
             var rows: [UploadRow] = []
             var end = after
-            for row in result {
+            var looked = 0
+            var cut = false
+            let newest = try BinaryColumns.int64(result[0], column: 0)
+            for row in result where !row.isNull(1) {
                 // The byte bound: stop before the row that passes it (the first row always stays).
-                if !rows.isEmpty, try BinaryColumns.int64(row, column: 8) >= Int64(maxBytes) { break }
-                end = ChangeLogPosition(txn: try BinaryColumns.int64(row, column: 0), seq: try BinaryColumns.int32(row, column: 1))
-                if try BinaryColumns.bool(row, column: 7) { continue }
-                let delta: [UInt8]? = row.isNull(5) ? nil : try BinaryColumns.bytes(row, column: 5)
-                let state: [UInt8]? = row.isNull(6) ? nil : try BinaryColumns.bytes(row, column: 6)
+                if !rows.isEmpty, try BinaryColumns.int64(row, column: 9) >= Int64(maxBytes) {
+                    cut = true
+                    break
+                }
+                looked += 1
+                end = ChangeLogPosition(txn: try BinaryColumns.int64(row, column: 1), seq: try BinaryColumns.int32(row, column: 2))
+                if try BinaryColumns.bool(row, column: 8) { continue }
+                let delta: [UInt8]? = row.isNull(6) ? nil : try BinaryColumns.bytes(row, column: 6)
+                let state: [UInt8]? = row.isNull(7) ? nil : try BinaryColumns.bytes(row, column: 7)
                 // A creation of a document evicted or reaped since: nothing left to send.
                 guard delta != nil || state != nil else { continue }
-                rows.append(UploadRow(position: end, collection: try BinaryColumns.text(row, column: 2),
-                                      id: try BinaryColumns.json(row, column: 3), kind: try BinaryColumns.text(row, column: 4),
+                rows.append(UploadRow(position: end, collection: try BinaryColumns.text(row, column: 3),
+                                      id: try BinaryColumns.json(row, column: 4), kind: try BinaryColumns.text(row, column: 5),
                                       delta: delta, state: state))
             }
+            // Every row after `after` up to the newest transaction was looked at: the read covers it.
+            if !cut && Int64(looked) < fetch { end = max(end, .end(of: newest)) }
             return (rows, end)
         } catch {
             throw StoreError.from(error)
@@ -151,10 +166,15 @@ extension DocumentStore {
     /// How many changes wait to go up, and when the oldest was committed.
     public func uploadBacklog(after: ChangeLogPosition, excludingOrigin: Int64?) async throws(StoreError) -> UploadBacklog {
         do {
-            let row = try await pool.query("""
+            // Before the first session the upstream's site id is unknown: every change counts.
+            let query: PostgresQuery = excludingOrigin.map { origin in """
                 SELECT count(*), extract(epoch FROM min(created_at))::float8 FROM change_log
-                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(excludingOrigin)
-                """)[0]
+                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(origin)
+                """ } ?? """
+                SELECT count(*), extract(epoch FROM min(created_at))::float8 FROM change_log
+                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict'
+                """
+            let row = try await pool.query(query)[0]
             return UploadBacklog(changes: Int(try row.decode(0, as: Int64.self)), oldestAt: try row.decode(1, as: Double?.self))
         } catch {
             throw StoreError.from(error)

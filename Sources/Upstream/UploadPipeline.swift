@@ -72,6 +72,9 @@ struct UploadPipeline {
         advance()
     }
 
+    /// Nothing read and unsent, nothing waiting for an ack.
+    var isIdle: Bool { queue.isEmpty && outstanding.isEmpty }
+
     /// An `up` prepared and not sent after all (the session ended meanwhile).
     mutating func abandon(seq: UInt64) { outstanding[seq] = nil }
 

@@ -21,7 +21,7 @@ extension UpstreamCore {
 
     /// Sends what may go now, reading the backlog when the queue runs dry.
     func pumpUploads() {
-        guard subscribed, uploads.started, !preparing, let site = upstreamSite else { return }
+        guard uploads.started, !preparing, let site = upstreamSite else { return }
         while let s = session, s.canUpload {
             if uploads.queue.isEmpty {
                 if !reading && uploads.mayHaveMore { readBacklog(excluding: site) }
@@ -99,6 +99,7 @@ extension UpstreamCore {
                 core.uploads.read(rows.compactMap(Self.upload), end: end)
                 core.savePosition()
                 core.pumpUploads()
+                core.subscribeWhenDrained()
             case .failure(let error):
                 core.logger.warning("cannot read the upload backlog yet; retrying", metadata: ["error": "\(error)"])
                 core.status.update { $0.lastError = "local store: \(error)"; $0.lastErrorAt = Self.epochSeconds() }
@@ -140,6 +141,7 @@ extension UpstreamCore {
         }
         uploads.acknowledged(seq: seq, retry: retry)
         savePosition()
+        subscribeWhenDrained()
     }
 
     /// Stores the upload position when it moved (one write at a time; the newest wins).

@@ -59,6 +59,8 @@ final class UpstreamCore: SyncLinkDelegate {
     var upstreamSite: Int64?
     /// Set once the session's subscriptions went out (after the store told where each resumes).
     var subscribed = false
+    /// The change feed's head when the session began: uploads reach it before subscriptions go out.
+    var drainTarget: Int64?
     var relayed = RelayedSubscriptions()
     var stopped = false
     private var tickTimer: TimerID?
@@ -163,6 +165,7 @@ final class UpstreamCore: SyncLinkDelegate {
     func syncLinkConnected(_ link: SyncLink) {
         generation += 1
         subscribed = false
+        drainTarget = nil
         var c = Session.Configuration(site: store.siteID.rawValue, peerKey: Self.peerKey(store.siteID.rawValue),
                                       deviceName: configuration.deviceName, credentials: credentials)
         c.metadata = ["client": .string("BigPeer"), "role": .string("local-node")]
@@ -257,20 +260,16 @@ final class UpstreamCore: SyncLinkDelegate {
         }
         logger.notice("upstream session accepted", metadata: ["session": "\(welcome.sessionID)", "site": "\(welcome.site)"])
         let generation = self.generation
-        let subscriptions = wantedSubscriptions()
         let store = self.store, key = upstreamKey
         run({ () async throws(StoreError) in
             let before = try await store.upstreamRecord(key)
-            guard before.upstreamSite != site else {
-                return (previous: before.upstreamSite, record: before, resumes: try await Self.resumes(store, subscriptions, record: before, site: site))
-            }
+            guard before.upstreamSite != site else { return (previous: before.upstreamSite, record: before) }
             _ = try await store.recordUpstreamSite(key, site: site)
-            let record = try await store.upstreamRecord(key)
-            return (previous: before.upstreamSite, record: record, resumes: try await Self.resumes(store, subscriptions, record: record, site: site))
+            return (previous: before.upstreamSite, record: try await store.upstreamRecord(key))
         }) { core, prepared in
             guard core.generation == generation, core.session != nil else { return }
             switch prepared {
-            case .success(let (previous, record, resumes)):
+            case .success(let (previous, record)):
                 if let previous, previous != site {
                     core.logger.warning("another database answers at the upstream URL (new site id): its checkpoints are dropped and everything in the change log is uploaded again",
                                         metadata: ["previous": "\(UInt64(bitPattern: previous))", "site": "\(welcome.site)"])
@@ -281,9 +280,36 @@ final class UpstreamCore: SyncLinkDelegate {
                 core.savedPosition = record.uploaded
                 core.uploads.start(at: start)
                 core.status.update { $0.uploadedThrough = record.uploaded }
-                core.subscribe(subscriptions, resumes: resumes)
+                // Upload first, subscribe after (see `subscribeAfterUploads`).
+                core.drainTarget = core.store.changeFeed.head
+                core.pumpUploads()
+                core.subscribeWhenDrained()
             case .failure(let error):
                 core.localFailure("cannot prepare the session: \(error)")
+            }
+        }
+    }
+
+    /// Subscribes once the uploads have caught up with what was committed here when the session
+    /// began (`drainTarget`). Uploading first lets every resumed subscription list in `have`
+    /// every document held here — those changed while apart included, which are uploaded by then
+    /// — so the upstream sends deltas for them and does not send their merged states back; a
+    /// document created here is only ever listed once uploaded (PROTOCOL.md §4.3, §4.6).
+    func subscribeWhenDrained() {
+        guard let target = drainTarget, uploads.started, uploads.isIdle, uploads.acknowledged.completeThrough >= target else { return }
+        drainTarget = nil
+        let generation = self.generation, site = upstreamSite ?? 0
+        let subscriptions = wantedSubscriptions()
+        let store = self.store, key = upstreamKey, uploaded = uploads.acknowledged
+        run({ () async throws(StoreError) in
+            var record = try await store.upstreamRecord(key)
+            record.uploaded = max(record.uploaded, uploaded)  // acknowledged, perhaps not stored yet
+            return try await Self.resumes(store, subscriptions, record: record, site: site)
+        }) { core, prepared in
+            guard core.generation == generation, core.session != nil else { return }
+            switch prepared {
+            case .success(let resumes): core.subscribe(subscriptions, resumes: resumes)
+            case .failure(let error): core.localFailure("cannot read the subscriptions' checkpoints: \(error)")
             }
         }
     }
