@@ -123,12 +123,13 @@ actor TestPeer {
     func value(_ ref: DocumentRef) -> Value? { docs[ref]?.materialize() }
     func messages() -> [SyncMessage] { received }
 
-    /// Waits (up to 10 s) for a received message matching `predicate`, searching from the start.
+    /// Waits (up to 30 s) for a received message matching `predicate`, searching from the start.
     /// With `atMost`, the wait goes on as long as messages keep arriving: it fails only once none
-    /// has come for 10 s (a stall), or after `atMost` in all. A long exchange (an initial sync of
+    /// has come for 30 s (a stall), or after `atMost` in all. (10 s was seen to pass on a machine
+    /// running three suites and a build at once: one page query took 10.3 s in PostgreSQL.) A long exchange (an initial sync of
     /// many pages) then takes the time a loaded machine needs, and a stall is still caught.
     func waitFor(from start: Int = 0, atMost limit: Duration? = nil, _ predicate: (SyncMessage) -> Bool) async throws -> SyncMessage {
-        let quiet = Duration.seconds(10)
+        let quiet = Duration.seconds(30)
         let begin = ContinuousClock.now
         var deadline = begin + quiet
         var index = start
@@ -146,7 +147,7 @@ actor TestPeer {
 
     /// Waits until the peer has a checkpoint at or after `txn`.
     func waitForCheckpoint(_ txn: Int64) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while checkpoint < txn {
             guard ContinuousClock.now < deadline, closed == nil else {
                 throw TestPeerError.timeout("checkpoint \(checkpoint) < \(txn); \(await sessionDump()); \(await starvation())\n\(await ThreadDump.capture())")
