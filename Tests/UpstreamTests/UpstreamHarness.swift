@@ -20,8 +20,8 @@ struct Server {
     /// Starts a server on `databaseURL` (on `port` when given: a restart keeps its address),
     /// replicating with the server at `upstreamPort` when given.
     static func start(_ databaseURL: String, upstreamPort: Int? = nil, subscribe: [String] = [], extra: [String] = [],
-                      port: Int? = nil, http: HTTPClient, processes: Processes) async throws -> Server {
-        var args = ["--database-url", databaseURL, "--insecure-dev", "--log-level", "notice"]
+                      port: Int? = nil, http: HTTPClient, processes: Processes, secure: Bool = false) async throws -> Server {
+        var args = ["--database-url", databaseURL, "--log-level", "notice"] + (secure ? [] : ["--insecure-dev"])
         if let upstreamPort {
             args += ["--upstream", "ws://127.0.0.1:\(upstreamPort)/api/v4/sync", "--upstream-retry-max", "1"]
             for q in subscribe { args += ["--upstream-subscribe", q] }

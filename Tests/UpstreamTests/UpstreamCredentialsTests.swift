@@ -1,0 +1,44 @@
+import BigPeerTestSupport
+import Foundation
+import HTTP
+import Testing
+import Values
+
+/// A cloud with auth on: the node presents an API key; what the key may not write is refused per
+/// entry and counted, without holding up the rest; a bad key leaves the node `refused`.
+@Suite(.serialized) struct UpstreamCredentialsTests {
+    @Test func scopedKey_uploadsWhatItMayWrite_andReportsTheRest_andABadKeyIsRefused() async throws {
+        try await withDatabases(3) { urls, http, processes in
+            let exe = try ServerProcess.locateBinary()
+            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "ship-7", "--expires-in", "1d",
+                                                          "--read-all", "--write", "cars", "--database-url", urls[0]])
+            #expect(created.status == 0, "\(created.err)")
+            let key = String(try #require(created.out.split(separator: "\n").last))
+            let cloud = try await Server.start(urls[0], http: http, processes: processes, secure: true)
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM cars"],
+                                              extra: ["--upstream-key", key], http: http, processes: processes)
+            try await node.execute("INSERT INTO secrets DOCUMENTS ({'_id': 's1', 'pin': 1234})")
+            try await node.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1', 'color': 'red'})")
+            let cloudRest = RESTClient(http: http, port: cloud.port, key: key)
+            #expect(try await eventually(within: .seconds(30)) {
+                try await cloudRest.execute("SELECT * FROM cars").body["items"]?.arrayValue?.count == 1
+            }, "the car went up")
+            #expect(await eventually(within: .seconds(30)) {
+                guard let s = try? await node.upstreamStatus() else { return false }
+                return s["rejectedUploads"] == 1 && s["pendingUploads"]?["changes"] == 0
+            }, "the secret was refused, counted, and did not hold up the queue")
+            let status = try await node.upstreamStatus()
+            #expect(status["lastRejection"]?.stringValue?.contains("not permitted to write collection") == true, "\(status)")
+            #expect(status["state"] == "connected")
+            #expect(try await cloudRest.execute("SELECT * FROM secrets").body["items"]?.arrayValue?.isEmpty == true)
+
+            let refused = try await Server.start(urls[2], upstreamPort: cloud.port, extra: ["--upstream-key", "bpk_not_a_real_key"],
+                                                 http: http, processes: processes)
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await refused.upstreamStatus())?["state"] == "refused"
+            })
+            let why = try await refused.upstreamStatus()["lastError"]?.stringValue ?? ""
+            #expect(why.contains("4001"), "\(why)")
+        }
+    }
+}
