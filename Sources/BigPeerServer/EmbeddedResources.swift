@@ -36,6 +36,7 @@ tags:
   - name: store
   - name: attachments
   - name: meta
+  - name: replication
 paths:
   /healthz:
     get:
@@ -524,6 +525,24 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+  /api/v4/upstream:
+    get:
+      tags: [replication]
+      summary: Upstream replication status
+      description: |
+        How this server's replication with its upstream BigPeer stands, when it runs as a local
+        node (`bigpeer serve --upstream`, docs/LOCAL-NODE.md). Needs a key that may read every
+        collection. 404 on a server without an upstream.
+      operationId: upstreamStatus
+      responses:
+        "200":
+          description: the replication status
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/UpstreamStatus" }
+        "401": { $ref: "#/components/responses/Error" }
+        "403": { $ref: "#/components/responses/Error" }
+        "404": { $ref: "#/components/responses/Error" }
   /api/v4/openapi.yaml:
     get:
       tags: [meta]
@@ -677,6 +696,50 @@ components:
           format: int64
           minimum: 0
           description: the content's length in bytes
+    UpstreamStatus:
+      type: object
+      required: [state, url, sessions, uploadedThrough, subscriptions, subscriptionErrors, uploadedChanges, downloadedEntries, rejectedUploads]
+      properties:
+        state:
+          type: string
+          enum: [connected, connecting, refused, offline]
+        url: { type: string, description: the upstream's sync URL without user information }
+        upstreamSite: { type: string, nullable: true, description: "the upstream's CRDT site id (64 bits, as text)" }
+        session: { type: string, nullable: true }
+        sessions: { type: integer, minimum: 0 }
+        lastError: { type: string, nullable: true }
+        lastErrorAt: { type: number, nullable: true, description: seconds since the epoch }
+        lastExchangeAt: { type: number, nullable: true }
+        lastCheckpointAt: { type: number, nullable: true }
+        downloadCheckpoint: { type: integer, format: int64, nullable: true }
+        downloadLagSeconds: { type: number, nullable: true }
+        pendingUploads:
+          type: object
+          nullable: true
+          description: changes committed here and not yet acknowledged upstream (null if the database could not be asked)
+          properties:
+            changes: { type: integer, minimum: 0 }
+            oldestAgeSeconds: { type: number, nullable: true }
+        uploadedThrough:
+          type: object
+          required: [txn, seq]
+          properties:
+            txn: { type: integer, format: int64 }
+            seq: { type: integer }
+        subscriptions:
+          type: array
+          items:
+            type: object
+            required: [query, synced]
+            properties:
+              query: { type: string }
+              args: { type: object }
+              synced: { type: boolean }
+        subscriptionErrors: { type: object, additionalProperties: { type: string } }
+        uploadedChanges: { type: integer, minimum: 0 }
+        downloadedEntries: { type: integer, minimum: 0 }
+        rejectedUploads: { type: integer, minimum: 0 }
+        lastRejection: { type: string, nullable: true }
 
 """##
 }
