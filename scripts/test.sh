@@ -16,10 +16,11 @@ echo "==> building"
 swift build --build-tests
 
 # The heavy suites (each starts servers or clusters of its own, moves tens of MB, holds 10,000
-# sockets, runs CPU bombs or eight CLI peers at once, or checks timing on a 2-core machine) run
+# sockets, runs CPU bombs or eight CLI peers at once, runs four server processes, or checks timing
+# on a 2-core machine) run
 # after the rest, one test at a time: run beside 700 other tests they starved each other (connect
 # timeouts, 2 s tokens expiring before use), and the rest finish sooner without them.
-heavy='LargeResultTests|PrivateClusterTests|SyncSessionBoundsTests|AnalystRoleTests|InMemoryEvaluationEndpointTests|IdleConnectionsTests|CLISyncSimulationTests|PostgresCopyStreamTests|GroupCommitGatherTests'
+heavy='LargeResultTests|PrivateClusterTests|SyncSessionBoundsTests|AnalystRoleTests|InMemoryEvaluationEndpointTests|IdleConnectionsTests|CLISyncSimulationTests|PostgresCopyStreamTests|GroupCommitGatherTests|UpstreamReplicationTests|SeveralHopsTests|UpstreamCredentialsTests'
 
 echo "==> swift test (in parallel, all but the heavy suites)"
 swift test --skip-build --skip "$heavy" 2>&1 | tee /tmp/bigpeer-swift-test.log
