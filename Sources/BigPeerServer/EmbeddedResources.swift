@@ -739,6 +739,8 @@ components:
         uploadedChanges: { type: integer, minimum: 0 }
         downloadedEntries: { type: integer, minimum: 0 }
         rejectedUploads: { type: integer, minimum: 0 }
+        uploadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the upload messages sent (CBOR, without WebSocket framing)" }
+        downloadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the docs and changes messages received" }
         lastRejection: { type: string, nullable: true }
 
 """##

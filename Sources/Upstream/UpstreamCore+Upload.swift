@@ -43,6 +43,8 @@ extension UpstreamCore {
         let actions = s.upload(batch, seq: seq)
         session = s
         if actions.isEmpty { return uploads.abandon(seq: seq) }  // cannot happen after canUpload; never strand a position
+        let bytes = actions.reduce(0) { n, a in if case .send(let b) = a { n + b.count } else { n } }
+        status.update { $0.uploadedBytes += bytes }
         perform(actions)
     }
 

@@ -228,6 +228,7 @@ final class UpstreamCore: SyncLinkDelegate {
                 }
                 logger.error("the upstream refused the session", metadata: ["code": "\(code)", "reason": "\(reason)"])
             case .apply(let entries, let bytes):
+                status.update { $0.downloadedBytes += bytes }
                 enqueue(.entries(entries, bytes: bytes, generation: generation))
             case .saveCheckpoints(let checkpoints):
                 enqueue(.checkpoints(checkpoints))

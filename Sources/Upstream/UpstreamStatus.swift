@@ -39,6 +39,10 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var uploadedChanges = 0
     public var downloadedEntries = 0
     public var rejectedUploads = 0
+    /// Bytes of the `up` messages sent and of the `docs`/`changes` messages received (the CBOR
+    /// messages, without WebSocket framing).
+    public var uploadedBytes = 0
+    public var downloadedBytes = 0
     public var lastRejection: String?
 
     public init(url: String) { self.url = url }

@@ -91,6 +91,9 @@ struct SyncBench: AsyncParsableCommand {
         @Option var peers = 1000
         @Option var writes = 50
         @Option var collection = "fanout"
+        @Option(name: .customLong("write-url"), help: "Send the REST writes to this server instead (e.g. another local node: latency through the cloud).")
+        var writeURL: String?
+        @Option(name: .customLong("interval-ms"), help: "Pause between writes.") var intervalMillis = 100
 
         func run() async throws {
             let (url, address, base) = try target.endpoint()
@@ -118,10 +121,11 @@ struct SyncBench: AsyncParsableCommand {
                 throw ValidationError("only \(all.filter { $0.synced.load(ordering: .relaxed) }.count) of \(peers) peers synced")
             }
             let http = try HTTPClient()
+            let writeBase = writeURL ?? base
             for w in 0..<writes {
                 sent.withLock { $0[w] = SyncBench.micros() }
-                try await target.execute(http, base, "INSERT INTO \(collection) DOCUMENTS (:d)", ["d": ["_id": .string("w-\(w)"), "n": .int(Int64(w))]])
-                try await Task.sleep(for: .milliseconds(100))
+                try await target.execute(http, writeBase, "INSERT INTO \(collection) DOCUMENTS (:d)", ["d": ["_id": .string("w-\(w)"), "n": .int(Int64(w))]])
+                try await Task.sleep(for: .milliseconds(intervalMillis))
             }
             _ = await SyncBench.waitUntil(.seconds(30)) { latencies.withLock { $0.count } >= peers * writes }
             var l = latencies.withLock { $0 }.sorted()
