@@ -64,7 +64,8 @@ struct UpstreamRoutes {
             "lastExchangeAt": time(s.lastExchangeAt),
             "lastCheckpointAt": time(s.lastCheckpointAt),
             "downloadCheckpoint": s.downloadCheckpoint.map { .int($0) } ?? .null,
-            "downloadLagSeconds": s.lastCheckpointAt.map { .double(max(0, now - $0)) } ?? .null,
+            // How long received changes wait to be merged here (0: none waiting); null without a session.
+            "downloadLagSeconds": s.state == .connected ? .double(s.downloadWaitingSince.map { max(0, now - $0) } ?? 0) : .null,
             "pendingUploads": pending,
             "uploadedThrough": .object(["txn": .int(s.uploadedThrough.txn), "seq": .int(Int64(s.uploadedThrough.seq))]),
             "subscriptions": .array(s.subscriptions.keys.sorted().map { key in

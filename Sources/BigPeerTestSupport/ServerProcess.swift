@@ -6,6 +6,8 @@ import Postgres
 public final class ServerProcess: Sendable {
     public let pid: pid_t
     public let port: Int
+    /// The address it listens on (and answers /healthz on).
+    public let host: String
     /// Where its standard output and error go.
     public let logPath: String
 
@@ -15,14 +17,17 @@ public final class ServerProcess: Sendable {
         try await start(arguments: ["--database-url", databaseURL] + extraArguments, port: port)
     }
 
-    /// Starts `binary serve --port P --threads 1 arguments…` (default: the built binary) in
+    /// Starts `[launcher…] binary serve --port P --threads 1 arguments…` (default: the built binary) in
     /// `workingDirectory` (default: ours) and waits up to `readyTimeout` until /healthz answers.
-    public static func start(binary: String? = nil, arguments: [String], port: Int? = nil, workingDirectory: String? = nil,
+    /// `host` is where it listens (`--host`, default loopback) and where /healthz is asked;
+    /// `launcher` runs it (e.g. `ip netns exec NAME`, for a server in a network namespace).
+    public static func start(binary: String? = nil, arguments: [String], port: Int? = nil, host: String = "127.0.0.1",
+                             launcher: [String] = [], workingDirectory: String? = nil,
                              environment: [String: String]? = nil, readyTimeout: Duration = .seconds(20)) async throws -> ServerProcess {
         let binary = try binary ?? locateBinary()
         let chosen = try port ?? LocalPostgres.freeLoopbackPort()
         let log = NSTemporaryDirectory() + "bigpeer-serve-\(chosen)-\(UInt32.random(in: 0...UInt32.max)).log"
-        var argv = [binary, "serve", "--port", String(chosen), "--threads", "1"] + arguments
+        var argv = launcher + [binary, "serve", "--port", String(chosen), "--host", host, "--threads", "1"] + arguments
         if let workingDirectory {
             // The shell changes directory, then becomes the server (same pid).
             argv = ["/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", workingDirectory] + argv
@@ -40,7 +45,7 @@ public final class ServerProcess: Sendable {
         var pid: pid_t = 0
         let rc = envp.map { posix_spawn(&pid, argv[0], &actions, nil, cargs, $0) } ?? posix_spawn(&pid, argv[0], &actions, nil, cargs, environ)
         guard rc == 0 else { throw ServerProcessError.spawn(String(cString: strerror(rc))) }
-        let server = ServerProcess(pid: pid, port: chosen, logPath: log)
+        let server = ServerProcess(pid: pid, port: chosen, host: host, logPath: log)
         let deadline = ContinuousClock.now + readyTimeout
         while ContinuousClock.now < deadline {
             if await server.answersHealth() { return server }
@@ -57,9 +62,10 @@ public final class ServerProcess: Sendable {
     /// Everything it has printed so far.
     public func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    private init(pid: pid_t, port: Int, logPath: String) {
+    private init(pid: pid_t, port: Int, host: String, logPath: String) {
         self.pid = pid
         self.port = port
+        self.host = host
         self.logPath = logPath
     }
 
@@ -92,7 +98,7 @@ public final class ServerProcess: Sendable {
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_addr.s_addr = inet_addr(host)
         addr.sin_port = UInt16(port).bigEndian
         let ok = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }

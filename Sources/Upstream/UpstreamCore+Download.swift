@@ -16,7 +16,7 @@ import SyncProtocol
 enum Inbound {
     /// Entries of one `docs` / `changes` message, its size (credit to grant back once merged) and
     /// the session it came on (a later session does not get credit for an earlier one's bytes).
-    case entries([ChangeEntry], bytes: Int, generation: Int)
+    case entries([ChangeEntry], bytes: Int, generation: Int, receivedAt: Double)
     /// Checkpoints: everything received before them is merged in the same transaction or earlier.
     case checkpoints([String: Int64])
 }
@@ -24,7 +24,16 @@ enum Inbound {
 extension UpstreamCore {
     func enqueue(_ item: Inbound) {
         inbound.append(item)
+        noteDownloadQueue()
         pumpDownloads()
+    }
+
+    /// The status's download lag: since when the oldest received entries wait to be merged.
+    func noteDownloadQueue() {
+        var oldest: Double?
+        for case .entries(_, _, _, let at) in inbound { oldest = at; break }
+        if merging, let at = mergingSince { oldest = at }
+        status.update { $0.downloadWaitingSince = oldest }
     }
 
     /// Merges the next batch from the queue (one at a time).
@@ -37,7 +46,7 @@ extension UpstreamCore {
         var taken = 0
         take: while taken < inbound.count {
             switch inbound[taken] {
-            case .entries(let entries, _, _):
+            case .entries(let entries, _, _, _):
                 if !items.isEmpty && items.count + entries.count > configuration.downloadBatchDocuments { break take }
                 for e in entries {
                     if let item = Self.mergeItem(e) {
@@ -55,12 +64,15 @@ extension UpstreamCore {
         let batch = Array(inbound[..<taken])
         inbound.removeFirst(taken)
         merging = true
+        mergingSince = batch.lazy.compactMap { if case .entries(_, _, _, let at) = $0 { at } else { nil } }.first
         let store = self.store
         let saved = checkpoints.isEmpty ? nil : DownloadCheckpoints(upstream: upstreamKey,
                                                                     checkpoints: Dictionary(uniqueKeysWithValues: checkpoints.map { (Self.storageKey($0.key), $0.value) }))
         let merge = items
         run({ () async throws(StoreError) in try await store.mergeDeltas(merge, origin: origin, checkpoints: saved) }) { core, result in
             core.merging = false
+            core.mergingSince = nil
+            defer { core.noteDownloadQueue() }
             switch result {
             case .success(let (_, rejected)):
                 core.merged(batch, refs: refs, unreadable: unreadable, rejected: rejected, checkpoints: checkpoints)
@@ -115,7 +127,7 @@ extension UpstreamCore {
         }
         // Credit back for each message merged, on the session it came on; the wants with the last.
         var grants: [Int] = []
-        for case .entries(_, let bytes, let generation) in batch where generation == self.generation { grants.append(bytes) }
+        for case .entries(_, let bytes, let generation, _) in batch where generation == self.generation { grants.append(bytes) }
         guard var s = session, !grants.isEmpty else { return }
         var actions: [Session.Action] = []
         for (i, bytes) in grants.enumerated() {

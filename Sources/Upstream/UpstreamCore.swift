@@ -74,6 +74,8 @@ final class UpstreamCore: SyncLinkDelegate {
     // Download queue (UpstreamCore+Download.swift).
     var inbound: [Inbound] = []
     var merging = false
+    /// When the entries of the merge in progress arrived.
+    var mergingSince: Double?
 
     // Upload pipeline (UpstreamCore+Upload.swift).
     var uploads = UploadPipeline()
@@ -229,7 +231,7 @@ final class UpstreamCore: SyncLinkDelegate {
                 logger.error("the upstream refused the session", metadata: ["code": "\(code)", "reason": "\(reason)"])
             case .apply(let entries, let bytes):
                 status.update { $0.downloadedBytes += bytes }
-                enqueue(.entries(entries, bytes: bytes, generation: generation))
+                enqueue(.entries(entries, bytes: bytes, generation: generation, receivedAt: Self.epochSeconds()))
             case .saveCheckpoints(let checkpoints):
                 enqueue(.checkpoints(checkpoints))
             case .acknowledged(let sent, let rejected):

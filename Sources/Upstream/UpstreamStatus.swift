@@ -23,10 +23,13 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var lastErrorAt: Double?
     /// The last time the upstream sent data or acknowledged an upload.
     public var lastExchangeAt: Double?
-    /// The last checkpoint (or `synced`) the upstream sent: everything it had committed up to
-    /// `downloadCheckpoint` that the subscriptions match has been received by then.
+    /// The last checkpoint (or `synced`) merged here: everything the upstream had committed up to
+    /// `downloadCheckpoint` that the subscriptions match was merged then. (An upstream with
+    /// nothing new for the node sends none, so its age alone says nothing about lag.)
     public var lastCheckpointAt: Double?
     public var downloadCheckpoint: Int64?
+    /// When the oldest entries received and not yet merged arrived (nil: none waiting).
+    public var downloadWaitingSince: Double?
     public var upstreamSite: UInt64?
     public var session: String?
     public var sessions = 0
