@@ -60,7 +60,7 @@ let package = Package(
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncProtocol", "Upstream", "Auth", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "Auth", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
@@ -101,7 +101,7 @@ let package = Package(
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
-                                                             "Postgres", "Sockets", "Store", "SyncProtocol", "Values", "WebSocket",
+                                                             "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]
 )

@@ -149,6 +149,9 @@ public final class BigPeerService: Sendable {
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        if let upstream, upstream.configuration.relaySubscriptions {
+            syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
+        }
         let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
         webSocketEndpoints.append(syncEndpoint)
         if configuration.enableEcho {

@@ -31,6 +31,8 @@ struct SyncRoute {
     let maxSessions: Int
     /// How often the API keys of open sessions are verified again (revocation, scope changes).
     var credentialRecheck: Duration = .seconds(1)
+    /// Keeps the upstream told the sessions' subscriptions (`--upstream-relay-subscriptions`).
+    var relay: SubscriptionRelay?
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -57,7 +59,7 @@ struct SyncRoute {
     func register(on router: inout HTTPRouter) -> (WebSocketEndpoint, SyncSessionRegistry) {
         let route = self
         let sessions = Atomic<UInt64>(0)
-        let registry = SyncSessionRegistry(maxSessions: maxSessions)
+        let registry = SyncSessionRegistry(maxSessions: maxSessions, relay: relay)
         registry.startMonitor(authentication, interval: credentialRecheck, logger: logger)
         // No permessage-deflate (`deflate: nil`, so an offer gets no extension in the 101): its
         // per-socket zlib state (~100–300 KB with context takeover) would dominate the memory of
@@ -141,7 +143,8 @@ final class SyncSocketHandler: WebSocketHandler {
                 logger.info("sync credentials refreshed", metadata: [
                     "session": "\(sessionID)", "outcome": "\(decision)"])
                 return decision
-            }) { hello in
+            },
+            subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
             var decision = await authentication.decide(hello.credentials)
             if case .accept(let permissions) = decision {
                 switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {

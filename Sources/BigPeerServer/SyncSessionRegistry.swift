@@ -28,21 +28,29 @@ final class SyncSessionRegistry: Sendable {
     }
 
     let maxSessions: Int
+    /// Told each session's subscriptions when this server relays them upstream; nil otherwise.
+    let relay: SubscriptionRelay?
     private let state = Mutex<(entries: [UInt64: Entry], admitted: Int)>(([:], 0))
     private let monitor = Mutex<Task<Void, Never>?>(nil)
 
-    init(maxSessions: Int) { self.maxSessions = max(0, maxSessions) }
+    init(maxSessions: Int, relay: SubscriptionRelay? = nil) {
+        self.maxSessions = max(0, maxSessions)
+        self.relay = relay
+    }
 
     /// Sessions whose credentials were accepted and that are still open.
     var admittedCount: Int { state.withLock { $0.admitted } }
 
     func register(_ id: UInt64, connection: SyncConnection, outbox: SyncOutbox) {
         state.withLock { $0.entries[id] = Entry(connection: connection, outbox: outbox) }
+        relay?.opened(id)
     }
 
-    /// The socket closed: the session's slot is free again. A session that had a lot queued
-    /// asks for its memory to go back to the kernel (glibc keeps freed heap otherwise: `HeapTrim`).
+    /// The socket closed: the session's slot is free again, and its subscriptions are no longer
+    /// relayed. A session that had a lot queued asks for its memory to go back to the kernel
+    /// (glibc keeps freed heap otherwise: `HeapTrim`).
     func remove(_ id: UInt64) {
+        relay?.closed(id)
         let removed = state.withLock { s -> Entry? in
             let e = s.entries.removeValue(forKey: id)
             if e?.admitted == true { s.admitted -= 1 }

@@ -60,6 +60,10 @@ public final class SyncConnection: Sendable {
     let pageChain = Mutex<Task<Void, Never>?>(nil)
     /// Where the latest page reads stand, for the message of a stalled sync (`pageReadProgress`).
     let pageReadTrace = Mutex(PageReadTrace())
+    /// Told the session's accepted subscriptions after each step that changed them, with the
+    /// session's `subscriptionSetVersion` (calls from different threads may arrive out of order:
+    /// the newer version wins). Called with no lock held; nil costs nothing per step.
+    let subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)?
 
     /// `executor`: the transport's event loop when it has one (its sends then need no thread
     /// hop either), else one of the store pool's loops is chosen.
@@ -69,9 +73,11 @@ public final class SyncConnection: Sendable {
                 reauthenticate: @escaping @Sendable (SyncCredentials, UInt64) async -> AuthDecision = { _, _ in
                     .refuse(code: .unauthorized, reason: "this server does not accept new credentials in a session")
                 },
+                subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)? = nil,
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
         self.reauthenticate = reauthenticate
+        self.subscriptionsChanged = subscriptionsChanged
         self.executor = executor ?? store.preferredExecutor
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.store = store
@@ -129,12 +135,17 @@ public final class SyncConnection: Sendable {
     }
 
     func deliver(_ input: SyncSessionInput) {
-        let (actions, closed, waiting) = session.withLock { s -> ([SyncSessionAction], Bool, Bool) in
+        typealias Accepted = (version: UInt64, queries: [SubscriptionQuery])
+        let (actions, closed, waiting, accepted) = session.withLock { s -> ([SyncSessionAction], Bool, Bool, Accepted?) in
+            let version = s.subscriptionSetVersion
             s.noteTransportQueue(transport.queuedBytes())
             let actions = s.handle(input, now: clock())
             for case .send(let bytes, _) in actions { transport.send(bytes) }
-            return (actions, s.state == .closed, s.isWaitingForTransport)
+            let changed = subscriptionsChanged != nil && s.subscriptionSetVersion != version
+            return (actions, s.state == .closed, s.isWaitingForTransport,
+                    changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil)
         }
+        if let accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
         for action in actions { perform(action) }
         if closed { stop() } else if waiting { transport.notifyWhenDrained() }
     }

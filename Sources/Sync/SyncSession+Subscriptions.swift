@@ -118,6 +118,7 @@ extension SyncSession {
         subscriptions[s.id] = Subscription(id: s.id, generation: generations, query: query, checkpoint: s.checkpoint,
                                            have: s.have ?? [], phase: .queued)
         order.append(s.id)
+        subscriptionSetVersion += 1
     }
 
     /// A subscription query must be `SELECT * FROM collection [WHERE ...]` (PROTOCOL.md §4.3).
@@ -130,11 +131,11 @@ extension SyncSession {
             throw SubscriptionQueryError("a subscription must be SELECT * FROM collection [WHERE condition] (no DISTINCT, GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET)")
         }
         let query = try SelectQuery(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: Int64(clamping: now)))
-        return SubscriptionQuery(collection: s.from.name, statement: s, arguments: arguments, query: query)
+        return SubscriptionQuery(text: text, collection: s.from.name, statement: s, arguments: arguments, query: query)
     }
 
     mutating func unsubscribe(_ id: UInt32) {
-        subscriptions[id] = nil
+        if subscriptions.removeValue(forKey: id) != nil { subscriptionSetVersion += 1 }
         order.removeAll { $0 == id }
         // An outstanding page or resume check for it is ignored on arrival (generation check); its
         // entry in `pageReads` stays until then, so reads stay matched to their answers.
@@ -233,6 +234,10 @@ extension SyncSession {
         }
         pendingWants.append(contentsOf: refs)
     }
+
+    /// The subscriptions the session accepted and holds now, in the order they were requested
+    /// (those refused with `sub_error` never count).
+    public var acceptedQueries: [SubscriptionQuery] { order.compactMap { subscriptions[$0]?.query } }
 
     /// The live subscriptions, for matching a batch before it arrives (`LiveMatches`): made once
     /// per change of `subscriptions` (every batch of every session asks for it).

@@ -131,6 +131,9 @@ public struct SyncSession: Sendable {
         didSet { liveQueriesCache = nil }
     }
     var liveQueriesCache: LiveQueries?
+    /// Bumped whenever a subscription is accepted or ends (not when one changes phase): a driver
+    /// that relays the session's subscriptions compares it around each step (`acceptedQueries`).
+    public internal(set) var subscriptionSetVersion: UInt64 = 0
     /// The live matches of the batch being processed (`LogBatch.liveMatches`), kept while its
     /// rows are: a batch suspended for a fetch resumes with them.
     var batchMatches: LiveMatches?

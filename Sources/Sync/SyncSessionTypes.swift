@@ -9,6 +9,8 @@ import Values
 
 /// A subscription's query, validated: a plain `SELECT *` over one collection with a WHERE clause.
 public struct SubscriptionQuery: Sendable {
+    /// The query as the peer sent it (with `arguments`, what names the subscription).
+    public var text: String
     public var collection: String
     public var statement: SelectStatement
     public var arguments: [String: Value]

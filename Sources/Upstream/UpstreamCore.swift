@@ -369,7 +369,11 @@ final class UpstreamCore: SyncLinkDelegate {
         }
         session = s
         subscribed = true
-        status.update { st in for sub in subscriptions where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false } }
+        let keys = Set(subscriptions.map(\.key))
+        status.update { st in
+            st.subscriptions = st.subscriptions.filter { keys.contains($0.key) }  // a relayed one whose linger ended
+            for sub in subscriptions where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false }
+        }
         perform(actions)
         pumpUploads()
     }

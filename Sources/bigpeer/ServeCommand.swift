@@ -51,6 +51,8 @@ struct ServeCommand: AsyncParsableCommand {
     var upstreamSubscriptions: [String] = []
     @Flag(name: .customLong("upstream-relay-subscriptions"), help: "Also download from --upstream what this server's own sync peers subscribe to.")
     var upstreamRelaySubscriptions = false
+    @Option(name: .customLong("upstream-relay-linger"), help: "With --upstream-relay-subscriptions: seconds a relayed subscription stays upstream after the last local peer holding it goes (a peer that reconnects meanwhile needs no new download).")
+    var upstreamRelayLingerSeconds = 30
     @Option(name: .customLong("upstream-batch-documents"), help: "Changes per upload message to --upstream (1...10000).")
     var upstreamBatchDocuments = 1000
     @Option(name: .customLong("upstream-retry-max"), help: "Longest wait, in seconds, between attempts to reach --upstream (exponential backoff with jitter up to it).")
@@ -62,6 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if upstreamKey != nil && upstreamJWTFile != nil { throw ValidationError("--upstream-key and --upstream-jwt-file exclude each other") }
         if !(1...10_000).contains(upstreamBatchDocuments) { throw ValidationError("--upstream-batch-documents must be 1...10000") }
+        if !(0...86_400).contains(upstreamRelayLingerSeconds) { throw ValidationError("--upstream-relay-linger must be 0...86400 seconds") }
         if !(1...86_400).contains(upstreamRetryMaxSeconds) { throw ValidationError("--upstream-retry-max must be 1...86400 seconds") }
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
@@ -115,6 +118,7 @@ struct ServeCommand: AsyncParsableCommand {
             var u = UpstreamConfiguration(url: upstream, credentials: upstreamJWTFile.map { .jwtFile($0) } ?? key.map { .apiKey($0) })
             u.subscriptions = upstreamSubscriptions
             u.relaySubscriptions = upstreamRelaySubscriptions
+            u.relayLinger = .seconds(upstreamRelayLingerSeconds)
             u.uploadBatchDocuments = upstreamBatchDocuments
             u.reconnectMax = .seconds(upstreamRetryMaxSeconds)
             if case .jwtFile(let path)? = u.credentials, FileBytes.read(path, maxBytes: 16 << 10) == nil {
