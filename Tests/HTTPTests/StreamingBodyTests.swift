@@ -184,7 +184,9 @@ import TestRandomness
 
     @Test func slowHandlerBackpressuresTheClientInsteadOfBuffering() async throws {
         try await withServer(router: Self.router(Observed())) { _, port in
-            let c = try RawClient(port: port)
+            // The answer comes only once the handler has read all 16 MiB at 5 ms a piece: seconds
+            // (more on a loaded machine) with nothing to read, longer than the default 5 s.
+            let c = try RawClient(port: port, timeoutSeconds: 60)
             let total = 16 << 20
             await c.send("POST /slow-reader HTTP/1.1\r\nHost: t\r\nContent-Length: \(total)\r\n\r\n")
             // Non-blocking sends: with the server reading only as the handler consumes, the
