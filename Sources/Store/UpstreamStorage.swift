@@ -119,14 +119,18 @@ extension DocumentStore {
                 FROM (SELECT 1) one LEFT JOIN (
                   SELECT q.*, sum(q.bytes) OVER (ORDER BY q.txn, q.seq) - q.bytes AS before
                   FROM (
-                    SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta,
-                           CASE WHEN c.delta IS NULL THEN d.state END AS state, s.skip,
-                           CASE WHEN s.skip THEN 0 ELSE coalesce(octet_length(c.delta), octet_length(d.state), 0) END AS bytes
-                    FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
-                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
-                          ORDER BY txn, seq LIMIT \(fetch)) c
-                    CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
-                    LEFT JOIN documents d ON c.delta IS NULL AND NOT s.skip AND d.collection = c.collection AND d.id = c.id
+                    SELECT r.*, CASE WHEN r.skip THEN 0 ELSE coalesce(octet_length(r.delta), octet_length(r.state), 0) END AS bytes
+                    FROM (
+                      -- The state only for a creation (no logged delta), looked up by primary key row
+                      -- by row: as a join, the planner hashed the whole documents table for each read.
+                      SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, s.skip,
+                             CASE WHEN c.delta IS NULL AND NOT s.skip
+                                  THEN (SELECT d.state FROM documents d WHERE d.collection = c.collection AND d.id = c.id) END AS state
+                      FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
+                            WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
+                            ORDER BY txn, seq LIMIT \(fetch)) c
+                      CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
+                    ) r
                   ) q
                 ) p ON true
                 ORDER BY p.txn, p.seq
