@@ -58,6 +58,32 @@ import Values
         }
     }
 
+    /// A local node (docs/LOCAL-NODE.md): what has not been uploaded to the upstream yet stays —
+    /// no transaction after the upload position is pruned, and no tombstone written since the
+    /// oldest of those transactions began is reaped, however old. Once uploaded, both go.
+    @Test func whatWaitsForTheUpstreamIsNeitherPrunedNorReaped() async throws {
+        try await withStore { store, _ in
+            _ = try await store.execute("ALTER SYSTEM SET TOMBSTONE_TTL_DAYS = 1")
+            _ = try await store.execute("ALTER SYSTEM SET CHANGE_LOG_RETENTION_DAYS = 1")
+            let uploaded = try await store.execute("INSERT INTO u DOCUMENTS ({'_id': 'up'}), ({'_id': 'gone-up'})").transactionID
+            _ = try await store.upstreamRecord("ws://cloud.example/api/v4/sync")
+            try await store.saveUploadPosition("ws://cloud.example/api/v4/sync", .end(of: uploaded))
+            let deleted = try await store.execute("DELETE FROM u WHERE _id = 'gone-up'").transactionID
+            _ = try await store.execute("INSERT INTO u DOCUMENTS ({'_id': 'later'})")
+            // Everything is old now.
+            _ = try await store.pool.query("UPDATE change_log SET created_at = created_at - interval '3 days'")
+            _ = try await store.pool.query("UPDATE documents SET deleted_at = deleted_at - interval '3 days' WHERE deleted")
+            var report = try await store.runMaintenance()
+            #expect(report.prunedThrough == uploaded && report.reapedTombstones == 0, "\(report)")
+            #expect(try await Self.count(store, "SELECT min(txn) FROM change_log") == deleted)
+            #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE deleted") == 1)
+            // Uploaded: the deletion may go now.
+            try await store.saveUploadPosition("ws://cloud.example/api/v4/sync", .end(of: deleted + 1))
+            report = try await store.runMaintenance()
+            #expect(report.reapedTombstones == 1 && report.prunedThrough == deleted + 1, "\(report)")
+        }
+    }
+
     /// With the maintenance lock held elsewhere (another instance running it), a run does nothing.
     @Test func oneInstanceAtATime() async throws {
         try await withStore { store, db in
