@@ -31,6 +31,10 @@ public final class UpstreamReplicator: Sendable {
     /// Starts replicating `store` with the upstream (connects in the background). Fails on a
     /// configuration that cannot work: a bad URL, a subscription that is not a plain SELECT.
     public init(store: DocumentStore, configuration: UpstreamConfiguration, logger: Logger) throws(StartError) {
+        if configuration.displayURL != configuration.url {
+            // Said without the URL: it holds a secret, and this message is printed and logged.
+            throw .invalid("--upstream: credentials in the URL are not supported (\(configuration.displayURL)); use --upstream-key or --upstream-jwt-file")
+        }
         let subscriptions: [SyncSubscription]
         do { subscriptions = try configuration.subscriptions.map { q throws(UpstreamError) in try UpstreamSubscriptions.parse(q) } } catch {
             throw .invalid(error.description)
