@@ -138,6 +138,7 @@ extension UpstreamCore {
         status.update { st in
             st.uploadedChanges += sent.count - retry.count - refused.count
             st.rejectedUploads += refused.count
+            st.resentAsFullState += retry.count
             if let last = refused.last { st.lastRejection = last }
             st.lastExchangeAt = now
         }

@@ -42,6 +42,9 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var uploadedChanges = 0
     public var downloadedEntries = 0
     public var rejectedUploads = 0
+    /// Uploads the upstream could not merge for lack of an earlier change (`deltaGap`), sent
+    /// again as the document's full state.
+    public var resentAsFullState = 0
     /// Bytes of the `up` messages sent and of the `docs`/`changes` messages received (the CBOR
     /// messages, without WebSocket framing).
     public var uploadedBytes = 0

@@ -2,6 +2,7 @@ import BigPeerTestSupport
 import Foundation
 import HTTP
 import Postgres
+import Sockets
 import Testing
 import Values
 
@@ -129,6 +130,41 @@ import Values
             let counters = try await cloud.documents("counters")
             #expect(counters.count == 20)
             #expect(counters.allSatisfy { $0["n"]?.doubleValue == 100 }, "every increment counted exactly once: \(counters.map { $0["n"] ?? .null })")
+        }
+    }
+}
+
+/// The database behind the upstream URL is replaced by an empty one (a new site id in `welcome`):
+/// the node drops its checkpoints and uploads its whole change log again. Where the log no longer
+/// holds a document's earlier changes (pruned here by hand), the new upstream refuses the later
+/// delta (`deltaGap`) and the node sends the document's full state instead.
+@Suite(.serialized) struct UpstreamReplacedTests {
+    @Test func anotherDatabaseAtTheSameURL_getsEverything_gapsAsFullStates() async throws {
+        try await withDatabases(3) { urls, http, processes in
+            let first = try await Server.start(urls[0], http: http, processes: processes)
+            let node = try await Server.start(urls[2], upstreamPort: first.port, subscribe: ["SELECT * FROM cars"], http: http, processes: processes)
+            try await first.execute("INSERT INTO cars DOCUMENTS ({'_id': 'from-cloud', 'v': 1})")
+            try await node.execute("INSERT INTO cars DOCUMENTS ({'_id': 'early', 'v': 1}), ({'_id': 'kept', 'v': 1})")
+            #expect(await eventually(within: .seconds(30)) { await converged([first, node], "cars", minimum: 3) })
+            // The node's log loses the creations of 'early' (as if pruned); 'early' then changes.
+            let conn = try await PostgresConnection.connect(try PostgresConfiguration(url: urls[2]), on: TestLoops.group.next())
+            _ = try await conn.query("DELETE FROM change_log WHERE id = '\"early\"'::jsonb")
+            await conn.close()
+            try await node.execute("UPDATE cars SET v = 2 WHERE _id = 'early'")
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await first.documents("cars"))?.first { $0["_id"] == "early" }?["v"] == 2
+            })
+            let port = first.port
+            await first.stop()
+            let second = try await Server.start(urls[1], port: port, http: http, processes: processes)
+            #expect(await eventually(within: .seconds(30)) { await converged([second, node], "cars", minimum: 3) },
+                    "the new upstream holds everything the node holds")
+            let early = try await second.documents("cars").first { $0["_id"] == "early" }
+            #expect(early?["v"] == 2)
+            let status = try await node.upstreamStatus()
+            #expect(status["rejectedUploads"] == 0, "\(status)")
+            #expect(status["resentAsFullState"] == 1, "the update of 'early' went again as a full state: \(status)")
+            #expect(status["sessions"] == 2, "\(status)")
         }
     }
 }
