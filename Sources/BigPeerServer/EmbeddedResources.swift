@@ -739,6 +739,7 @@ components:
         uploadedChanges: { type: integer, minimum: 0 }
         downloadedEntries: { type: integer, minimum: 0 }
         rejectedUploads: { type: integer, minimum: 0 }
+        credentialRefreshes: { type: integer, minimum: 0, description: "renewed credentials the upstream accepted within a session" }
         resentAsFullState: { type: integer, minimum: 0, description: "uploads the upstream lacked an earlier change for, sent again as full states" }
         uploadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the upload messages sent (CBOR, without WebSocket framing)" }
         downloadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the docs and changes messages received" }

@@ -78,6 +78,7 @@ struct UpstreamRoutes {
             "uploadedChanges": .int(Int64(s.uploadedChanges)),
             "downloadedEntries": .int(Int64(s.downloadedEntries)),
             "rejectedUploads": .int(Int64(s.rejectedUploads)),
+            "credentialRefreshes": .int(Int64(s.credentialRefreshes)),
             "resentAsFullState": .int(Int64(s.resentAsFullState)),
             "uploadedBytes": .int(Int64(s.uploadedBytes)),
             "downloadedBytes": .int(Int64(s.downloadedBytes)),

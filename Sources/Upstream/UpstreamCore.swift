@@ -13,6 +13,7 @@
 // position on the next session.
 
 import CRDT
+import Glibc
 import Logging
 import Sockets
 import Store
@@ -70,6 +71,8 @@ final class UpstreamCore: SyncLinkDelegate {
     private var sessionCredentials: SyncCredentials?
     private var refreshInFlight = false
     private var credentialsReadAt: UInt64 = 0
+    /// The JWT file's modification time when last read: a changed file is read at the next tick.
+    private var credentialsFileStamp: timespec?
 
     // Download queue (UpstreamCore+Download.swift).
     var inbound: [Inbound] = []
@@ -246,6 +249,7 @@ final class UpstreamCore: SyncLinkDelegate {
             case .credentialsRefreshed:
                 refreshInFlight = false
                 sessionCredentials = credentials
+                status.update { $0.credentialRefreshes += 1 }
                 logger.info("the upstream accepted renewed credentials")
             }
         }
@@ -430,7 +434,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 self.perform(actions)
             }
             if self.relayed.expire(at: now) { self.resubscribe() }
-            if now &- self.credentialsReadAt >= UInt64(self.configuration.credentialsRereadInterval.components.seconds * 1000) {
+            if now &- self.credentialsReadAt >= UInt64(self.configuration.credentialsRereadInterval.components.seconds * 1000)
+                || self.credentialsFileChanged() {
                 self.readCredentials()
             }
             self.scheduleTick()
@@ -444,6 +449,7 @@ final class UpstreamCore: SyncLinkDelegate {
         case nil: credentials = nil
         case .apiKey(let key): credentials = .apiKey(key)
         case .jwtFile(let path):
+            credentialsFileStamp = Self.modificationTime(path)
             guard let token = Self.readToken(path) else {
                 logger.warning("cannot read the upstream JWT file", metadata: ["path": "\(path)"])
                 return
@@ -455,6 +461,18 @@ final class UpstreamCore: SyncLinkDelegate {
         session = s
         refreshInFlight = true
         perform(actions)
+    }
+
+    /// Whether the JWT file's modification time differs from when it was last read (one `stat`).
+    private func credentialsFileChanged() -> Bool {
+        guard case .jwtFile(let path)? = configuration.credentials else { return false }
+        return Self.modificationTime(path).map { m in credentialsFileStamp.map { $0.tv_sec != m.tv_sec || $0.tv_nsec != m.tv_nsec } ?? true } ?? false
+    }
+
+    static func modificationTime(_ path: String) -> timespec? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return st.st_mtim
     }
 
     static func readToken(_ path: String) -> String? {

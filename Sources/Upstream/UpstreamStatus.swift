@@ -42,6 +42,8 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var uploadedChanges = 0
     public var downloadedEntries = 0
     public var rejectedUploads = 0
+    /// New credentials (a renewed JWT file) the upstream accepted within a session.
+    public var credentialRefreshes = 0
     /// Uploads the upstream could not merge for lack of an earlier change (`deltaGap`), sent
     /// again as the document's full state.
     public var resentAsFullState = 0

@@ -41,4 +41,40 @@ import Values
             #expect(why.contains("4001"), "\(why)")
         }
     }
+
+    /// A node on a JWT file: a renewed token written to the file reaches the running session with
+    /// `auth`; its narrower permissions apply from then on, without a reconnection.
+    @Test func aRenewedJWTInTheFile_reachesTheRunningSession() async throws {
+        try await withDatabases(2) { urls, http, processes in
+            let exe = try ServerProcess.locateBinary()
+            let dir = NSTemporaryDirectory() + "upstream-jwt-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let secret = dir + "/secret", tokenFile = dir + "/token"
+            try String(repeating: "s3cr3t-", count: 8).write(toFile: secret, atomically: true, encoding: .utf8)
+            func mint(write: String) async throws -> String {
+                let r = try await TestCommand.run(exe, ["token", "--jwt-secret-file", secret, "--write", write, "--subject", "ship-7"])
+                #expect(r.status == 0, "\(r.err)")
+                return r.out.split(separator: "\n").last.map(String.init) ?? ""
+            }
+            try (try await mint(write: "cars,notes") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            let cloud = try await Server.start(urls[0], extra: ["--jwt-secret-file", secret], http: http, processes: processes, secure: true)
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, extra: ["--upstream-jwt-file", tokenFile], http: http, processes: processes)
+            try await node.execute("INSERT INTO notes DOCUMENTS ({'_id': 'n1'})")
+            #expect(await eventually(within: .seconds(30)) { (try? await node.upstreamStatus())?["uploadedChanges"] == 1 })
+
+            // Renewed, narrower: cars only. The session takes it without reconnecting.
+            try (try await mint(write: "cars") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            #expect(await eventually(within: .seconds(30)) { (try? await node.upstreamStatus())?["credentialRefreshes"] == 1 })
+            try await node.execute("INSERT INTO notes DOCUMENTS ({'_id': 'n2'})")
+            try await node.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1'})")
+            #expect(await eventually(within: .seconds(30)) {
+                guard let s = try? await node.upstreamStatus() else { return false }
+                return s["uploadedChanges"] == 2 && s["rejectedUploads"] == 1 && s["pendingUploads"]?["changes"] == 0
+            }, "the car went up, the note was refused under the new token")
+            let status = try await node.upstreamStatus()
+            #expect(status["sessions"] == 1, "no reconnection: \(status)")
+            #expect(status["lastRejection"]?.stringValue?.contains("not permitted to write collection") == true, "\(status)")
+        }
+    }
 }
