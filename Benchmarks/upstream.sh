@@ -9,7 +9,8 @@
 #   p50/p99 over W writes (goal p99 < 100 ms on loopback), next to the same measure on the cloud
 #   alone (write and peer on the cloud: one hop);
 # - bytes of the upload for a one-field update of a 250 KB document made on the node (goal < 200 B),
-#   next to the size a sync peer of the cloud receives for the same kind of update.
+#   next to the size a sync peer of the cloud receives for the same kind of update;
+# - node A's peak RSS during the catch-up (a fresh process: bounded batches, not the backlog).
 # Environment: BIGPEER_BIN=path (use this binary, skip the build).
 # Starts three `bigpeer serve` (release), each with its own data dir and private PostgreSQL, all
 # with --insecure-dev (loopback only). They, their PostgreSQLs and the peers share the machine's
@@ -37,7 +38,7 @@ serve() {  # name port [args...]
 }
 up="ws://127.0.0.1:$pc/api/v4/sync"
 serve cloud "$pc"; cloud_pid=${pids[-1]}
-serve a "$pa" --upstream "$up" --upstream-subscribe "SELECT * FROM fanout" --upstream-retry-max 1
+serve a "$pa" --upstream "$up" --upstream-subscribe "SELECT * FROM fanout" --upstream-retry-max 1; a_pid=${pids[-1]}
 serve c "$pn" --upstream "$up" --upstream-subscribe "SELECT * FROM fanout" --upstream-retry-max 1
 psql_() { local d="$work/$1"; shift; psql -q -h "$d/postgres" -p "$(cat "$d/postgres-port")" -U bigpeer bigpeer "$@"; }
 status() { curl -sf "127.0.0.1:$pa/api/v4/upstream" -H 'Authorization: Bearer x'; }
@@ -85,12 +86,17 @@ for b in range(0, n, 5000):
     json.dump({"statement": statement, "args": args}, open(f"{work}/seed-{b // 5000:04d}.json", "w"))
 PY
 for f in "$work"/seed-*.json; do exec_ "$pa" @"$f" || { echo "seeding failed"; exit 1; }; done
-echo "waiting to go up: $(status | field "['pendingUploads']['changes']") changes"
+# Node A again as a fresh process, so its peak memory is the upload's, not the seeding's.
+kill -TERM "$a_pid"; wait "$a_pid" 2>/dev/null || true
+serve a "$pa" --upstream "$up" --upstream-subscribe "SELECT * FROM fanout" --upstream-retry-max 1; a_pid=${pids[-1]}
+kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+echo "waiting to go up: $(status | field "['pendingUploads']['changes']") changes; node A RSS $(kb "$a_pid" VmRSS) KiB"
 serve cloud "$pc"
 start=$(date +%s.%N)
 wait_uploaded
 catchup=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
 echo "catch-up: $changes documents acknowledged by the cloud in $catchup s (from the cloud's start, reconnection backoff included)"
+echo "node A memory: peak RSS $(kb "$a_pid" VmHWM) KiB over the whole upload (the documents' states: $(psql_ a -At -c "SELECT pg_size_pretty(sum(octet_length(state))) FROM documents WHERE collection = 'catchup'"))"
 psql_ cloud -c "CREATE TABLE copy_reference (LIKE documents INCLUDING ALL)"
 start=$(date +%s.%N)
 psql_ a -c "\\copy (SELECT collection, id, value, state, deleted, deleted_at, updated_at FROM documents WHERE collection = 'catchup') TO STDOUT" \
