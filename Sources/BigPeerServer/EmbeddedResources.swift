@@ -718,7 +718,8 @@ components:
           nullable: true
           description: changes committed here and not yet acknowledged upstream (null if the database could not be asked)
           properties:
-            changes: { type: integer, minimum: 0 }
+            changes: { type: integer, minimum: 0, description: counted up to a million }
+            more: { type: boolean, description: more changes wait than `changes` says }
             oldestAgeSeconds: { type: number, nullable: true }
         uploadedThrough:
           type: object
@@ -739,6 +740,7 @@ components:
         uploadedChanges: { type: integer, minimum: 0 }
         downloadedEntries: { type: integer, minimum: 0 }
         rejectedUploads: { type: integer, minimum: 0 }
+        skippedUploads: { type: integer, minimum: 0, description: "local changes whose stored state does not decode (corrupt rows), not uploaded" }
         credentialRefreshes: { type: integer, minimum: 0, description: "renewed credentials the upstream accepted within a session" }
         resentAsFullState: { type: integer, minimum: 0, description: "uploads the upstream lacked an earlier change for, sent again as full states" }
         uploadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the upload messages sent (CBOR, without WebSocket framing)" }

@@ -48,7 +48,9 @@ struct UpstreamRoutes {
         var pending: Value = .null
         if let backlog {
             pending = .object([
-                "changes": .int(Int64(backlog.changes)),
+                "changes": .int(Int64(min(backlog.changes, DocumentStore.backlogCountLimit))),
+                // More than the count says (it stops at a million).
+                "more": .bool(backlog.changes > DocumentStore.backlogCountLimit),
                 "oldestAgeSeconds": backlog.oldestAt.map { .double(max(0, now - $0)) } ?? .null,
             ])
         }
@@ -78,6 +80,7 @@ struct UpstreamRoutes {
             "uploadedChanges": .int(Int64(s.uploadedChanges)),
             "downloadedEntries": .int(Int64(s.downloadedEntries)),
             "rejectedUploads": .int(Int64(s.rejectedUploads)),
+            "skippedUploads": .int(Int64(s.skippedUploads)),
             "credentialRefreshes": .int(Int64(s.credentialRefreshes)),
             "resentAsFullState": .int(Int64(s.resentAsFullState)),
             "uploadedBytes": .int(Int64(s.uploadedBytes)),

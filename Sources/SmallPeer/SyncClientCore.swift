@@ -134,6 +134,7 @@ final class SyncClientCore: SyncLinkDelegate {
             case .close(let code, let reason):
                 link.close(code: code, reason: reason)
             case .connected:
+                link.sessionWasAccepted()
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran

@@ -70,10 +70,13 @@ extension DocumentStore {
         let ttl = days(.tombstoneTTLDays), retention = days(.changeLogRetentionDays)
         var report = MaintenanceReport(ran: true)
         // Upstream replication (migrations/0010): nothing not yet uploaded may go. `floor` is the
-        // lowest upload position of any upstream; the change log keeps every transaction after it,
+        // newest transaction every upstream has entirely (a position inside a transaction, or
+        // before its first row, covers only the ones before); the change log keeps every one after it,
         // and no tombstone written since the oldest of those transactions began is reaped (a
         // tombstone's `deleted_at` and its change-log row's `created_at` are the same `now()`).
-        let floor = try await conn.query("SELECT min(uploaded_txn) FROM bigpeer_upstream")[0].decode(0, as: Int64?.self)
+        let floor = try await conn.query("""
+            SELECT min(CASE WHEN uploaded_seq = \(Int32.max) THEN uploaded_txn ELSE uploaded_txn - 1 END) FROM bigpeer_upstream
+            """)[0].decode(0, as: Int64?.self)
         var keepTombstonesSince = "'infinity'::timestamptz"
         if let floor, let since = try await conn.query("SELECT extract(epoch FROM min(created_at))::float8 FROM change_log WHERE txn > \(floor)")[0].decode(0, as: Double?.self) {
             keepTombstonesSince = "to_timestamp(\(Int64(since.rounded(.down))))"  // whole seconds, down: keeps more

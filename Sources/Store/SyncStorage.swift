@@ -36,7 +36,8 @@ extension DocumentStore {
 
     /// Merges uploaded deltas in one write transaction (group-committed with other writes) and
     /// returns after COMMIT: the transaction number and the entries that were not applied.
-    /// `checkpoints` (upstream downloads) are written in the same transaction.
+    /// `checkpoints` (upstream downloads) are written in the same transaction, unless a delta
+    /// was rejected for a gap (the checkpoint would cover a change not held).
     public func mergeDeltas(_ items: [MergeItem], origin: Int64, checkpoints: DownloadCheckpoints? = nil)
         async throws(StoreError) -> (txn: Int64, rejected: [(index: Int, message: String)]) {
         do {

@@ -43,6 +43,7 @@ public struct DownloadCheckpoints: Sendable, Equatable {
 
 /// What is waiting to go up, for the status endpoint.
 public struct UploadBacklog: Sendable, Equatable {
+    /// At most `DocumentStore.backlogCountLimit + 1` (more: "over the limit").
     public var changes: Int
     /// When the oldest of them was committed (nil: none waiting).
     public var oldestAt: Double?
@@ -74,14 +75,19 @@ extension DocumentStore {
     /// of what the old one acknowledged. Returns whether the site id changed.
     public func recordUpstreamSite(_ upstream: String, site: Int64) async throws(StoreError) -> Bool {
         do {
-            // (In SET, `upstream_site` is the old value.)
+            // One statement, so one transaction: the new site id never stands beside the old
+            // database's checkpoints. (In SET, `upstream_site` is the old value.)
             let changed = try await pool.query("""
-                UPDATE bigpeer_upstream SET upstream_site = \(site), updated_at = now(),
-                  uploaded_txn = CASE WHEN upstream_site IS NULL THEN uploaded_txn ELSE 0 END,
-                  uploaded_seq = CASE WHEN upstream_site IS NULL THEN uploaded_seq ELSE -1 END
-                WHERE upstream = \(upstream) AND upstream_site IS DISTINCT FROM \(site) RETURNING upstream_site
-                """).count > 0
-            if changed { _ = try await pool.query("DELETE FROM bigpeer_upstream_checkpoints WHERE upstream = \(upstream)") }
+                WITH changed AS (
+                  UPDATE bigpeer_upstream SET upstream_site = \(site), updated_at = now(),
+                    uploaded_txn = CASE WHEN upstream_site IS NULL THEN uploaded_txn ELSE 0 END,
+                    uploaded_seq = CASE WHEN upstream_site IS NULL THEN uploaded_seq ELSE -1 END
+                  WHERE upstream = \(upstream) AND upstream_site IS DISTINCT FROM \(site) RETURNING upstream
+                ), dropped AS (
+                  DELETE FROM bigpeer_upstream_checkpoints WHERE upstream IN (SELECT upstream FROM changed)
+                )
+                SELECT count(*) FROM changed
+                """)[0].decode(0, as: Int64.self) > 0
             return changed
         } catch {
             throw StoreError.from(error)
@@ -111,44 +117,46 @@ extension DocumentStore {
         do {
             let fetch = Int64(max(1, maxRows))
             // Rows are looked at in (txn, seq) order up to the LIMIT; those from the upstream and
-            // evictions count no bytes and are not returned, but still move `end`. The newest
-            // transaction comes from the same snapshot: a read that looked at every row after
-            // `after` ends with it.
+            // evictions count no bytes and are not returned, but still move `end`. The byte bound
+            // is applied here, on sizes alone (`octet_length` of a stored state reads its length,
+            // not the value), so only the states of the rows kept are read: a page of 250 KB
+            // creations costs its ~4 MiB, not 2000 states. A creation's state (it logs no delta)
+            // is looked up by primary key row by row: as a join, the planner hashed the whole
+            // documents table for each read. The newest transaction comes from the same snapshot:
+            // a read that looked at every row after `after` ends with it.
             var query: PostgresQuery = """
-                SELECT (SELECT n FROM bigpeer_txn), p.txn, p.seq, p.collection, p.id, p.kind, p.delta, p.state, p.skip, p.before
+                SELECT (SELECT n FROM bigpeer_txn), k.txn, k.seq, k.collection, k.id, k.kind, k.delta,
+                       CASE WHEN k.delta IS NULL AND NOT k.skip
+                            THEN (SELECT d.state FROM documents d WHERE d.collection = k.collection AND d.id = k.id) END,
+                       k.skip, k.looked
                 FROM (SELECT 1) one LEFT JOIN (
-                  SELECT q.*, sum(q.bytes) OVER (ORDER BY q.txn, q.seq) - q.bytes AS before
-                  FROM (
-                    SELECT r.*, CASE WHEN r.skip THEN 0 ELSE coalesce(octet_length(r.delta), octet_length(r.state), 0) END AS bytes
+                  SELECT w.* FROM (
+                    SELECT r.*, sum(r.bytes) OVER (ORDER BY r.txn, r.seq) - r.bytes AS before, count(*) OVER () AS looked
                     FROM (
-                      -- The state only for a creation (no logged delta), looked up by primary key row
-                      -- by row: as a join, the planner hashed the whole documents table for each read.
                       SELECT c.txn, c.seq, c.collection, c.id, c.kind, c.delta, s.skip,
-                             CASE WHEN c.delta IS NULL AND NOT s.skip
-                                  THEN (SELECT d.state FROM documents d WHERE d.collection = c.collection AND d.id = c.id) END AS state
+                             CASE WHEN s.skip THEN 0
+                                  WHEN c.delta IS NOT NULL THEN octet_length(c.delta)
+                                  ELSE coalesce((SELECT octet_length(d.state) FROM documents d WHERE d.collection = c.collection AND d.id = c.id), 0)
+                             END AS bytes
                       FROM (SELECT txn, seq, collection, id, kind, delta, origin FROM change_log
                             WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND txn <= (SELECT n FROM bigpeer_txn)
                             ORDER BY txn, seq LIMIT \(fetch)) c
                       CROSS JOIN LATERAL (SELECT c.kind = 'evict' OR c.origin IS NOT DISTINCT FROM \(excludingOrigin) AS skip) s
                     ) r
-                  ) q
-                ) p ON true
-                ORDER BY p.txn, p.seq
+                  ) w WHERE w.before < \(Int64(max(1, maxBytes)))
+                ) k ON true
+                ORDER BY k.txn, k.seq
                 """
             query.binaryResults = true
             let result = try await pool.query(query)
             var rows: [UploadRow] = []
             var end = after
-            var looked = 0
-            var cut = false
+            var kept = 0
+            var looked: Int64 = 0
             let newest = try BinaryColumns.int64(result[0], column: 0)
             for row in result where !row.isNull(1) {
-                // The byte bound: stop before the row that passes it (the first row always stays).
-                if !rows.isEmpty, try BinaryColumns.int64(row, column: 9) >= Int64(maxBytes) {
-                    cut = true
-                    break
-                }
-                looked += 1
+                kept += 1
+                looked = try BinaryColumns.int64(row, column: 9)
                 end = ChangeLogPosition(txn: try BinaryColumns.int64(row, column: 1), seq: try BinaryColumns.int32(row, column: 2))
                 if try BinaryColumns.bool(row, column: 8) { continue }
                 let delta: [UInt8]? = row.isNull(6) ? nil : try BinaryColumns.bytes(row, column: 6)
@@ -159,24 +167,35 @@ extension DocumentStore {
                                       id: try BinaryColumns.json(row, column: 4), kind: try BinaryColumns.text(row, column: 5),
                                       delta: delta, state: state))
             }
-            // Every row after `after` up to the newest transaction was looked at: the read covers it.
-            if !cut && Int64(looked) < fetch { end = max(end, .end(of: newest)) }
+            // Every row after `after` up to the newest transaction was looked at and kept: the read covers it.
+            if Int64(kept) == looked && looked < fetch { end = max(end, .end(of: newest)) }
             return (rows, end)
         } catch {
             throw StoreError.from(error)
         }
     }
 
+    /// Most changes `uploadBacklog` counts exactly.
+    public static let backlogCountLimit = 1_000_000
+
     /// How many changes wait to go up, and when the oldest was committed.
     public func uploadBacklog(after: ChangeLogPosition, excludingOrigin: Int64?) async throws(StoreError) -> UploadBacklog {
         do {
             // Before the first session the upstream's site id is unknown: every change counts.
+            // Counted up to `countLimit` (a status request must not scan a week of writes); the
+            // oldest is the first row after the position, found by the primary key.
+            let limit = Int64(Self.backlogCountLimit) + 1
             let query: PostgresQuery = excludingOrigin.map { origin in """
-                SELECT count(*), extract(epoch FROM min(created_at))::float8 FROM change_log
-                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(origin)
+                SELECT (SELECT count(*) FROM (SELECT 1 FROM change_log
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(origin) LIMIT \(limit)) c),
+                       (SELECT extract(epoch FROM created_at)::float8 FROM change_log
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' AND origin IS DISTINCT FROM \(origin)
+                          ORDER BY txn, seq LIMIT 1)
                 """ } ?? """
-                SELECT count(*), extract(epoch FROM min(created_at))::float8 FROM change_log
-                WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict'
+                SELECT (SELECT count(*) FROM (SELECT 1 FROM change_log
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' LIMIT \(limit)) c),
+                       (SELECT extract(epoch FROM created_at)::float8 FROM change_log
+                          WHERE (txn, seq) > (\(after.txn), \(after.seq)) AND kind <> 'evict' ORDER BY txn, seq LIMIT 1)
                 """
             let row = try await pool.query(query)[0]
             return UploadBacklog(changes: Int(try row.decode(0, as: Int64.self)), oldestAt: try row.decode(1, as: Double?.self))

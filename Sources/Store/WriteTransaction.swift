@@ -137,7 +137,11 @@ struct WriteTransaction {
         switch job.work {
         case .merge(let items, let origin, let checkpoints):
             let result = try await merge(items, origin: origin)
-            if let checkpoints { try await save(checkpoints) }
+            // Not over a delta that did not apply: the checkpoint would cover a change not held
+            // here, which the sender must first send whole (`want`).
+            if let checkpoints, !result.rejections.contains(where: { $0.message == DocumentStore.deltaGapRejection }) {
+                try await save(checkpoints)
+            }
             return result
         case .statement(let s, let a): (statement, arguments) = (s, a)
         }

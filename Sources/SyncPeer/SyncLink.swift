@@ -61,6 +61,8 @@ public final class SyncLink: WebSocketClientHandler {
     /// No reconnecting after `halt()` (or `maxConnectAttempts` failures) until `connectNow()`;
     /// never again after `stop()`.
     public private(set) var halted = false
+    /// The current link's session was accepted (`sessionWasAccepted`).
+    private var sessionAccepted = false
     private var stopped = false
 
     public init(configuration: Configuration, loop: EventLoop) throws(LinkError) {
@@ -76,6 +78,12 @@ public final class SyncLink: WebSocketClientHandler {
     public var isActive: Bool { socket != nil || connecting }
 
     // MARK: - Control
+
+    /// The delegate's session was accepted on this link (`welcome`): the backoff starts over.
+    public func sessionWasAccepted() {
+        sessionAccepted = true
+        failedAttempts = 0
+    }
 
     /// Connects now if no connection is up or being made (cancels a pending retry and the halt).
     public func connectNow() {
@@ -161,7 +169,9 @@ public final class SyncLink: WebSocketClientHandler {
             socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
             return
         }
-        failedAttempts = 0
+        // Not `failedAttempts = 0` yet: a server that accepts the WebSocket and then refuses the
+        // session (bad credentials, too many sessions) must still be retried with backoff.
+        sessionAccepted = false
         delegate?.syncLinkConnected(self)
     }
 
@@ -175,6 +185,9 @@ public final class SyncLink: WebSocketClientHandler {
     public func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
         self.socket = nil
         connecting = false
+        // A link that closed before its session was accepted counts as a failed attempt.
+        if !sessionAccepted { failedAttempts += 1 }
+        sessionAccepted = false
         down("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", wasOpen: true)
     }
 

@@ -75,8 +75,12 @@ struct UploadPipeline {
     /// Nothing read and unsent, nothing waiting for an ack.
     var isIdle: Bool { queue.isEmpty && outstanding.isEmpty }
 
-    /// An `up` prepared and not sent after all (the session ended meanwhile).
-    mutating func abandon(seq: UInt64) { outstanding[seq] = nil }
+    /// An `up` taken and not sent after all (the session could not take it, or its states could
+    /// not be read): its documents go back to the queue, so the position cannot pass them.
+    mutating func putBack(seq: UInt64, _ batch: [UpstreamUpload]) {
+        outstanding[seq] = nil
+        queue = (batch + queue).sorted { $0.position < $1.position }
+    }
 
     private mutating func advance() {
         let lows = outstanding.values.min()

@@ -66,6 +66,10 @@ extension UpstreamCore {
         merging = true
         mergingSince = batch.lazy.compactMap { if case .entries(_, _, _, let at) = $0 { at } else { nil } }.first
         let store = self.store
+        // While documents are wanted (a delta did not apply), no checkpoint is stored: it would
+        // cover changes not held here. The one after the wanted documents arrive covers them.
+        // (The store also leaves them out when a delta of this batch does not apply.)
+        if !wantedRefs.isEmpty || !unreadable.isEmpty { checkpoints = [:] }
         let saved = checkpoints.isEmpty ? nil : DownloadCheckpoints(upstream: upstreamKey,
                                                                     checkpoints: Dictionary(uniqueKeysWithValues: checkpoints.map { (Self.storageKey($0.key), $0.value) }))
         let merge = items
@@ -75,7 +79,8 @@ extension UpstreamCore {
             defer { core.noteDownloadQueue() }
             switch result {
             case .success(let (_, rejected)):
-                core.merged(batch, refs: refs, unreadable: unreadable, rejected: rejected, checkpoints: checkpoints)
+                let stored = saved != nil && !rejected.contains { $0.message == DocumentStore.deltaGapRejection }
+                core.merged(batch, refs: refs, unreadable: unreadable, rejected: rejected, checkpoints: stored ? checkpoints : [:])
                 core.pumpDownloads()
             case .failure(let error):
                 // The database is down or restarting: keep the batch first in line and try again.
@@ -107,7 +112,9 @@ extension UpstreamCore {
         // ask for the full state, as a small peer does (PROTOCOL.md §4.6).
         var wanted = unreadable
         var refused = 0
+        var notMerged = Set<Int>()
         for r in rejected where r.index < refs.count {
+            notMerged.insert(r.index)
             if r.message == DocumentStore.deltaGapRejection {
                 wanted.append(refs[r.index])
             } else {
@@ -115,6 +122,8 @@ extension UpstreamCore {
                 logger.warning("a download was not merged", metadata: ["document": "\(refs[r.index].collection) \(refs[r.index].id)", "error": "\(r.message)"])
             }
         }
+        for (i, ref) in refs.enumerated() where !notMerged.contains(i) { wantedRefs.remove(ref) }
+        wantedRefs.formUnion(wanted)
         let now = Self.epochSeconds()
         status.update { st in
             st.downloadedEntries += refs.count - refused

@@ -16,6 +16,7 @@ extension UpstreamCore {
     /// A commit here moved the change feed's head: there may be something to upload.
     func localCommitted() {
         uploads.mayHaveMore = true
+        if reading { committedDuringRead = true }
         pumpUploads()
     }
 
@@ -39,10 +40,12 @@ extension UpstreamCore {
     }
 
     private func send(_ batch: [UpstreamUpload], seq: UInt64) {
-        guard var s = session else { return uploads.abandon(seq: seq) }
+        guard var s = session else { return uploads.putBack(seq: seq, batch) }
         let actions = s.upload(batch, seq: seq)
         session = s
-        if actions.isEmpty { return uploads.abandon(seq: seq) }  // cannot happen after canUpload; never strand a position
+        // Refused by the session (no credit, or a subscription not synced yet after a `prepare`
+        // that waited for the store): back to the queue, sent when it may be.
+        if actions.isEmpty { return uploads.putBack(seq: seq, batch) }
         let bytes = actions.reduce(0) { n, a in if case .send(let b) = a { n + b.count } else { n } }
         status.update { $0.uploadedBytes += bytes }
         perform(actions)
@@ -80,7 +83,7 @@ extension UpstreamCore {
                 }
                 core.pumpUploads()
             case .failure(let error):
-                core.uploads.abandon(seq: seq)
+                core.uploads.putBack(seq: seq, batch)
                 core.localFailure("cannot read documents to re-send: \(error)")
             }
         }
@@ -88,6 +91,7 @@ extension UpstreamCore {
 
     private func readBacklog(excluding site: Int64) {
         reading = true
+        committedDuringRead = false
         let after = uploads.readEnd
         let store = self.store, rows = configuration.backlogReadRows, bytes = configuration.backlogReadBytes
         run({ () async throws(StoreError) in
@@ -98,7 +102,14 @@ extension UpstreamCore {
             guard core.uploads.started, core.uploads.readEnd == after else { return core.pumpUploads() }
             switch result {
             case .success(let (rows, end)):
-                core.uploads.read(rows.compactMap(Self.upload), end: end)
+                let uploads = rows.compactMap(Self.upload)
+                if uploads.count < rows.count {
+                    core.status.update { $0.skippedUploads += rows.count - uploads.count }
+                    core.logger.error("local changes whose document state does not decode were not uploaded", metadata: ["count": "\(rows.count - uploads.count)"])
+                }
+                core.uploads.read(uploads, end: end)
+                // The read's snapshot may have missed a commit that came meanwhile.
+                if core.committedDuringRead { core.uploads.mayHaveMore = true }
                 core.savePosition()
                 core.pumpUploads()
                 core.subscribeWhenDrained()

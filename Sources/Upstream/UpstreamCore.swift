@@ -77,12 +77,17 @@ final class UpstreamCore: SyncLinkDelegate {
     // Download queue (UpstreamCore+Download.swift).
     var inbound: [Inbound] = []
     var merging = false
+    /// Documents asked for with `want` (a delta did not apply) and not merged yet: no checkpoint
+    /// is stored meanwhile, since it would cover a change not held here.
+    var wantedRefs: Set<DocumentRef> = []
     /// When the entries of the merge in progress arrived.
     var mergingSince: Double?
 
     // Upload pipeline (UpstreamCore+Upload.swift).
     var uploads = UploadPipeline()
     var reading = false
+    /// A local commit came while a backlog read was running: read again after it.
+    var committedDuringRead = false
     var preparing = false
     var savingPosition = false
     /// The upload position as last stored.
@@ -200,6 +205,12 @@ final class UpstreamCore: SyncLinkDelegate {
         subscribed = false
         uploads.linkDown()
         preparing = false
+        // What was received and not yet merged goes: its checkpoints were not stored, so the next
+        // session resumes before it (and the upstream's credit, granted anew, bounds it again).
+        // Wanted documents come again with that resume.
+        inbound.removeAll()
+        wantedRefs.removeAll()
+        noteDownloadQueue()
         let now = Self.epochSeconds()
         status.update { st in
             st.session = nil
@@ -256,6 +267,7 @@ final class UpstreamCore: SyncLinkDelegate {
     }
 
     private func connected(_ welcome: Welcome) {
+        link.sessionWasAccepted()
         let site = Int64(bitPattern: welcome.site)
         let now = Self.epochSeconds()
         status.update { st in
@@ -303,7 +315,7 @@ final class UpstreamCore: SyncLinkDelegate {
     /// — so the upstream sends deltas for them and does not send their merged states back; a
     /// document created here is only ever listed once uploaded (PROTOCOL.md §4.3, §4.6).
     func subscribeWhenDrained() {
-        guard let target = drainTarget, uploads.started, uploads.isIdle, uploads.acknowledged.completeThrough >= target else { return }
+        guard let target = drainTarget, uploads.started, uploads.acknowledged.completeThrough >= target else { return }
         drainTarget = nil
         let generation = self.generation, site = upstreamSite ?? 0
         let subscriptions = wantedSubscriptions()
@@ -380,6 +392,8 @@ final class UpstreamCore: SyncLinkDelegate {
         }
         perform(actions)
         pumpUploads()
+        // Relayed subscriptions that changed while the store was asked where these resume.
+        resubscribe()
     }
 
     /// The relayed subscriptions changed (from the server's sessions).

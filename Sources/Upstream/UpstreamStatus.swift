@@ -42,6 +42,9 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var uploadedChanges = 0
     public var downloadedEntries = 0
     public var rejectedUploads = 0
+    /// Local changes not uploaded because their document's stored state does not decode (a
+    /// corrupt row: logged as an error).
+    public var skippedUploads = 0
     /// New credentials (a renewed JWT file) the upstream accepted within a session.
     public var credentialRefreshes = 0
     /// Uploads the upstream could not merge for lack of an earlier change (`deltaGap`), sent

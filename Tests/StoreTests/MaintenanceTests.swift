@@ -77,6 +77,13 @@ import Values
             #expect(report.prunedThrough == uploaded && report.reapedTombstones == 0, "\(report)")
             #expect(try await Self.count(store, "SELECT min(txn) FROM change_log") == deleted)
             #expect(try await Self.count(store, "SELECT count(*) FROM documents WHERE deleted") == 1)
+            // A position inside the deletion's transaction, or before its first row, covers none of it.
+            for inside in [ChangeLogPosition(txn: deleted, seq: -1), ChangeLogPosition(txn: deleted, seq: 0)] {
+                try await store.saveUploadPosition("ws://cloud.example/api/v4/sync", inside)
+                report = try await store.runMaintenance()
+                #expect(report.reapedTombstones == 0 && (report.prunedThrough ?? 0) < deleted, "\(inside): \(report)")
+                #expect(try await Self.count(store, "SELECT min(txn) FROM change_log") == deleted)
+            }
             // Uploaded: the deletion may go now.
             try await store.saveUploadPosition("ws://cloud.example/api/v4/sync", .end(of: deleted + 1))
             report = try await store.runMaintenance()
