@@ -59,6 +59,21 @@ import Values
         #expect(p.mayHaveMore)
     }
 
+    @Test func aBatchPutBack_isSentLater_andThePositionWaitsForIt() {
+        var p = UploadPipeline()
+        p.start(at: .end(of: 0))
+        p.read([Self.upload(1, 0), Self.upload(2, 0)], end: .end(of: 2))
+        let first = p.take(seq: 1, maxDocuments: 1, maxBytes: 1 << 20)
+        let second = p.take(seq: 2, maxDocuments: 1, maxBytes: 1 << 20)
+        p.putBack(seq: 1, first)  // the session could not take it
+        p.acknowledged(seq: 2, retry: [])
+        #expect(p.acknowledged == ChangeLogPosition(txn: 1, seq: -1), "not past the change put back")
+        #expect(p.queue.map(\.position) == [ChangeLogPosition(txn: 1, seq: 0)])
+        _ = p.take(seq: 3, maxDocuments: 1, maxBytes: 1 << 20)
+        p.acknowledged(seq: 3, retry: [])
+        #expect(p.acknowledged == .end(of: 2) && second.count == 1)
+    }
+
     @Test func batchesRespectTheByteBound_butAlwaysTakeOne() {
         var p = UploadPipeline()
         p.start(at: .end(of: 0))
