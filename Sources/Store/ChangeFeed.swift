@@ -43,6 +43,11 @@ public final class ChangeFeed: Sendable {
         /// Where the next read starts: at the end of `head`, or inside transaction `head + 1`.
         var position = ChangeLogPosition.end(of: 0)
         var listeners: [UInt64: @Sendable (Int64) -> Void] = [:]
+        /// Listeners that only want the head (`addHeadListener`): they do not make the feed read
+        /// values, nor keep it from skipping this instance's own commits.
+        var headListeners: [UInt64: @Sendable (Int64) -> Void] = [:]
+        /// A head reached by skipping own commits, still to be told to the head listeners.
+        var headToAnnounce: Int64?
         var nextListener: UInt64 = 0
         /// The newest transaction number a notification announced.
         var notified: Int64 = 0
@@ -163,7 +168,32 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    public func removeListener(_ token: UInt64) { state.withLock { _ = $0.listeners.removeValue(forKey: token) } }
+    /// Registers a callback for every new head that needs no rows (the upstream replicator learns
+    /// there is something to upload, and reads it itself): unlike `addListener` it does not make
+    /// the feed read every commit with its values. Same tokens as `addListener`.
+    public func addHeadListener(_ onHead: @escaping @Sendable (Int64) -> Void) -> UInt64 {
+        state.withLock { s in
+            s.nextListener += 1
+            s.headListeners[s.nextListener] = onHead
+            return s.nextListener
+        }
+    }
+
+    public func removeListener(_ token: UInt64) {
+        state.withLock { s in
+            s.listeners.removeValue(forKey: token)
+            s.headListeners.removeValue(forKey: token)
+        }
+    }
+
+    /// Tells the head listeners a head reached by skipping own commits (outside the lock).
+    func announceSkippedHead() {
+        let (listeners, head) = state.withLock { s -> ([@Sendable (Int64) -> Void], Int64?) in
+            defer { s.headToAnnounce = nil }
+            return (Array(s.headListeners.values), s.headToAnnounce)
+        }
+        if let head { for l in listeners { l(head) } }
+    }
 
     /// Reads everything new since `head` into the ring (one refresh at a time; concurrent calls coalesce).
     public func refresh() async { await refresh(readRequired: true) }
@@ -181,7 +211,10 @@ public final class ChangeFeed: Sendable {
         guard start else { return }
         while true {
             do {
-                while skipOwnCommits() == .mustRead {
+                while true {
+                    let outcome = skipOwnCommits()
+                    announceSkippedHead()  // a head reached by skipping own commits
+                    guard outcome == .mustRead else { break }
                     // This read sees every commit made before it starts: a required read is done.
                     let (from, full) = state.withLock { s in
                         s.readRequired = false
@@ -210,7 +243,7 @@ public final class ChangeFeed: Sendable {
                         let h = page.end.completeThrough
                         guard h > s.head else { return ([], nil) }
                         s.head = h
-                        return (Array(s.listeners.values), h)
+                        return (Array(s.listeners.values) + Array(s.headListeners.values), h)
                     }
                     if let newHead { for l in listeners { l(newHead) } }
                     // Caught up with the newest commit this read saw. Later commits notify, and a
@@ -270,6 +303,7 @@ public final class ChangeFeed: Sendable {
             s.ringFrom = s.notified
             s.position = .end(of: s.notified)
             s.mayDefer = true
+            s.headToAnnounce = s.head
         case .deferred:
             s.mayDefer = false
         case .mustRead:

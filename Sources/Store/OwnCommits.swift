@@ -133,6 +133,7 @@ extension ChangeFeed {
             guard skipOwnCommits(&s, mayDefer: false) == .mustRead else { return false }
             return s.notified > s.head || s.readRequired
         }
+        announceSkippedHead()
         if read { Task { await self.refresh(readRequired: false) } }
     }
 

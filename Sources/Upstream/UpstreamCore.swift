@@ -135,7 +135,7 @@ final class UpstreamCore: SyncLinkDelegate {
 
     func start() {
         let wake = onLoop { $0.localCommitted() }
-        headListener = store.changeFeed.addListener { _ in wake() }
+        headListener = store.changeFeed.addHeadListener { _ in wake() }
         // The stored state first, for the status (each session reads it again before it starts).
         let store = self.store, key = upstreamKey
         run({ () async throws(StoreError) in try await store.upstreamRecord(key) }) { core, record in

@@ -82,6 +82,24 @@ import Values
         }
     }
 
+    /// A head-only listener (the upstream replicator) hears every new head, including one reached
+    /// by skipping an own commit, and does not make the feed read that commit back.
+    @Test func aHeadListener_hearsSkippedOwnCommits_withoutMakingTheFeedRead() async throws {
+        try await withTwoStores { a, _ in
+            let feed = a.changeFeed
+            try await feed.start()
+            let heard = MutexBox<[Int64]>([])
+            let token = feed.addHeadListener { h in heard.withLock { $0.append(h) } }
+            defer { feed.removeListener(token) }
+            let readsBefore = feed.reads
+            let t = try await a.execute("INSERT INTO cars DOCUMENTS ({_id: 'h', color: 'red'})").transactionID
+            await feed.simulateNotification(t)
+            #expect(feed.head == t)
+            #expect(feed.reads == readsBefore, "the own commit was read back for a head listener")
+            #expect(heard.withLock { $0 }.last == t, "\(heard.withLock { $0 })")
+        }
+    }
+
     /// Another instance's commit announced while this instance has a commit settling: deferred
     /// once, then read when the settling commit is done — whether it committed or failed.
     @Test func foreignCommitWhileOwnSettles_isReadAfterTheSettle() async throws {
