@@ -304,6 +304,9 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         wanted = wanted.filter { collections.contains($0.collection) }
     }
 
+    /// Subscription keys the server refused in this session (`sub_error`): not sent again on it.
+    public var refusedSubscriptionKeys: Set<String> { refusedKeys }
+
     /// Subscription keys this session has sent (synced or not).
     public var subscriptionKeys: Set<String> { Set(subscriptions.values.map(\.key)) }
 

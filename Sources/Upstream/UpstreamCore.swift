@@ -385,10 +385,10 @@ final class UpstreamCore: SyncLinkDelegate {
         }
         session = s
         subscribed = true
-        let keys = Set(subscriptions.map(\.key))
+        let keys = Set(subscriptions.map(\.key)).subtracting(s.refusedSubscriptionKeys)
         status.update { st in
             st.subscriptions = st.subscriptions.filter { keys.contains($0.key) }  // a relayed one whose linger ended
-            for sub in subscriptions where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false }
+            for sub in subscriptions where keys.contains(sub.key) && st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false }
         }
         perform(actions)
         pumpUploads()
@@ -407,8 +407,11 @@ final class UpstreamCore: SyncLinkDelegate {
     /// from their stored checkpoints (read again: a relayed query may have been held before).
     func resubscribe() {
         guard subscribed, session?.state == .ready else { return }
-        let wanted = wantedSubscriptions()
-        guard let s = session, Set(wanted.map(\.key)) != s.subscriptionKeys else { return }
+        // Keys the upstream refused in this session are not asked for again (nor compared: they
+        // would never match, and each pass costs store reads).
+        guard let s = session else { return }
+        let wanted = wantedSubscriptions().filter { !s.refusedSubscriptionKeys.contains($0.key) }
+        guard Set(wanted.map(\.key)) != s.subscriptionKeys else { return }
         let generation = self.generation
         let site = upstreamSite ?? 0
         let added = wanted.filter { !s.subscriptionKeys.contains($0.key) }

@@ -10,16 +10,20 @@ import Values
     @Test func scopedKey_uploadsWhatItMayWrite_andReportsTheRest_andABadKeyIsRefused() async throws {
         try await withDatabases(3) { urls, http, processes in
             let exe = try ServerProcess.locateBinary()
-            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "ship-7", "--expires-in", "1d",
-                                                          "--read-all", "--write", "cars", "--database-url", urls[0]])
-            #expect(created.status == 0, "\(created.err)")
-            let key = String(try #require(created.out.split(separator: "\n").last))
+            func makeKey(_ scopes: [String]) async throws -> String {
+                let created = try await TestCommand.run(exe, ["keys", "create", "--description", "ship-7", "--expires-in", "1d", "--database-url", urls[0]] + scopes)
+                #expect(created.status == 0, "\(created.err)")
+                return String(try #require(created.out.split(separator: "\n").last))
+            }
+            let key = try await makeKey(["--read", "cars", "--write", "cars"])
+            let admin = try await makeKey(["--read-all", "--write-all"])
             let cloud = try await Server.start(urls[0], http: http, processes: processes, secure: true)
-            let node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM cars"],
+            // The key may not read secrets: that subscription is refused, the other one goes on.
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM cars", "SELECT * FROM secrets"],
                                               extra: ["--upstream-key", key], http: http, processes: processes)
             try await node.execute("INSERT INTO secrets DOCUMENTS ({'_id': 's1', 'pin': 1234})")
             try await node.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1', 'color': 'red'})")
-            let cloudRest = RESTClient(http: http, port: cloud.port, key: key)
+            let cloudRest = RESTClient(http: http, port: cloud.port, key: admin)
             #expect(try await eventually(within: .seconds(30)) {
                 try await cloudRest.execute("SELECT * FROM cars").body["items"]?.arrayValue?.count == 1
             }, "the car went up")
@@ -30,6 +34,8 @@ import Values
             let status = try await node.upstreamStatus()
             #expect(status["lastRejection"]?.stringValue?.contains("not permitted to write collection") == true, "\(status)")
             #expect(status["state"] == "connected")
+            #expect(status["subscriptionErrors"]?.objectValue?.values.first?.stringValue?.contains("not permitted to read collection") == true, "\(status)")
+            #expect(status["subscriptions"]?.arrayValue?.map { $0["query"] } == ["SELECT * FROM cars"], "\(status)")
             #expect(try await cloudRest.execute("SELECT * FROM secrets").body["items"]?.arrayValue?.isEmpty == true)
 
             let refused = try await Server.start(urls[2], upstreamPort: cloud.port, extra: ["--upstream-key", "bpk_not_a_real_key"],
