@@ -299,7 +299,11 @@ final class UpstreamCore: SyncLinkDelegate {
                 core.savedPosition = record.uploaded
                 core.uploads.start(at: start)
                 core.status.update { $0.uploadedThrough = record.uploaded }
-                // Upload first, subscribe after (see `subscribeAfterUploads`).
+                // Subscriptions without a checkpoint first (an initial sync: uploads wait for it,
+                // as a small peer's do, so that a document created here over one the upstream
+                // deleted comes back merged, PROTOCOL.md §4.6); then the uploads; then the resumed
+                // subscriptions (`subscribeWhenDrained`).
+                core.subscribeFresh(core.wantedSubscriptions().filter { record.checkpoints[Self.storageKey($0.key)] == nil })
                 core.drainTarget = core.store.changeFeed.head
                 core.pumpUploads()
                 core.subscribeWhenDrained()
@@ -309,8 +313,18 @@ final class UpstreamCore: SyncLinkDelegate {
         }
     }
 
-    /// Subscribes once the uploads have caught up with what was committed here when the session
-    /// began (`drainTarget`). Uploading first lets every resumed subscription list in `have`
+    /// Subscribes, without waiting for the uploads, to subscriptions that start from nothing.
+    private func subscribeFresh(_ fresh: [SyncSubscription]) {
+        guard var s = session, !fresh.isEmpty else { return }
+        var actions: [Session.Action] = []
+        for sub in fresh { actions += s.subscribe(sub, resume: nil) }
+        session = s
+        status.update { st in for sub in fresh where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false } }
+        perform(actions)
+    }
+
+    /// Subscribes the rest once the uploads have caught up with what was committed here when the
+    /// session began (`drainTarget`). Uploading first lets every resumed subscription list in `have`
     /// every document held here — those changed while apart included, which are uploaded by then
     /// — so the upstream sends deltas for them and does not send their merged states back; a
     /// document created here is only ever listed once uploaded (PROTOCOL.md §4.3, §4.6).
