@@ -740,6 +740,7 @@ components:
         uploadedChanges: { type: integer, minimum: 0 }
         downloadedEntries: { type: integer, minimum: 0 }
         rejectedUploads: { type: integer, minimum: 0 }
+        documentPassUploads: { type: integer, minimum: 0, description: "documents uploaded whole because the change log no longer reached back to the upload position" }
         skippedUploads: { type: integer, minimum: 0, description: "local changes whose stored state does not decode (corrupt rows), not uploaded" }
         credentialRefreshes: { type: integer, minimum: 0, description: "renewed credentials the upstream accepted within a session" }
         resentAsFullState: { type: integer, minimum: 0, description: "uploads the upstream lacked an earlier change for, sent again as full states" }

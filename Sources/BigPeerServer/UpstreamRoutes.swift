@@ -80,6 +80,7 @@ struct UpstreamRoutes {
             "uploadedChanges": .int(Int64(s.uploadedChanges)),
             "downloadedEntries": .int(Int64(s.downloadedEntries)),
             "rejectedUploads": .int(Int64(s.rejectedUploads)),
+            "documentPassUploads": .int(Int64(s.documentPassUploads)),
             "skippedUploads": .int(Int64(s.skippedUploads)),
             "credentialRefreshes": .int(Int64(s.credentialRefreshes)),
             "resentAsFullState": .int(Int64(s.resentAsFullState)),

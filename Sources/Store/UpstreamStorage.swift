@@ -175,7 +175,57 @@ extension DocumentStore {
         }
     }
 
-    /// Most changes `uploadBacklog` counts exactly.
+    /// Whether the change log still holds every change after `position` (a first upload from
+    /// `(0, -1)` included): if maintenance pruned part of it before any upstream row held it
+    /// back, the documents themselves must be uploaded instead (`readDocumentsForUpload`).
+    public func changeLogHolds(after position: ChangeLogPosition) async throws(StoreError) -> Bool {
+        do {
+            let row = try await pool.query("SELECT n, (SELECT min(txn) FROM change_log) FROM bigpeer_txn")[0]
+            let newest = try row.decode(0, as: Int64.self)
+            let through = max(0, position.completeThrough)
+            if row.isNull(1) { return through >= newest }
+            return through >= (try row.decode(1, as: Int64.self)) - 1
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Documents (tombstones included) after `after` in (collection, id) order, with their
+    /// states: at most `limit`, cut where their running size passes `maxBytes` (the first always
+    /// stays); `snapshot` is the newest transaction the read saw (every change up to it is in
+    /// these states).
+    public func readDocumentsForUpload(after: (collection: String, id: Value)?, limit: Int, maxBytes: Int)
+        async throws(StoreError) -> (documents: [StoredDocument], snapshot: Int64) {
+        do {
+            let bound = Int64(max(1, maxBytes)), rows = Int64(max(1, limit))
+            let afterCollection = after?.collection ?? "", afterID = PostgresJSON(after.map { JSON.string($0.id) } ?? "null")
+            var query: PostgresQuery = """
+                SELECT (SELECT n FROM bigpeer_txn), d.collection, d.id, d.state
+                FROM (SELECT 1) one LEFT JOIN (
+                  SELECT w.* FROM (
+                    SELECT p.*, sum(octet_length(p.state)) OVER (ORDER BY p.collection, p.id) - octet_length(p.state) AS before
+                    FROM (SELECT collection, id, state FROM documents
+                          WHERE \(after == nil) OR (collection, id) > (\(afterCollection), \(afterID)::jsonb)
+                          ORDER BY collection, id LIMIT \(rows)) p
+                  ) w WHERE w.before < \(bound)
+                ) d ON true
+                ORDER BY d.collection, d.id
+                """
+            query.binaryResults = true
+            let result = try await pool.query(query)
+            let snapshot = try BinaryColumns.int64(result[0], column: 0)
+            var documents: [StoredDocument] = []
+            for row in result where !row.isNull(1) {
+                documents.append(StoredDocument(collection: try BinaryColumns.text(row, column: 1), id: try BinaryColumns.json(row, column: 2),
+                                                state: try BinaryColumns.bytes(row, column: 3), value: nil))
+            }
+            return (documents, snapshot)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// Most changes `uploadBacklog` counts exactly.    /// Most changes `uploadBacklog` counts exactly.
     public static let backlogCountLimit = 1_000_000
 
     /// How many changes wait to go up, and when the oldest was committed.

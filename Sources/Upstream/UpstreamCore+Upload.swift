@@ -25,7 +25,8 @@ extension UpstreamCore {
         guard uploads.started, !preparing, let site = upstreamSite else { return }
         while let s = session, s.canUpload {
             if uploads.queue.isEmpty {
-                if !reading && uploads.mayHaveMore { readBacklog(excluding: site) }
+                if reading { return }
+                if documentPass != nil { readDocuments() } else if uploads.mayHaveMore { readBacklog(excluding: site) }
                 return
             }
             let seq = nextSeq

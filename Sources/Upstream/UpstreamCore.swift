@@ -88,6 +88,8 @@ final class UpstreamCore: SyncLinkDelegate {
     var reading = false
     /// A local commit came while a backlog read was running: read again after it.
     var committedDuringRead = false
+    /// Uploading the documents themselves (UpstreamCore+DocumentPass.swift), when set.
+    var documentPass: DocumentPass?
     var preparing = false
     var savingPosition = false
     /// The upload position as last stored.
@@ -282,13 +284,16 @@ final class UpstreamCore: SyncLinkDelegate {
         let store = self.store, key = upstreamKey
         run({ () async throws(StoreError) in
             let before = try await store.upstreamRecord(key)
-            guard before.upstreamSite != site else { return (previous: before.upstreamSite, record: before) }
-            _ = try await store.recordUpstreamSite(key, site: site)
-            return (previous: before.upstreamSite, record: try await store.upstreamRecord(key))
+            var record = before
+            if before.upstreamSite != site {
+                _ = try await store.recordUpstreamSite(key, site: site)
+                record = try await store.upstreamRecord(key)
+            }
+            return (previous: before.upstreamSite, record: record, logHolds: try await store.changeLogHolds(after: record.uploaded))
         }) { core, prepared in
             guard core.generation == generation, core.session != nil else { return }
             switch prepared {
-            case .success(let (previous, record)):
+            case .success(let (previous, record, logHolds)):
                 if let previous, previous != site {
                     core.logger.warning("another database answers at the upstream URL (new site id): its checkpoints are dropped and everything in the change log is uploaded again",
                                         metadata: ["previous": "\(UInt64(bitPattern: previous))", "site": "\(welcome.site)"])
@@ -299,6 +304,12 @@ final class UpstreamCore: SyncLinkDelegate {
                 core.savedPosition = record.uploaded
                 core.uploads.start(at: start)
                 core.status.update { $0.uploadedThrough = record.uploaded }
+                // The change log no longer holds everything after the position (pruned before any
+                // upstream held it back): the documents themselves go up first.
+                core.documentPass = logHolds ? nil : DocumentPass()
+                if !logHolds {
+                    core.logger.notice("the change log does not reach back to the upload position: uploading every document's state first")
+                }
                 // Subscriptions without a checkpoint first (an initial sync: uploads wait for it,
                 // as a small peer's do, so that a document created here over one the upstream
                 // deleted comes back merged, PROTOCOL.md §4.6); then the uploads; then the resumed

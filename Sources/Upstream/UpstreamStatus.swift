@@ -42,6 +42,9 @@ public struct UpstreamStatus: Sendable, Equatable {
     public var uploadedChanges = 0
     public var downloadedEntries = 0
     public var rejectedUploads = 0
+    /// Documents uploaded whole because the change log no longer reached back to the upload
+    /// position (a first connection, or a new upstream database, after maintenance pruned it).
+    public var documentPassUploads = 0
     /// Local changes not uploaded because their document's stored state does not decode (a
     /// corrupt row: logged as an error).
     public var skippedUploads = 0

@@ -167,4 +167,32 @@ import Values
             #expect(status["sessions"] == 2, "\(status)")
         }
     }
+
+    /// A server whose change log was pruned (CHANGE_LOG_RETENTION_DAYS passed before it had an
+    /// upstream) becomes a local node: the log cannot be replayed, so every document (tombstones
+    /// included) goes up whole, then the change log takes over.
+    @Test func aServerWhosePrunedLogCannotBeReplayed_uploadsEveryDocument() async throws {
+        try await withDatabases(2) { urls, http, processes in
+            var node = try await Server.start(urls[1], http: http, processes: processes)
+            let docs = (0..<300).map { "({'_id': 'd\($0)', 'n': \($0)})" }.joined(separator: ", ")
+            try await node.execute("INSERT INTO old DOCUMENTS " + docs)
+            try await node.execute("DELETE FROM old WHERE n < 10")
+            let conn = try await PostgresConnection.connect(try PostgresConfiguration(url: urls[1]), on: TestLoops.group.next())
+            _ = try await conn.query("DELETE FROM change_log")  // as maintenance would, after the retention
+            await conn.close()
+            await node.stop()
+            let cloud = try await Server.start(urls[0], http: http, processes: processes)
+            node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM old"], http: http, processes: processes)
+            try await node.execute("INSERT INTO old DOCUMENTS ({'_id': 'after', 'n': -1})")
+            #expect(await eventually(within: .seconds(60)) { await converged([cloud, node], "old", minimum: 291) })
+            let status = try await node.upstreamStatus()
+            // 300 (tombstones included), plus 'after' when the pass read it too; never more.
+            let passed = status["documentPassUploads"]?.int64Value ?? -1
+            #expect(passed == 300 || passed == 301, "\(status)")
+            #expect(status["uploadedChanges"] == 301, "each document went once: \(status)")
+            #expect(status["pendingUploads"]?["changes"] == 0, "\(status)")
+            // The cloud holds the tombstones too: a deleted document stays deleted there.
+            #expect(try await cloud.count("old") == 291)
+        }
+    }
 }
