@@ -5,6 +5,7 @@
 // the same group-commit path as every write, with the checkpoints in the same transaction.
 
 import CRDT
+import DQL
 import Postgres
 import Values
 
@@ -254,29 +255,62 @@ extension DocumentStore {
         }
     }
 
-    /// The documents a resumed upstream subscription over `collection` may list in `have`
-    /// (PROTOCOL.md §4.3): those held here, except those changed here since `uploadedThrough` by
-    /// anyone but the upstream (a document created here and not uploaded yet must not be listed;
-    /// one only updated here merely gets its next change as a full state). Nil when there are
-    /// more than `limit` (the caller then resumes without `have`).
-    public func heldDocumentIDs(collection: String, uploadedThrough: Int64, upstreamSite: Int64, limit: Int) async throws(StoreError) -> [Value]? {
+    /// The documents a resumed upstream subscription may list in `have` (PROTOCOL.md §4.3: held
+    /// with every change up to its checkpoint): those that match it here now — a document that
+    /// left the subscription, or that no subscription covered for a while, may lack changes the
+    /// upstream made meanwhile, and unlisted it is sent whole if it matches again — and that
+    /// nobody but the upstream changed here since `uploadedThrough` (a document created here and
+    /// not uploaded yet must not be listed; one only updated here merely gets its next change as
+    /// a full state). Nil when there are more than `limit` (the caller then resumes without
+    /// `have`). Tombstones are not listed.
+    public func heldDocumentIDs(matching statement: SelectStatement, arguments: [String: Value], uploadedThrough: Int64,
+                                upstreamSite: Int64, limit: Int) async throws(StoreError) -> [Value]? {
         do {
-            let result = try await pool.query("""
-                SELECT id FROM documents WHERE collection = \(collection)
-                EXCEPT
-                SELECT id FROM change_log WHERE txn > \(uploadedThrough) AND collection = \(collection)
-                  AND kind <> 'evict' AND origin IS DISTINCT FROM \(upstreamSite)
-                LIMIT \(Int64(limit) + 1)
-                """)
+            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
+                                            budget: DocumentStore.planningBudget())
+            let plan = try planner.plan(statement, context: context)
+            let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
+            guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {
+                throw StoreError.invalid("a subscription must be SELECT * FROM collection [WHERE ...]")
+            }
+            var binds = plan.parameters.map(\.postgresBind)
+            let conditions = String(plan.sql.dropFirst(prefix.count))
+            binds.append(PostgresBind(type: PostgresType.int8, text: String(uploadedThrough)))
+            let after = binds.count
+            binds.append(PostgresBind(type: PostgresType.text, text: statement.from.name))
+            let collection = binds.count
+            binds.append(PostgresBind(type: PostgresType.int8, text: String(upstreamSite)))
+            let site = binds.count
+            binds.append(PostgresBind(type: PostgresType.int8, text: String(Int64(limit) + 1)))
+            let rows = binds.count
+            let sql = """
+                SELECT id, \(plan.residual == nil ? "NULL::jsonb" : "value") FROM documents
+                WHERE (\(conditions)) AND NOT deleted
+                  AND (collection, id) NOT IN (SELECT c.collection, c.id FROM change_log c
+                        WHERE c.txn > $\(after)::bigint AND c.collection = $\(collection)::text AND c.kind <> 'evict'
+                          AND c.origin IS DISTINCT FROM $\(site)::bigint)
+                LIMIT $\(rows)::bigint
+                """
+            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: binds))
             if result.count > limit { return nil }
             var ids: [Value] = []
             ids.reserveCapacity(result.count)
-            for row in result { ids.append(try Self.decodeJSON(row, column: 0)) }
+            for row in result {
+                // The part of the WHERE clause PostgreSQL cannot run, here, within the same
+                // per-document budget as an initial sync's (a document it cannot decide on is
+                // not listed: it is then sent whole, which is always correct).
+                if plan.residual != nil {
+                    let value = try Self.decodeJSON(row, column: 1)
+                    guard (try? InMemoryEvaluation.subscriptionMatches(plan.memoryQuery, value))?.matches == true else { continue }
+                }
+                ids.append(try Self.decodeJSON(row, column: 0))
+            }
             return ids
         } catch {
             throw StoreError.from(error)
         }
     }
+
 }
 
 extension WriteTransaction {

@@ -13,6 +13,7 @@
 // position on the next session.
 
 import CRDT
+import DQL
 import Glibc
 import Logging
 import Sockets
@@ -364,17 +365,18 @@ final class UpstreamCore: SyncLinkDelegate {
         var out: [String: Resume] = [:]
         for sub in subscriptions {
             guard let cp = record.checkpoints[storageKey(sub.key)] else { continue }
-            out[sub.key] = Resume(checkpoint: cp, have: try await have(store, collection: sub.collection, record: record, site: site))
+            out[sub.key] = Resume(checkpoint: cp, have: try await have(store, sub, record: record, site: site))
         }
         return out
     }
 
     /// The `have` of a resumed subscription: hashes of the documents held here with every change
-    /// up to the checkpoint (PROTOCOL.md §4.3); empty when there are too many to list.
-    static func have(_ store: DocumentStore, collection: String, record: UpstreamRecord, site: Int64) async throws(StoreError) -> [UInt64] {
-        guard let ids = try await store.heldDocumentIDs(collection: collection, uploadedThrough: record.uploaded.completeThrough,
+    /// up to the checkpoint (PROTOCOL.md §4.3, `heldDocumentIDs`); empty when there are too many.
+    static func have(_ store: DocumentStore, _ sub: SyncSubscription, record: UpstreamRecord, site: Int64) async throws(StoreError) -> [UInt64] {
+        guard case .select(let statement)? = try? DQL.parse(sub.query) else { return [] }
+        guard let ids = try await store.heldDocumentIDs(matching: statement, arguments: sub.arguments, uploadedThrough: record.uploaded.completeThrough,
                                                        upstreamSite: site, limit: maxHave) else { return [] }
-        var hashes = ids.map { DocumentHash.of(collection: collection, id: $0) }
+        var hashes = ids.map { DocumentHash.of(collection: sub.collection, id: $0) }
         hashes.sort()
         var unique: [UInt64] = []
         unique.reserveCapacity(hashes.count)

@@ -91,6 +91,43 @@ import Values
         }
     }
 
+    /// `have` lists only documents that match the subscription here: a document that left it
+    /// and then changed upstream is not claimed as held, so when another site's change brings it
+    /// back it arrives whole (claimed, that site's delta would apply cleanly on the stale copy).
+    @Test func aDocumentThatLeftAndChangedMeanwhile_comesBackWhole() async throws {
+        try await withDatabases(3) { urls, http, processes in
+            let cloud = try await Server.start(urls[0], http: http, processes: processes)
+            var reds = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM cars WHERE color = 'red'"],
+                                              http: http, processes: processes)
+            let other = try await Server.start(urls[2], upstreamPort: cloud.port, subscribe: [Self.cars], http: http, processes: processes)
+            try await cloud.execute("INSERT INTO cars DOCUMENTS ({'_id': 'x', 'color': 'red', 'a': 1})")
+            func x(_ s: Server) async -> Value? { (try? await s.documents("cars"))?.first { $0["_id"] == "x" } }
+            #expect(await eventually(within: .seconds(30)) {
+                let (r, o) = (await x(reds), await x(other))
+                return r?["a"] == 1 && o?["a"] == 1
+            })
+            try await cloud.execute("UPDATE cars SET color = 'blue' WHERE _id = 'x'")  // x leaves reds' subscription
+            #expect(await eventually(within: .seconds(30)) { await x(reds)?["color"] == "blue" })
+            // A change reds does not get (x is outside its subscription), and its checkpoint moves
+            // past it; then a new session.
+            let missed = try await cloud.execute("UPDATE cars SET a = 2 WHERE _id = 'x'")["transactionId"]?.int64Value ?? .max
+            #expect(await eventually(within: .seconds(30)) {
+                ((try? await reds.upstreamStatus())?["downloadCheckpoint"]?.int64Value ?? 0) >= missed
+            })
+            await reds.stop()
+            reds = try await reds.restart(http: http, processes: processes)
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await reds.upstreamStatus())?["subscriptions"]?.arrayValue?.first?["synced"] == true
+            })
+            // Another site brings x back into the subscription.
+            #expect(await eventually(within: .seconds(30)) { await x(other)?["a"] == 2 })
+            try await other.execute("UPDATE cars SET color = 'red' WHERE _id = 'x'")
+            #expect(await eventually(within: .seconds(30)) { await x(reds)?["color"] == "red" })
+            let final = await x(reds)
+            #expect(final == ["_id": "x", "color": "red", "a": 2], "the change made while x was outside reached reds too")
+        }
+    }
+
     @Test func sigkillDuringAnUploadOf10000Changes_everyChangeArrivesExactlyOnce() async throws {
         try await withDatabases(2) { urls, http, processes in
             // The cloud's port is chosen now and the cloud started later: the node writes its
