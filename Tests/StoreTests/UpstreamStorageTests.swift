@@ -1,0 +1,49 @@
+import BigPeerTestSupport
+import CRDT
+import Postgres
+import Testing
+import Values
+@testable import Store
+
+/// The upload backlog as a local node reads it (docs/STORAGE.md, "Upstream replication"): in
+/// commit order, the upstream's own changes and evictions skipped but passed, cut by bytes in
+/// the database (only the kept rows' states are read), ending at the newest transaction once
+/// everything was looked at.
+@Suite struct UpstreamStorageTests {
+    static let upstreamSite: Int64 = 0x7777
+
+    @Test func backlogIsReadInCommitOrder_skippingTheUpstreamsChanges_andCutByBytes() async throws {
+        try await withStore { store, _ in
+            let pad = String(repeating: "p", count: 3000)
+            let t1 = try await store.execute("INSERT INTO c DOCUMENTS ({'_id': 'a', 'pad': '\(pad)'})").transactionID
+            // A change from the upstream: merged with its site id as origin, never uploaded back.
+            var fromUpstream = try Document(id: "u")
+            var replica = Replica(site: SiteID(UInt64(Self.upstreamSite)))
+            _ = try fromUpstream.upsert(["_id": "u", "v": 1], mode: .update, types: TypeDeclarations(), replica: &replica)
+            let merged = try await store.mergeDeltas([MergeItem(collection: "c", id: "u", delta: fromUpstream.delta(since: VersionVector()).encode())],
+                                                     origin: Self.upstreamSite)
+            #expect(merged.rejected.isEmpty)
+            let t3 = try await store.execute("INSERT INTO c DOCUMENTS ({'_id': 'b', 'pad': '\(pad)'})").transactionID
+            _ = try await store.execute("EVICT FROM c WHERE _id = 'b'")
+            let t5 = try await store.execute("INSERT INTO c DOCUMENTS ({'_id': 'd'})").transactionID
+
+            // 1 KB: the first row always stays (its state is 3 KB), the next would pass the bound.
+            let start = ChangeLogPosition(txn: 0, seq: -1)
+            var read = try await store.readUploadBacklog(after: start, excludingOrigin: Self.upstreamSite, maxRows: 100, maxBytes: 1000)
+            #expect(read.rows.map(\.id) == ["a"])
+            #expect(read.rows.first?.delta == nil && (read.rows.first?.state?.count ?? 0) > 3000, "a creation goes as its state")
+            #expect(read.end == ChangeLogPosition(txn: t1, seq: 0))
+            // The rest: the upstream's 'u' and the eviction passed, 'b' gone (evicted: nothing to send), 'd'.
+            read = try await store.readUploadBacklog(after: read.end, excludingOrigin: Self.upstreamSite, maxRows: 100, maxBytes: 1 << 20)
+            #expect(read.rows.map(\.id) == ["d"], "\(read.rows.map(\.id))")
+            #expect(read.end == .end(of: t5))
+            #expect(t3 > merged.txn)
+            // Nothing after the newest transaction: the read ends there.
+            read = try await store.readUploadBacklog(after: read.end, excludingOrigin: Self.upstreamSite, maxRows: 100, maxBytes: 1 << 20)
+            #expect(read.rows.isEmpty && read.end == .end(of: t5))
+            // A row bound: the end is the last row looked at, not the newest transaction.
+            read = try await store.readUploadBacklog(after: start, excludingOrigin: Self.upstreamSite, maxRows: 2, maxBytes: 1 << 20)
+            #expect(read.rows.map(\.id) == ["a"] && read.end == ChangeLogPosition(txn: merged.txn, seq: 0))
+        }
+    }
+}
