@@ -79,6 +79,7 @@ extension UpstreamCore {
             defer { core.noteDownloadQueue() }
             switch result {
             case .success(let (_, rejected)):
+                core.storeFailures = 0
                 let stored = saved != nil && !rejected.contains { $0.message == DocumentStore.deltaGapRejection }
                 core.merged(batch, refs: refs, unreadable: unreadable, rejected: rejected, checkpoints: stored ? checkpoints : [:])
                 core.pumpDownloads()
@@ -147,9 +148,13 @@ extension UpstreamCore {
     }
 
     /// Runs `body` again after a second (a store call failed).
+    /// The delay doubles with each failure in a row (1 s up to 32 s): a database down for hours
+    /// is asked a few times a minute, not every second. Any store call that succeeds resets it.
     func retryLater(_ body: @escaping (UpstreamCore) -> Void) {
         guard !stopped else { return }
-        _ = loop.scheduleTimer(after: .seconds(1)) { [weak self] in
+        storeFailures += 1
+        let delay = Duration.seconds(1 << min(storeFailures - 1, 5))
+        _ = loop.scheduleTimer(after: delay) { [weak self] in
             guard let self, !self.stopped else { return }
             body(self)
         }

@@ -103,6 +103,7 @@ extension UpstreamCore {
             guard core.uploads.started, core.uploads.readEnd == after else { return core.pumpUploads() }
             switch result {
             case .success(let (rows, end)):
+                core.storeFailures = 0
                 let uploads = rows.compactMap(Self.upload)
                 if uploads.count < rows.count {
                     core.status.update { $0.skippedUploads += rows.count - uploads.count }

@@ -87,6 +87,8 @@ final class UpstreamCore: SyncLinkDelegate {
     // Upload pipeline (UpstreamCore+Upload.swift).
     var uploads = UploadPipeline()
     var reading = false
+    /// Store calls that failed in a row (the retry delay grows with them).
+    var storeFailures = 0
     /// A local commit came while a backlog read was running: read again after it.
     var committedDuringRead = false
     /// Uploading the documents themselves (UpstreamCore+DocumentPass.swift), when set.
