@@ -45,6 +45,9 @@ public final class SyncClient: Sendable {
         /// While connected and not caught up: what the session still waits for.
         public var waitingFor: String?
         public var sessions = 0
+        /// WebSocket links opened (a session accepted or not): with `sessions`, how often the
+        /// client had to try.
+        public var linksOpened = 0
         /// Entries (`docs` + `changes`) received and applied, and documents uploaded (re-sends included), over all sessions.
         public var receivedEntries = 0
         public var uploadedDocuments = 0

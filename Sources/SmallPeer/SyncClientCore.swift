@@ -54,6 +54,7 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     func syncLinkConnected(_ link: SyncLink) {
+        status.withLock { $0.linksOpened += 1 }
         var c = Session.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
                                       deviceName: configuration.deviceName, credentials: credentials)
         sessionCredentials = credentials

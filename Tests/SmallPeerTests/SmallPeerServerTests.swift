@@ -7,6 +7,7 @@ import CRDT
 @testable import SmallPeer
 import Synchronization
 import SyncProtocol
+import ServerTestSupport
 import Testing
 import Values
 
@@ -213,6 +214,29 @@ struct SmallPeerServerTests {
             #expect(client.status.phase == .failed)
             #expect(client.status.lastError?.contains("4001") == true)
             await client.stop()
+        }
+    }
+
+    /// A server that accepts the WebSocket and then refuses the session (here 4003, too many
+    /// sessions: not final) is retried with the growing backoff, not at the base delay each time.
+    @Test func aRefusalAfterTheHandshake_isRetriedWithBackoff() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await TestPostgres.withDatabase { db in
+            let server = try await InProcessServer.start(on: db) { $0.maxSyncSessions = 0 }
+            try await afterwards({ await server.stop() }) {
+                let peer = try openPeer(dir.path)
+                var configuration = SyncClient.Configuration(url: "ws://127.0.0.1:\(server.port)", apiKey: try await server.newKey())
+                configuration.reconnectBase = .milliseconds(100)
+                let client = try SyncClient(peer: peer, configuration: configuration)
+                try await Task.sleep(for: .seconds(3))
+                let status = client.status
+                await client.stop()
+                // Delays of 100, 200, 400, 800, 1600 ms (each jittered down to half at most): at
+                // most 7 links in 3 s; at the base delay every time, about 30.
+                #expect(status.sessions == 0 && status.lastError?.contains("4003") == true, "\(status)")
+                #expect((2...7).contains(status.linksOpened), "\(status.linksOpened) links in 3 s")
+            }
         }
     }
 
