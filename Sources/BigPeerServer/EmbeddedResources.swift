@@ -737,6 +737,15 @@ components:
               args: { type: object }
               synced: { type: boolean }
         subscriptionErrors: { type: object, additionalProperties: { type: string } }
+        otherUpstreams:
+          type: array
+          description: rows of upstream URLs this server no longer replicates with; each keeps the change log and tombstones it has not acknowledged (delete its row in bigpeer_upstream to let maintenance go on)
+          items:
+            type: object
+            required: [url, uploadedThrough]
+            properties:
+              url: { type: string }
+              uploadedThrough: { type: object }
         uploadedChanges: { type: integer, minimum: 0 }
         downloadedEntries: { type: integer, minimum: 0 }
         rejectedUploads: { type: integer, minimum: 0 }

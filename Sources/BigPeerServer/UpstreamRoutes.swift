@@ -39,7 +39,15 @@ struct UpstreamRoutes {
             } catch {
                 backlog = nil
             }
-            return .json(JSON.serialize(Self.body(status, backlog: backlog, now: Double(Replica.systemMillis()) / 1000)))
+            var body = Self.body(status, backlog: backlog, now: Double(Replica.systemMillis()) / 1000)
+            // Rows of URLs no longer configured: each holds the change log and tombstones back.
+            if case .object(var fields) = body, let others = try? await store.otherUpstreams(than: status.url) {
+                fields["otherUpstreams"] = .array(others.map {
+                    .object(["url": .string($0.upstream), "uploadedThrough": .object(["txn": .int($0.uploaded.txn), "seq": .int(Int64($0.uploaded.seq))])])
+                })
+                body = .object(fields)
+            }
+            return .json(JSON.serialize(body))
         })
     }
 

@@ -46,4 +46,16 @@ import Values
             #expect(read.rows.map(\.id) == ["a"] && read.end == ChangeLogPosition(txn: merged.txn, seq: 0))
         }
     }
+
+    /// A row of an upstream URL no longer used is reported: it holds retention back.
+    @Test func otherUpstreamsAreListed() async throws {
+        try await withStore { store, _ in
+            _ = try await store.upstreamRecord("ws://old.example/api/v4/sync")
+            try await store.saveUploadPosition("ws://old.example/api/v4/sync", .end(of: 0))
+            _ = try await store.upstreamRecord("ws://new.example/api/v4/sync")
+            let others = try await store.otherUpstreams(than: "ws://new.example/api/v4/sync")
+            #expect(others.map(\.upstream) == ["ws://old.example/api/v4/sync"])
+            #expect(others.first?.uploaded == .end(of: 0))
+        }
+    }
 }
