@@ -107,6 +107,15 @@ public final class BigPeerService: Sendable {
         // the change-log read uses a pooled session of that loop (no hop per round trip). On the
         // shared cooperative pool every commit cost several thread switches (docs/performance-history.md).
         let follower = Task(executorPreference: listenerLoop) { await store.changeFeed.follow(listener) }
+        // What a start that fails from here on releases, in this order.
+        func releaseOnFailure(_ upstream: UpstreamReplicator?) async {
+            await upstream?.stop()
+            follower.cancel()
+            await listener.stop()
+            await pool.shutdown()
+            try? database.localCluster?.stop()
+            group.shutdown()
+        }
 
         let auth: Authenticator
         if configuration.insecureDevelopment {
@@ -123,11 +132,7 @@ public final class BigPeerService: Sendable {
             do {
                 upstream = try UpstreamReplicator(store: store, configuration: upstreamConfiguration, logger: logger)
             } catch {
-                follower.cancel()
-                await listener.stop()
-                await pool.shutdown()
-                try? database.localCluster?.stop()
-                group.shutdown()
+                await releaseOnFailure(nil)
                 throw error
             }
             logger.notice("replicating with the upstream", metadata: ["upstream": "\(upstreamConfiguration.displayURL)",
@@ -169,16 +174,12 @@ public final class BigPeerService: Sendable {
         httpConfig.threads = configuration.threads
         httpConfig.tls = configuration.tls
         httpConfig.limits.maxBodyBytes = configuration.maxBodyBytes
-        let http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)
+        let http: HTTPServer
         do {
+            http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)
             try await http.start()
         } catch {
-            await upstream?.stop()
-            follower.cancel()
-            await listener.stop()
-            await pool.shutdown()
-            try? database.localCluster?.stop()
-            group.shutdown()
+            await releaseOnFailure(upstream)
             throw error
         }
         let scheme = configuration.tls == nil ? "http" : "https"

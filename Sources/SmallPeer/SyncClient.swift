@@ -80,19 +80,17 @@ public final class SyncClient: Sendable {
     /// Starts syncing `peer` with the server at `configuration.url` (connects in the background).
     /// A peer has one client at a time: the newest one receives its local-change notifications.
     public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch { throw .failed("cannot start the event loop: \(error)") }
-        let loop = group.next()
-        var linkConfiguration = SyncLink.Configuration(url: configuration.url)
-        linkConfiguration.reconnectBase = configuration.reconnectBase
-        linkConfiguration.reconnectMax = configuration.reconnectMax
-        linkConfiguration.maxConnectAttempts = configuration.maxConnectAttempts
-        linkConfiguration.additionalCAFile = configuration.additionalCAFile
-        let link: SyncLink
-        do { link = try SyncLink(configuration: linkConfiguration, loop: loop) } catch {
-            group.shutdown()
+        let (link, group): (SyncLink, EventLoopGroup)
+        do {
+            (link, group) = try SyncLink.onOwnLoop(SyncLink.Configuration(
+                url: configuration.url, reconnectBase: configuration.reconnectBase, reconnectMax: configuration.reconnectMax,
+                maxConnectAttempts: configuration.maxConnectAttempts, additionalCAFile: configuration.additionalCAFile))
+        } catch .invalidURL {
             throw .invalidURL(configuration.url)
+        } catch {
+            throw .failed(error.description)
         }
+        let loop = link.loop
         self.peer = peer
         self.group = group
         self.statusBox = Locked(Status())

@@ -180,15 +180,8 @@ extension DocumentStore {
     /// `(0, -1)` included): if maintenance pruned part of it before any upstream row held it
     /// back, the documents themselves must be uploaded instead (`readDocumentsForUpload`).
     public func changeLogHolds(after position: ChangeLogPosition) async throws(StoreError) -> Bool {
-        do {
-            let row = try await pool.query("SELECT n, (SELECT min(txn) FROM change_log) FROM bigpeer_txn")[0]
-            let newest = try row.decode(0, as: Int64.self)
-            let through = max(0, position.completeThrough)
-            if row.isNull(1) { return through >= newest }
-            return through >= (try row.decode(1, as: Int64.self)) - 1
-        } catch {
-            throw StoreError.from(error)
-        }
+        // The sync resume check (a position from before the first transaction is one at 0).
+        try await changeLogReaches(back: max(0, position.completeThrough))
     }
 
     /// Documents (tombstones included) after `after` in (collection, id) order, with their

@@ -38,13 +38,37 @@ public final class SyncLink: WebSocketClientHandler {
         /// Largest WebSocket message accepted (the sync protocol's `hello.max` plus framing room).
         public var maxMessageSize = 17 << 20
 
-        public init(url: String) { self.url = url }
+        public init(url: String, reconnectBase: Duration = .milliseconds(250), reconnectMax: Duration = .seconds(30),
+                    maxConnectAttempts: Int? = nil, additionalCAFile: String? = nil) {
+            self.url = url
+            self.reconnectBase = reconnectBase
+            self.reconnectMax = reconnectMax
+            self.maxConnectAttempts = maxConnectAttempts
+            self.additionalCAFile = additionalCAFile
+        }
     }
 
     public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidURL(String)
+        case noEventLoop(String)
         public var description: String {
-            switch self { case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)" }
+            switch self {
+            case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)"
+            case .noEventLoop(let why): "cannot start the link's event loop: \(why)"
+            }
+        }
+    }
+
+    /// A link on an event-loop thread of its own (the group is the caller's to shut down once
+    /// the link has stopped): what one client of one server wants.
+    public static func onOwnLoop(_ configuration: Configuration) throws(LinkError) -> (SyncLink, EventLoopGroup) {
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch { throw .noEventLoop("\(error)") }
+        do {
+            return (try SyncLink(configuration: configuration, loop: group.next()), group)
+        } catch {
+            group.shutdown()
+            throw error
         }
     }
 

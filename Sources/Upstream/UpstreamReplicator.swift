@@ -39,18 +39,14 @@ public final class UpstreamReplicator: Sendable {
         do { subscriptions = try configuration.subscriptions.map { q throws(UpstreamError) in try UpstreamSubscriptions.parse(q) } } catch {
             throw .invalid(error.description)
         }
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch { throw .invalid("cannot start the replicator's event loop: \(error)") }
-        let loop = group.next()
-        var linkConfiguration = SyncLink.Configuration(url: configuration.url)
-        linkConfiguration.reconnectBase = configuration.reconnectBase
-        linkConfiguration.reconnectMax = configuration.reconnectMax
-        linkConfiguration.additionalCAFile = configuration.additionalCAFile
-        let link: SyncLink
-        do { link = try SyncLink(configuration: linkConfiguration, loop: loop) } catch {
-            group.shutdown()
+        let (link, group): (SyncLink, EventLoopGroup)
+        do {
+            (link, group) = try SyncLink.onOwnLoop(SyncLink.Configuration(url: configuration.url, reconnectBase: configuration.reconnectBase,
+                                                                          reconnectMax: configuration.reconnectMax, additionalCAFile: configuration.additionalCAFile))
+        } catch {
             throw .invalid("--upstream: \(error)")
         }
+        let loop = link.loop
         let statusBox = StatusBox(UpstreamStatus(url: configuration.displayURL))
         self.configuration = configuration
         self.group = group
