@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL"], swiftSettings: strict),
         // Replication and auth.
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
-        .target(name: "SyncProtocol", dependencies: ["Values"], swiftSettings: strict),
+        .target(name: "SyncProtocol", dependencies: ["Values", "COpenSSL"], swiftSettings: strict),
         // Server-side sync sessions over the store and its change log.
         .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),

@@ -34,6 +34,8 @@ EXAMPLES = [
     ("sub", {"t": "sub", "id": 1, "q": "SELECT * FROM cars WHERE color = :c", "args": {"c": "red"}}),
     ("sub-resume", {"t": "sub", "id": 1, "q": "SELECT * FROM cars WHERE color = :c", "args": {"c": "red"},
                     "cp": 1207, "have": bytes.fromhex("0000000000000001ffffffffffffff00")}),
+    ("sub-known", {"t": "sub", "id": 2, "q": "SELECT * FROM cars",
+                   "known": bytes.fromhex("31b33814aadbb9ef0123456789abcdef")}),
     ("unsub", {"t": "unsub", "id": 1}),
     ("sub_error", {"t": "sub_error", "id": 2, "msg": "syntax error at 1:8: expected FROM, found end of input"}),
     ("docs", {"t": "docs", "id": 1, "docs": [{"c": "cars", "id": "car-1", "kind": "upsert", "state": D}]}),
@@ -59,6 +61,11 @@ def fnv1a64(collection, id_value):
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return h
 
+def state_digest(state):
+    """PROTOCOL.md §4.3 `known`: the first 8 bytes of SHA-256 over the CRDT state, big-endian."""
+    import hashlib
+    return int.from_bytes(hashlib.sha256(state).digest()[:8], "big")
+
 if __name__ == "__main__":
     for name, msg in EXAMPLES:
         data = enc(msg).hex()
@@ -68,3 +75,4 @@ if __name__ == "__main__":
         print("```")
     print("fnv1a64('cars', 'car-1') = %016x" % fnv1a64("cars", "car-1"))
     print("fnv1a64('cars', {'vin': 'W0L1'}) = %016x" % fnv1a64("cars", {"vin": "W0L1"}))
+    print("state digest of bytes 01 a0 = %016x" % state_digest(D))

@@ -753,6 +753,7 @@ components:
         skippedUploads: { type: integer, minimum: 0, description: "local changes whose stored state does not decode (corrupt rows), not uploaded" }
         credentialRefreshes: { type: integer, minimum: 0, description: "renewed credentials the upstream accepted within a session" }
         resentAsFullState: { type: integer, minimum: 0, description: "uploads the upstream lacked an earlier change for, sent again as full states" }
+        knownListed: { type: integer, minimum: 0, description: "documents listed as already held (with their state digests) by subscriptions that started without a checkpoint; the upstream does not send those it holds in the same state" }
         uploadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the upload messages sent (CBOR, without WebSocket framing)" }
         downloadedBytes: { type: integer, format: int64, minimum: 0, description: "bytes of the docs and changes messages received" }
         lastRejection: { type: string, nullable: true }

@@ -92,6 +92,7 @@ struct UpstreamRoutes {
             "skippedUploads": .int(Int64(s.skippedUploads)),
             "credentialRefreshes": .int(Int64(s.credentialRefreshes)),
             "resentAsFullState": .int(Int64(s.resentAsFullState)),
+            "knownListed": .int(Int64(s.knownListed)),
             "uploadedBytes": .int(Int64(s.uploadedBytes)),
             "downloadedBytes": .int(Int64(s.downloadedBytes)),
             "lastRejection": s.lastRejection.map(Value.string) ?? .null,

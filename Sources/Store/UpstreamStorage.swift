@@ -273,43 +273,24 @@ extension DocumentStore {
     public func heldDocumentIDs(matching statement: SelectStatement, arguments: [String: Value], uploadedThrough: Int64,
                                 upstreamSite: Int64, limit: Int) async throws(StoreError) -> [Value]? {
         do {
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
-                                            budget: DocumentStore.planningBudget())
-            let plan = try planner.plan(statement, context: context)
-            let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
-            guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {
-                throw StoreError.invalid("a subscription must be SELECT * FROM collection [WHERE ...]")
-            }
-            var binds = plan.parameters.map(\.postgresBind)
-            let conditions = String(plan.sql.dropFirst(prefix.count))
-            binds.append(PostgresBind(type: PostgresType.int8, text: String(uploadedThrough)))
-            let after = binds.count
-            binds.append(PostgresBind(type: PostgresType.text, text: statement.from.name))
-            let collection = binds.count
-            binds.append(PostgresBind(type: PostgresType.int8, text: String(upstreamSite)))
-            let site = binds.count
-            binds.append(PostgresBind(type: PostgresType.int8, text: String(Int64(limit) + 1)))
-            let rows = binds.count
+            var scan = try await subscriptionScan(statement, arguments: arguments)
+            let after = scan.bind(PostgresBind(type: PostgresType.int8, text: String(uploadedThrough)))
+            let collection = scan.bind(PostgresBind(type: PostgresType.text, text: statement.from.name))
+            let site = scan.bind(PostgresBind(type: PostgresType.int8, text: String(upstreamSite)))
+            let rows = scan.bind(PostgresBind(type: PostgresType.int8, text: String(Int64(limit) + 1)))
             let sql = """
-                SELECT id, \(plan.residual == nil ? "NULL::jsonb" : "value") FROM documents
-                WHERE (\(conditions)) AND NOT deleted
+                SELECT id, \(scan.valueColumn) FROM documents
+                WHERE (\(scan.conditions)) AND NOT deleted
                   AND (collection, id) NOT IN (SELECT c.collection, c.id FROM change_log c
                         WHERE c.txn > $\(after)::bigint AND c.collection = $\(collection)::text AND c.kind <> 'evict'
                           AND c.origin IS DISTINCT FROM $\(site)::bigint)
                 LIMIT $\(rows)::bigint
                 """
-            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: binds))
+            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: scan.binds))
             if result.count > limit { return nil }
             var ids: [Value] = []
             ids.reserveCapacity(result.count)
-            for row in result {
-                // The part of the WHERE clause PostgreSQL cannot run, here, within the same
-                // per-document budget as an initial sync's (a document it cannot decide on is
-                // not listed: it is then sent whole, which is always correct).
-                if plan.residual != nil {
-                    let value = try Self.decodeJSON(row, column: 1)
-                    guard (try? InMemoryEvaluation.subscriptionMatches(plan.memoryQuery, value))?.matches == true else { continue }
-                }
+            for row in result where try scan.residualMatches(row, valueColumn: 1) {
                 ids.append(try Self.decodeJSON(row, column: 0))
             }
             return ids
@@ -318,6 +299,73 @@ extension DocumentStore {
         }
     }
 
+    /// The documents a new subscription (no checkpoint) may list in `known` (PROTOCOL.md §4.3):
+    /// those that match it here now, with the digest of their stored state (SyncProtocol's
+    /// `StateDigest`: the first 8 bytes of SHA-256, big-endian, computed by PostgreSQL so that
+    /// only 8 bytes a document leave the database). At most `limit` of
+    /// them, in no particular order: any subset may be listed (the others are sent whole).
+    /// Tombstones are not listed: an initial sync sends none.
+    public func knownStates(matching statement: SelectStatement, arguments: [String: Value], limit: Int)
+        async throws(StoreError) -> [(id: Value, digest: UInt64)] {
+        do {
+            var scan = try await subscriptionScan(statement, arguments: arguments)
+            let rows = scan.bind(PostgresBind(type: PostgresType.int8, text: String(limit)))
+            let sql = """
+                SELECT id, \(scan.valueColumn), ('x' || encode(substring(sha256(state) from 1 for 8), 'hex'))::bit(64)::bigint FROM documents
+                WHERE (\(scan.conditions)) AND NOT deleted
+                LIMIT $\(rows)::bigint
+                """
+            let result = try await pool.query(PostgresQuery(unsafeSQL: sql, binds: scan.binds))
+            var out: [(id: Value, digest: UInt64)] = []
+            out.reserveCapacity(result.count)
+            for row in result where try scan.residualMatches(row, valueColumn: 1) {
+                // The 8 bytes as a bigint (text results), its bits reinterpreted unsigned.
+                out.append((try Self.decodeJSON(row, column: 0), UInt64(bitPattern: try row.decode(2, as: Int64.self))))
+            }
+            return out
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// A subscription's WHERE clause as planned for a scan of its collection here: the part
+    /// PostgreSQL runs, and the residual evaluated per row.
+    private func subscriptionScan(_ statement: SelectStatement, arguments: [String: Value]) async throws -> SubscriptionScan {
+        let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
+                                        budget: DocumentStore.planningBudget())
+        let plan = try planner.plan(statement, context: context)
+        let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
+        guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {
+            throw StoreError.invalid("a subscription must be SELECT * FROM collection [WHERE ...]")
+        }
+        return SubscriptionScan(conditions: String(plan.sql.dropFirst(prefix.count)), binds: plan.parameters.map(\.postgresBind), plan: plan)
+    }
+}
+
+/// `subscriptionScan`'s answer: the SQL conditions with their binds (more may be appended), and
+/// the plan whose residual is checked on each row.
+private struct SubscriptionScan {
+    var conditions: String
+    var binds: [PostgresBind]
+    let plan: PushdownPlan
+
+    /// Appends a bind and returns its `$n` number.
+    mutating func bind(_ b: PostgresBind) -> Int {
+        binds.append(b)
+        return binds.count
+    }
+
+    /// The value column is read only when a residual needs it.
+    var valueColumn: String { plan.residual == nil ? "NULL::jsonb" : "value" }
+
+    /// The part of the WHERE clause PostgreSQL cannot run, here, within the same per-document
+    /// budget as an initial sync's (a document it cannot decide on is not listed: it is then sent
+    /// whole, which is always correct).
+    func residualMatches(_ row: PostgresRow, valueColumn column: Int) throws -> Bool {
+        guard plan.residual != nil else { return true }
+        let value = try DocumentStore.decodeJSON(row, column: column)
+        return (try? InMemoryEvaluation.subscriptionMatches(plan.memoryQuery, value))?.matches == true
+    }
 }
 
 extension WriteTransaction {

@@ -98,11 +98,18 @@ extension SyncSession {
         guard subscriptions.count < configuration.limits.maxSubscriptions else {
             return send(.subscriptionError(id: s.id, message: "at most \(configuration.limits.maxSubscriptions) subscriptions per session"), into: &out)
         }
-        if let have = s.have, !have.isEmpty {
-            let pending = subscriptions.values.reduce(0) { $0 + $1.have.count }
+        if s.known != nil, s.checkpoint != nil {
+            return send(.subscriptionError(id: s.id, message: "known is for a subscription without cp (a resume lists have)"), into: &out)
+        }
+        let listed = (s.have?.count ?? 0) + (s.known?.count ?? 0)
+        if listed > 0 {
+            let pending = subscriptions.values.reduce(0) { $0 + $1.have.count + $1.known.count }
             let limit = configuration.maxTrackedDocuments
-            guard held.count + pending + have.count <= limit else {
-                return send(.subscriptionError(id: s.id, message: "resume refused: the session would track more than \(limit) documents (held and have); subscribe without cp"), into: &out)
+            guard held.count + pending + listed <= limit else {
+                let message = s.have == nil
+                    ? "known refused: the session would track more than \(limit) documents (held, have and known); subscribe without known"
+                    : "resume refused: the session would track more than \(limit) documents (held, have and known); subscribe without cp"
+                return send(.subscriptionError(id: s.id, message: message), into: &out)
             }
         }
         let query: SubscriptionQuery
@@ -116,7 +123,7 @@ extension SyncSession {
         }
         generations += 1
         subscriptions[s.id] = Subscription(id: s.id, generation: generations, query: query, checkpoint: s.checkpoint,
-                                           have: s.have ?? [], phase: .queued)
+                                           have: s.have ?? [], known: s.known ?? [], phase: .queued)
         order.append(s.id)
         subscriptionSetVersion += 1
     }
@@ -170,12 +177,18 @@ extension SyncSession {
         entries.reserveCapacity(page.rows.count)
         for row in page.rows {
             let ref = DocumentRef(collection: sub.query.collection, id: row.id)
+            let hash = DocumentHash.of(ref)
+            held.insert(hash)
+            if sub.peerKnows(hash, row.state) {
+                statesAlreadyKnown += 1
+                continue
+            }
             entries.append(ChangeEntry(document: ref, kind: .upsert, payload: .state(row.state)))
-            held.insert(DocumentHash.of(ref))
         }
         sendBatched(entries, into: &out) { .documents(subscription: id, entries: $0) }
         if page.isLast {
             sub.phase = .live
+            sub.known = []
             subscriptions[id] = sub
             send(.synced(subscription: id, checkpoint: cursor ?? page.txn), into: &out)
         } else {
@@ -343,4 +356,20 @@ struct PageRead: Equatable {
 struct SubscriptionQueryError: Error, CustomStringConvertible {
     var description: String
     init(_ d: String) { description = d }
+}
+
+extension SyncSession.Subscription {
+    /// True if the peer listed this document in `known` with exactly this state (PROTOCOL.md
+    /// §4.3): it has every change the state holds, so the state is not sent and the document is
+    /// held from now on, as if it had been. The digest is computed only for listed documents.
+    func peerKnows(_ hash: UInt64, _ state: [UInt8]) -> Bool {
+        guard !known.isEmpty else { return false }
+        var low = 0, high = known.count
+        while low < high {
+            let mid = (low + high) / 2
+            if known[mid].document < hash { low = mid + 1 } else { high = mid }
+        }
+        guard low < known.count, known[low].document == hash else { return false }
+        return known[low].state == StateDigest.of(state)
+    }
 }

@@ -69,6 +69,9 @@ public struct SyncSession: Sendable {
         var query: SubscriptionQuery
         var checkpoint: Int64?
         var have: [UInt64]
+        /// Without `checkpoint`: what the peer has (`sub.known`), ascending by document hash; the
+        /// initial sync does not send a document whose state digest it names. Emptied once live.
+        var known: [KnownState]
         var phase: Phase
     }
 
@@ -156,6 +159,8 @@ public struct SyncSession: Sendable {
     /// them dropped because the peer had no credit left when they arrived (tests, metrics).
     public internal(set) var pagesReadAhead = 0
     public internal(set) var pagesDroppedWithoutCredit = 0
+    /// Initial-sync documents not sent because the peer listed their state in `known`.
+    public internal(set) var statesAlreadyKnown = 0
     /// Uploads in the order received, with their size and, once committed, their ack.
     var uploads: [PendingUpload] = []
 

@@ -273,14 +273,17 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         return []
     }
 
-    /// Subscribes (now ready). `resume` is the stored checkpoint and held-document hashes, if any.
-    public mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?) -> [Action] {
+    /// Subscribes (now ready). `resume` is the stored checkpoint and held-document hashes, if any;
+    /// without one, `known` lists documents held already with their state digests, which the
+    /// initial sync then does not send again (PROTOCOL.md §4.3).
+    public mutating func subscribe(_ sub: SyncSubscription, resume: (checkpoint: Int64, have: [UInt64])?, known: [KnownState]? = nil) -> [Action] {
         guard state == .ready, !refusedKeys.contains(sub.key), !subscriptions.values.contains(where: { $0.key == sub.key }) else { return [] }
         let id = nextSubscriptionID
         nextSubscriptionID &+= 1
         subscriptions[id] = SessionSubscription(key: sub.key, collection: sub.collection, resumed: resume != nil)
         let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
-                                                     checkpoint: resume?.checkpoint, have: resume?.have))
+                                                     checkpoint: resume?.checkpoint, have: resume?.have,
+                                                     known: resume == nil ? known.flatMap { $0.isEmpty ? nil : $0 } : nil))
         return [.send(message.encode())]
     }
 

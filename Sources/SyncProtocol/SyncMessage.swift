@@ -140,13 +140,18 @@ public struct Subscribe: Sendable, Equatable {
     public var checkpoint: Int64?
     /// Resume: hashes (`DocumentHash`) of the documents the peer holds in the collection, ascending.
     public var have: [UInt64]?
+    /// Without `checkpoint`: documents the peer has, with the digest of the state it has,
+    /// ascending by document hash; the initial sync skips those whose state is the same.
+    public var known: [KnownState]?
 
-    public init(id: UInt32, query: String, arguments: [String: Value] = [:], checkpoint: Int64? = nil, have: [UInt64]? = nil) {
+    public init(id: UInt32, query: String, arguments: [String: Value] = [:], checkpoint: Int64? = nil, have: [UInt64]? = nil,
+                known: [KnownState]? = nil) {
         self.id = id
         self.query = query
         self.arguments = arguments
         self.checkpoint = checkpoint
         self.have = have
+        self.known = known
     }
 }
 

@@ -30,6 +30,10 @@ extension SyncMessage {
 extension CBORWriter {
     fileprivate mutating func key(_ k: String) { text(k) }
 
+    fileprivate static func appendBigEndian(_ v: UInt64, to bytes: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+    }
+
     fileprivate mutating func type(_ name: String) {
         text("t")
         text(name)
@@ -65,8 +69,8 @@ extension CBORWriter {
             key("code"); unsigned(UInt64(code))
             key("reason"); text(reason)
         case .subscribe(let s):
-            // q, t, cp, id, args, have
-            mapHeader(3 + (s.checkpoint == nil ? 0 : 1) + (s.arguments.isEmpty ? 0 : 1) + (s.have == nil ? 0 : 1))
+            // q, t, cp, id, args, have, known
+            mapHeader(3 + (s.checkpoint == nil ? 0 : 1) + (s.arguments.isEmpty ? 0 : 1) + (s.have == nil ? 0 : 1) + (s.known == nil ? 0 : 1))
             key("q"); text(s.query)
             type("sub")
             if let cp = s.checkpoint { key("cp"); unsigned(UInt64(cp)) }
@@ -76,7 +80,17 @@ extension CBORWriter {
                 key("have")
                 var bytes: [UInt8] = []
                 bytes.reserveCapacity(have.count * 8)
-                for h in have { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: h >> UInt64(shift))) } }
+                for h in have { Self.appendBigEndian(h, to: &bytes) }
+                byteString(bytes)
+            }
+            if let known = s.known {
+                key("known")
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(known.count * KnownState.encodedSize)
+                for k in known {
+                    Self.appendBigEndian(k.document, to: &bytes)
+                    Self.appendBigEndian(k.state, to: &bytes)
+                }
                 byteString(bytes)
             }
         case .unsubscribe(let id):

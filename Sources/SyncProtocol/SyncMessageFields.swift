@@ -97,7 +97,25 @@ struct Fields {
             }
             have = hashes
         }
-        return Subscribe(id: try subID("id"), query: query, arguments: arguments, checkpoint: checkpoint, have: have)
+        var known: [KnownState]? = nil
+        if items["known"] != nil {
+            let raw = try bytes("known", max: limits.maxMessageSize)
+            let size = KnownState.encodedSize
+            guard raw.count % size == 0 else { throw .outOfRange(type: type, field: "known", reason: "length must be a multiple of \(size)") }
+            var entries: [KnownState] = []
+            entries.reserveCapacity(raw.count / size)
+            for i in stride(from: 0, to: raw.count, by: size) {
+                var document: UInt64 = 0, state: UInt64 = 0
+                for j in 0..<8 { document = document << 8 | UInt64(raw[i + j]) }
+                for j in 8..<16 { state = state << 8 | UInt64(raw[i + j]) }
+                if let last = entries.last, last.document >= document {
+                    throw .outOfRange(type: type, field: "known", reason: "document hashes must be strictly ascending")
+                }
+                entries.append(KnownState(document: document, state: state))
+            }
+            known = entries
+        }
+        return Subscribe(id: try subID("id"), query: query, arguments: arguments, checkpoint: checkpoint, have: have, known: known)
     }
 
     func entries(allowEmpty: Bool) throws(E) -> [ChangeEntry] {

@@ -22,10 +22,12 @@ import SyncPeer
 import SyncProtocol
 import Values
 
-/// Where a subscription resumes: its stored checkpoint and the documents held (PROTOCOL.md §4.3).
-struct Resume: Sendable {
-    var checkpoint: Int64
-    var have: [UInt64]
+/// How a subscription starts (PROTOCOL.md §4.3): resumed from its stored checkpoint with the
+/// documents held (`have`), or, with no checkpoint, from nothing with the documents already here
+/// and their state digests (`known`), so that what is held is not sent again.
+enum SubscriptionStart: Sendable {
+    case resume(checkpoint: Int64, have: [UInt64])
+    case fresh(known: [KnownState])
 }
 
 /// One document uploaded: the session sends `ref` and `delta`; `position` is its change-log row.
@@ -285,6 +287,7 @@ final class UpstreamCore: SyncLinkDelegate {
         logger.notice("upstream session accepted", metadata: ["session": "\(welcome.sessionID)", "site": "\(welcome.site)"])
         let generation = self.generation
         let store = self.store, key = upstreamKey
+        let wanted = wantedSubscriptions()
         run({ () async throws(StoreError) in
             let before = try await store.upstreamRecord(key)
             var record = before
@@ -292,11 +295,15 @@ final class UpstreamCore: SyncLinkDelegate {
                 _ = try await store.recordUpstreamSite(key, site: site)
                 record = try await store.upstreamRecord(key)
             }
-            return (previous: before.upstreamSite, record: record, logHolds: try await store.changeLogHolds(after: record.uploaded))
+            let fresh = wanted.filter { record.checkpoints[Self.storageKey($0.key)] == nil }
+            var known: [String: [KnownState]] = [:]
+            for sub in fresh { known[sub.key] = try await Self.known(store, sub) }
+            return (previous: before.upstreamSite, record: record, logHolds: try await store.changeLogHolds(after: record.uploaded),
+                    fresh: fresh, known: known)
         }) { core, prepared in
             guard core.generation == generation, core.session != nil else { return }
             switch prepared {
-            case .success(let (previous, record, logHolds)):
+            case .success(let (previous, record, logHolds, fresh, known)):
                 if let previous, previous != site {
                     core.logger.warning("another database answers at the upstream URL (new site id): its checkpoints are dropped and everything in the change log is uploaded again",
                                         metadata: ["previous": "\(UInt64(bitPattern: previous))", "site": "\(welcome.site)"])
@@ -317,7 +324,7 @@ final class UpstreamCore: SyncLinkDelegate {
                 // as a small peer's do, so that a document created here over one the upstream
                 // deleted comes back merged, PROTOCOL.md §4.6); then the uploads; then the resumed
                 // subscriptions (`subscribeWhenDrained`).
-                core.subscribeFresh(core.wantedSubscriptions().filter { record.checkpoints[Self.storageKey($0.key)] == nil })
+                core.subscribeFresh(fresh, known: known)
                 core.drainTarget = core.store.changeFeed.head
                 core.pumpUploads()
                 core.subscribeWhenDrained()
@@ -327,12 +334,15 @@ final class UpstreamCore: SyncLinkDelegate {
         }
     }
 
-    /// Subscribes, without waiting for the uploads, to subscriptions that start from nothing.
-    private func subscribeFresh(_ fresh: [SyncSubscription]) {
+    /// Subscribes, without waiting for the uploads, to subscriptions that start from nothing
+    /// (listing in `known` what is here already).
+    private func subscribeFresh(_ fresh: [SyncSubscription], known: [String: [KnownState]]) {
         guard var s = session, !fresh.isEmpty else { return }
         var actions: [Session.Action] = []
-        for sub in fresh { actions += s.subscribe(sub, resume: nil) }
+        for sub in fresh { actions += s.subscribe(sub, resume: nil, known: known[sub.key]) }
         session = s
+        let listed = fresh.reduce(0) { $0 + (known[$1.key]?.count ?? 0) }
+        status.update { $0.knownListed += listed }
         status.update { st in for sub in fresh where st.subscriptions[sub.key] == nil { st.subscriptions[sub.key] = false } }
         perform(actions)
     }
@@ -347,29 +357,54 @@ final class UpstreamCore: SyncLinkDelegate {
         drainTarget = nil
         let generation = self.generation, site = upstreamSite ?? 0
         let subscriptions = wantedSubscriptions()
+        let added = subscriptions.filter { !(session?.subscriptionKeys.contains($0.key) ?? false) }  // not the fresh ones
         let store = self.store, key = upstreamKey, uploaded = uploads.acknowledged
         run({ () async throws(StoreError) in
             var record = try await store.upstreamRecord(key)
             record.uploaded = max(record.uploaded, uploaded)  // acknowledged, perhaps not stored yet
-            return try await Self.resumes(store, subscriptions, record: record, site: site)
+            return try await Self.starts(store, added, record: record, site: site)
         }) { core, prepared in
             guard core.generation == generation, core.session != nil else { return }
             switch prepared {
-            case .success(let resumes): core.subscribe(subscriptions, resumes: resumes)
+            case .success(let starts): core.subscribe(subscriptions, starts: starts)
             case .failure(let error): core.localFailure("cannot read the subscriptions' checkpoints: \(error)")
             }
         }
     }
 
-    /// Where each subscription with a stored checkpoint resumes.
-    static func resumes(_ store: DocumentStore, _ subscriptions: [SyncSubscription], record: UpstreamRecord, site: Int64)
-        async throws(StoreError) -> [String: Resume] {
-        var out: [String: Resume] = [:]
+    /// How each subscription starts: from its stored checkpoint, or from nothing with `known`.
+    static func starts(_ store: DocumentStore, _ subscriptions: [SyncSubscription], record: UpstreamRecord, site: Int64)
+        async throws(StoreError) -> [String: SubscriptionStart] {
+        var out: [String: SubscriptionStart] = [:]
         for sub in subscriptions {
-            guard let cp = record.checkpoints[storageKey(sub.key)] else { continue }
-            out[sub.key] = Resume(checkpoint: cp, have: try await have(store, sub, record: record, site: site))
+            if let cp = record.checkpoints[storageKey(sub.key)] {
+                out[sub.key] = .resume(checkpoint: cp, have: try await have(store, sub, record: record, site: site))
+            } else {
+                out[sub.key] = .fresh(known: try await known(store, sub))
+            }
         }
         return out
+    }
+
+    /// The `known` of a subscription without a checkpoint: the documents here that match it, with
+    /// their state digests, ascending by document hash (PROTOCOL.md §4.3, `knownStates`); at most
+    /// `maxKnown` (any subset is correct: the others are sent whole).
+    static func known(_ store: DocumentStore, _ sub: SyncSubscription) async throws(StoreError) -> [KnownState] {
+        guard case .select(let statement)? = try? DQL.parse(sub.query) else { return [] }
+        let states = try await store.knownStates(matching: statement, arguments: sub.arguments, limit: maxKnown)
+        var known = states.map { KnownState(document: DocumentHash.of(collection: sub.collection, id: $0.id), state: $0.digest) }
+        known.sort()
+        // Two ids with one hash: neither is listed (the server could not tell which is meant).
+        var unique: [KnownState] = []
+        unique.reserveCapacity(known.count)
+        var i = 0
+        while i < known.count {
+            var j = i + 1
+            while j < known.count, known[j].document == known[i].document { j += 1 }
+            if j == i + 1 { unique.append(known[i]) }
+            i = j
+        }
+        return unique
     }
 
     /// The `have` of a resumed subscription: hashes of the documents held here with every change
@@ -396,6 +431,8 @@ final class UpstreamCore: SyncLinkDelegate {
 
     /// Most documents listed in one `have` (8 bytes each: 8 MiB of the 16 MiB a message may have).
     static let maxHave = 1 << 20
+    /// Most documents listed in one `known` (16 bytes each: 8 MiB).
+    static let maxKnown = 1 << 19
 
     /// Configured subscriptions plus the relayed ones.
     func wantedSubscriptions() -> [SyncSubscription] {
@@ -406,11 +443,17 @@ final class UpstreamCore: SyncLinkDelegate {
         return out
     }
 
-    private func subscribe(_ subscriptions: [SyncSubscription], resumes: [String: Resume]) {
+    private func subscribe(_ subscriptions: [SyncSubscription], starts: [String: SubscriptionStart]) {
         guard var s = session else { return }
         var actions = s.keepOnly(Set(subscriptions.map(\.key)))
         for sub in subscriptions where !s.subscriptionKeys.contains(sub.key) {
-            actions += s.subscribe(sub, resume: resumes[sub.key].map { ($0.checkpoint, $0.have) })
+            switch starts[sub.key] {
+            case .resume(let checkpoint, let have)?: actions += s.subscribe(sub, resume: (checkpoint, have))
+            case .fresh(let known)?:
+                actions += s.subscribe(sub, resume: nil, known: known)
+                status.update { $0.knownListed += known.count }
+            case nil: actions += s.subscribe(sub, resume: nil)  // wanted since the store was asked
+            }
         }
         session = s
         subscribed = true
@@ -446,11 +489,11 @@ final class UpstreamCore: SyncLinkDelegate {
         let added = wanted.filter { !s.subscriptionKeys.contains($0.key) }
         let store = self.store, key = upstreamKey
         run({ () async throws(StoreError) in
-            try await Self.resumes(store, added, record: try await store.upstreamRecord(key), site: site)
+            try await Self.starts(store, added, record: try await store.upstreamRecord(key), site: site)
         }) { core, prepared in
             guard core.generation == generation else { return }
             switch prepared {
-            case .success(let resumes): core.subscribe(core.wantedSubscriptions(), resumes: resumes)
+            case .success(let starts): core.subscribe(core.wantedSubscriptions(), starts: starts)
             case .failure(let error): core.localFailure("cannot read the subscriptions' checkpoints: \(error)")
             }
         }

@@ -53,6 +53,9 @@ public struct UpstreamStatus: Sendable, Equatable {
     /// Uploads the upstream could not merge for lack of an earlier change (`deltaGap`), sent
     /// again as the document's full state.
     public var resentAsFullState = 0
+    /// Documents listed in `known` by subscriptions that started from nothing (their state was
+    /// here already: the upstream does not send it again when it holds the same).
+    public var knownListed = 0
     /// Bytes of the `up` messages sent and of the `docs`/`changes` messages received (the CBOR
     /// messages, without WebSocket framing).
     public var uploadedBytes = 0

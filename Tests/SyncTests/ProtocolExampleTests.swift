@@ -17,6 +17,8 @@ import Values
         "refuse": .refuse(code: 4001, reason: "invalid API key"),
         "sub": .subscribe(Subscribe(id: 1, query: redCars, arguments: ["c": "red"])),
         "sub-resume": .subscribe(Subscribe(id: 1, query: redCars, arguments: ["c": "red"], checkpoint: 1207, have: [1, 0xFFFF_FFFF_FFFF_FF00])),
+        "sub-known": .subscribe(Subscribe(id: 2, query: "SELECT * FROM cars", known: [
+            KnownState(document: 0x31b3_3814_aadb_b9ef, state: 0x0123_4567_89ab_cdef)])),
         "unsub": .unsubscribe(id: 1),
         "sub_error": .subscriptionError(id: 2, message: "syntax error at 1:8: expected FROM, found end of input"),
         "docs": .documents(subscription: 1, entries: [ChangeEntry(document: DocumentRef(collection: "cars", id: "car-1"), kind: .upsert, payload: .state(delta))]),

@@ -123,6 +123,30 @@ import Values
         #expect((try? SyncMessageDecoder.decode(sub([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]))) != nil)
     }
 
+    @Test func known_mustBeAscendingMultiplesOf16_andRoundTrips() {
+        func sub(_ known: [UInt8]) -> [UInt8] {
+            var w = CBORWriter()
+            w.mapHeader(4); w.text("q"); w.text("SELECT * FROM c"); w.text("t"); w.text("sub"); w.text("id"); w.unsigned(1)
+            w.text("known"); w.byteString(known)
+            return w.bytes
+        }
+        let one: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 1, 9, 9, 9, 9, 9, 9, 9, 9]
+        let two: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]
+        expectError(sub(Array(one.prefix(8)))) { if case .outOfRange(_, "known", _) = $0 { true } else { false } }
+        expectError(sub(two + one)) { if case .outOfRange(_, "known", _) = $0 { true } else { false } }
+        expectError(sub(one + one)) { if case .outOfRange(_, "known", _) = $0 { true } else { false } }
+        guard case .subscribe(let s)? = try? SyncMessageDecoder.decode(sub(one + two)) else { Issue.record("not decoded"); return }
+        #expect(s.known == [KnownState(document: 1, state: 0x0909_0909_0909_0909), KnownState(document: 2, state: 0)])
+        #expect(SyncMessage.subscribe(s).encode() == sub(one + two))
+    }
+
+    @Test func stateDigest_isTheFirst8BytesOfSHA256() {
+        // sha256("") = e3b0c442 98fc1c14 9afbf4c8 996fb924 ...; sha256("abc") = ba7816bf 8f01cfea ...
+        #expect(StateDigest.of([]) == 0xe3b0_c442_98fc_1c14)
+        #expect(StateDigest.of(Array("abc".utf8)) == 0xba78_16bf_8f01_cfea)
+        #expect(StateDigest.of([0x01, 0xA0]) == 0xa179_dbdd_51c5_6d09, "PROTOCOL.md §4.3's example")
+    }
+
     @Test func nonCanonicalEncodings_areRejected() {
         // Keys out of order: {"t": "ping", "n": 1} written with "t" first.
         var w = CBORWriter()
