@@ -67,7 +67,7 @@ let package = Package(
         // on: what a small peer and a local node's upstream replicator both drive.
         .target(name: "SyncPeer", dependencies: ["SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
         // A local node's replication with its upstream BigPeer: a sync peer with this server's store behind it.
-        .target(name: "Upstream", dependencies: ["Store", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Sockets", "Values",
+        .target(name: "Upstream", dependencies: ["Store", "Postgres", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Sockets", "Values",
                                                  .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(

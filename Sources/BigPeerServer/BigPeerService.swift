@@ -130,7 +130,7 @@ public final class BigPeerService: Sendable {
         var upstream: UpstreamReplicator?
         if let upstreamConfiguration = configuration.upstream {
             do {
-                upstream = try UpstreamReplicator(store: store, configuration: upstreamConfiguration, logger: logger)
+                upstream = try UpstreamReplicator(store: store, configuration: upstreamConfiguration, lockSession: sessionConfig, logger: logger)
             } catch {
                 await releaseOnFailure(nil)
                 throw error

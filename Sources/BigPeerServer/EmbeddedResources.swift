@@ -702,12 +702,13 @@ components:
       properties:
         state:
           type: string
-          enum: [connected, connecting, refused, offline]
+          enum: [connected, connecting, refused, offline, standby]
         url: { type: string, description: the upstream's sync URL without user information }
         upstreamSite: { type: string, nullable: true, description: "the upstream's CRDT site id (64 bits, as text)" }
         session: { type: string, nullable: true }
         sessions: { type: integer, minimum: 0 }
         lastError: { type: string, nullable: true }
+        standbyReason: { type: string, nullable: true, description: "why this instance does not replicate (state standby: another instance on the same database holds the replication lock)" }
         lastErrorAt: { type: number, nullable: true, description: seconds since the epoch }
         lastExchangeAt: { type: number, nullable: true }
         lastCheckpointAt: { type: number, nullable: true }

@@ -70,6 +70,7 @@ struct UpstreamRoutes {
             "session": s.session.map(Value.string) ?? .null,
             "sessions": .int(Int64(s.sessions)),
             "lastError": s.lastError.map(Value.string) ?? .null,
+            "standbyReason": s.standbyReason.map(Value.string) ?? .null,
             "lastErrorAt": time(s.lastErrorAt),
             "lastExchangeAt": time(s.lastExchangeAt),
             "lastCheckpointAt": time(s.lastCheckpointAt),

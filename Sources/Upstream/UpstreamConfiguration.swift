@@ -41,6 +41,10 @@ public struct UpstreamConfiguration: Sendable {
     /// After the last local peer's subscription goes, how long its relayed upstream subscription
     /// stays (a peer reconnecting does not make the node unsubscribe and re-sync).
     public var relayLinger: Duration = .seconds(30)
+    /// With several instances on one database (`UpstreamLease`): how often a standby instance
+    /// tries to take the replication lock, and how often the holder checks it still holds it.
+    public var leaseRetryInterval: Duration = .seconds(5)
+    public var leaseProbeInterval: Duration = .seconds(2)
     /// The name this node gives upstream (`hello.name`).
     public var deviceName = "bigpeer-local-node"
 

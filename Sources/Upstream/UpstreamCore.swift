@@ -67,6 +67,9 @@ final class UpstreamCore: SyncLinkDelegate {
     var drainTarget: Int64?
     var relayed = RelayedSubscriptions()
     var stopped = false
+    /// This instance may replicate: it holds the database's replication lock (`UpstreamLease`),
+    /// or runs without one. A standby instance keeps no link.
+    var leading = false
     private var tickTimer: TimerID?
     private var headListener: UInt64?
     /// Credentials of the next `hello` (a JWT file is read again at each connection).
@@ -140,7 +143,8 @@ final class UpstreamCore: SyncLinkDelegate {
 
     // MARK: - Lifecycle
 
-    func start() {
+    func start(leading: Bool) {
+        self.leading = leading
         let wake = onLoop { $0.localCommitted() }
         headListener = store.changeFeed.addHeadListener { _ in wake() }
         // The stored state first, for the status (each session reads it again before it starts).
@@ -154,14 +158,36 @@ final class UpstreamCore: SyncLinkDelegate {
                 core.logger.warning("cannot read the upstream's replication state yet", metadata: ["error": "\(error)"])
             }
         }
-        connect()
+        if leading { connect() }
         scheduleTick()
     }
 
     func connect() {
-        guard !stopped else { return }
+        guard !stopped, leading else { return }
         readCredentials()
         link.connectNow()
+    }
+
+    /// The replication lock was taken (replicate) or is held elsewhere or lost (stand by: end the
+    /// session and keep no link; what is being merged still commits, harmlessly).
+    func lead(_ held: Bool, why: String) {
+        guard !stopped, !(held && leading) else { return }
+        leading = held
+        if held {
+            logger.notice("replicating with the upstream from this instance", metadata: ["why": "\(why)"])
+            connect()
+            return
+        }
+        logger.notice("standing by: not replicating with the upstream from this instance", metadata: ["why": "\(why)"])
+        status.update { $0.state = .standby; $0.standbyReason = why }
+        link.halt()
+        if var s = session {
+            let actions = s.close(code: SyncCloseCode.normal.rawValue, reason: "another instance of this node replicates")
+            session = s
+            perform(actions)
+        } else if link.isActive {
+            link.close(code: SyncCloseCode.normal.rawValue, reason: "another instance of this node replicates")
+        }
     }
 
     func stop() {
@@ -180,6 +206,11 @@ final class UpstreamCore: SyncLinkDelegate {
     // MARK: - The link
 
     func syncLinkConnected(_ link: SyncLink) {
+        guard leading else {
+            // Connected while going to stand by.
+            return link.close(code: SyncCloseCode.normal.rawValue, reason: "another instance of this node replicates")
+        }
+        status.update { $0.standbyReason = nil }
         generation += 1
         subscribed = false
         drainTarget = nil
@@ -221,12 +252,16 @@ final class UpstreamCore: SyncLinkDelegate {
         let now = Self.epochSeconds()
         status.update { st in
             st.session = nil
-            if st.state != .refused || !wasOpen { st.state = stopped ? .offline : (wasOpen ? .connecting : .offline) }
+            if !leading && !stopped {
+                st.state = .standby
+            } else if st.state != .refused || !wasOpen {
+                st.state = stopped ? .offline : (wasOpen ? .connecting : .offline)
+            }
             st.lastError = reason
             st.lastErrorAt = now
             st.subscriptions = [:]
         }
-        if stopped { return }
+        if stopped || !leading { return }
         logger.notice("upstream link down", metadata: ["reason": "\(reason)", "attempts": "\(link.failedAttempts)"])
         readCredentials()
     }

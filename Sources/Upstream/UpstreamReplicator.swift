@@ -10,6 +10,7 @@
 // face: start, stop, status, the relayed subscriptions.
 
 import Logging
+import Postgres
 import Sockets
 import Store
 import Synchronization
@@ -27,10 +28,15 @@ public final class UpstreamReplicator: Sendable {
     let group: EventLoopGroup
     let core: LoopBound<UpstreamCore>
     let statusBox: StatusBox
+    let lease: UpstreamLease?
 
     /// Starts replicating `store` with the upstream (connects in the background). Fails on a
     /// configuration that cannot work: a bad URL, a subscription that is not a plain SELECT.
-    public init(store: DocumentStore, configuration: UpstreamConfiguration, logger: Logger) throws(StartError) {
+    /// With `lockSession` (the database's connection settings), it replicates only while this
+    /// instance holds the database's replication lock for this upstream (`UpstreamLease`: one
+    /// instance of several on a database replicates); without, at once.
+    public init(store: DocumentStore, configuration: UpstreamConfiguration, lockSession: PostgresConfiguration?,
+                logger: Logger) throws(StartError) {
         if configuration.displayURL != configuration.url {
             // Said without the URL: it holds a secret, and this message is printed and logged.
             throw .invalid("--upstream: credentials in the URL are not supported (\(configuration.displayURL)); use --upstream-key or --upstream-jwt-file")
@@ -56,7 +62,9 @@ public final class UpstreamReplicator: Sendable {
         link.delegate = core
         self.core = LoopBound(core, loop: loop)
         let bound = self.core
-        loop.execute { bound.value.start() }
+        lease = lockSession.map { UpstreamLease(configuration: $0, upstream: configuration.displayURL, loop: loop, timing: UpstreamLease.Timing(probeInterval: configuration.leaseProbeInterval, retryInterval: configuration.leaseRetryInterval), logger: logger) }
+        loop.execute { bound.value.start(leading: lockSession == nil) }
+        lease?.start { held, why in bound.loop.execute { bound.value.lead(held, why: why) } }
     }
 
     public var status: UpstreamStatus { statusBox.value }
@@ -70,6 +78,7 @@ public final class UpstreamReplicator: Sendable {
 
     /// Says `bye`, lets merges in progress commit (at most `grace`), and stops the loop.
     public func stop(grace: Duration = .seconds(5)) async {
+        await lease?.stop()
         let bound = core
         bound.loop.execute { bound.value.stop() }
         let deadline = ContinuousClock.now + grace

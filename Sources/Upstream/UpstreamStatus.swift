@@ -13,12 +13,17 @@ public struct UpstreamStatus: Sendable, Equatable {
         case refused
         /// The upstream cannot be reached (connection attempts fail).
         case offline
+        /// Another instance on this database replicates with this upstream (it holds the
+        /// replication lock); this one takes over if that one stops (`UpstreamLease`).
+        case standby
     }
 
     public var state: State = .connecting
     /// The upstream's sync URL, without user information.
     public var url: String
     public var lastError: String?
+    /// Why this instance stands by (or stood by last; nil once it replicates).
+    public var standbyReason: String?
     /// Seconds since the epoch.
     public var lastErrorAt: Double?
     /// The last time the upstream sent data or acknowledged an upload.
