@@ -97,11 +97,15 @@ extension DocumentStore {
 
     /// Moves the upload position forward (never back: two instances replicating at once only
     /// repeat uploads, which merge as no-ops upstream).
-    public func saveUploadPosition(_ upstream: String, _ position: ChangeLogPosition) async throws(StoreError) {
+    public func saveUploadPosition(_ upstream: String, _ position: ChangeLogPosition, site: Int64? = nil) async throws(StoreError) {
         do {
+            // With `site`: only while the row is still about that upstream database. A position
+            // acknowledged by the previous database behind the URL, stored after `recordUpstreamSite`
+            // reset the row for a new one, would skip changes the new one never received.
             _ = try await pool.query("""
                 UPDATE bigpeer_upstream SET uploaded_txn = \(position.txn), uploaded_seq = \(position.seq), updated_at = now()
                 WHERE upstream = \(upstream) AND (uploaded_txn, uploaded_seq) < (\(position.txn), \(position.seq))
+                  AND (\(site)::bigint IS NULL OR upstream_site = \(site)::bigint)
                 """)
         } catch {
             throw StoreError.from(error)
@@ -369,13 +373,19 @@ private struct SubscriptionScan {
 }
 
 extension WriteTransaction {
-    /// Writes download checkpoints in this transaction (after the data they cover).
-    mutating func save(_ checkpoints: DownloadCheckpoints) async throws {
+    /// Writes download checkpoints in this transaction (after the data they cover), if the
+    /// upstream row still names `site` (the database the changes came from): checkpoints of a
+    /// merge that commits after `recordUpstreamSite` switched the row to another database behind
+    /// the URL are positions in the old one's log, and would make a resume skip changes. (FOR
+    /// SHARE holds the row to COMMIT: a switch waits for this transaction, then drops what it wrote.)
+    mutating func save(_ checkpoints: DownloadCheckpoints, site: Int64?) async throws {
         guard !checkpoints.checkpoints.isEmpty else { return }
         let keys = checkpoints.checkpoints.keys.sorted()
         let statement: PostgresQuery = """
             INSERT INTO bigpeer_upstream_checkpoints (upstream, subscription, checkpoint)
             SELECT \(checkpoints.upstream), s, c FROM unnest(\(PostgresArray(keys))::text[], \(PostgresArray(keys.map { checkpoints.checkpoints[$0] ?? 0 }))::int8[]) AS u(s, c)
+            WHERE \(site)::bigint IS NULL
+               OR EXISTS (SELECT 1 FROM bigpeer_upstream WHERE upstream = \(checkpoints.upstream) AND upstream_site = \(site)::bigint FOR SHARE)
             ON CONFLICT (upstream, subscription) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, updated_at = now()
             """
         try await db.enqueue(statement)

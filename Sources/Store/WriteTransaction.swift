@@ -140,7 +140,7 @@ struct WriteTransaction {
             // Not over a delta that did not apply: the checkpoint would cover a change not held
             // here, which the sender must first send whole (`want`).
             if let checkpoints, !result.rejections.contains(where: { $0.message == DocumentStore.deltaGapRejection }) {
-                try await save(checkpoints)
+                try await save(checkpoints, site: origin)
             }
             return result
         case .statement(let s, let a): (statement, arguments) = (s, a)

@@ -165,9 +165,12 @@ extension UpstreamCore {
         guard !savingPosition, uploads.acknowledged > savedPosition else { return }
         savingPosition = true
         let position = uploads.acknowledged
-        let store = self.store, key = upstreamKey
-        run({ () async throws(StoreError) in try await store.saveUploadPosition(key, position) }) { core, result in
+        let store = self.store, key = upstreamKey, site = upstreamSite
+        run({ () async throws(StoreError) in try await store.saveUploadPosition(key, position, site: site) }) { core, result in
             core.savingPosition = false
+            // Acknowledged by another upstream database than the one now behind the URL: the
+            // store ignored it (the row was reset for the new one), and so does this process.
+            guard core.upstreamSite == site else { return core.savePosition() }
             switch result {
             case .success:
                 core.savedPosition = max(core.savedPosition, position)

@@ -58,4 +58,35 @@ import Values
             #expect(others.first?.uploaded == .end(of: 0))
         }
     }
+
+    /// Another database behind the URL (`recordUpstreamSite` with a new site id): what the old one
+    /// acknowledged or sent, stored late, must not land in the row reset for the new one.
+    @Test func positionsAndCheckpointsOfThePreviousUpstreamDatabase_areNotStoredAfterTheSwitch() async throws {
+        try await withStore { store, _ in
+            let key = "ws://cloud.example/api/v4/sync", old: Int64 = 0x51, new: Int64 = 0x52
+            _ = try await store.upstreamRecord(key)
+            _ = try await store.recordUpstreamSite(key, site: old)
+            try await store.saveUploadPosition(key, .end(of: 7), site: old)
+            #expect(try await store.upstreamRecord(key).uploaded == .end(of: 7))
+            #expect(try await store.recordUpstreamSite(key, site: new))
+            #expect(try await store.upstreamRecord(key).uploaded == ChangeLogPosition(txn: 0, seq: -1), "reset for the new database")
+            try await store.saveUploadPosition(key, .end(of: 9), site: old)
+            #expect(try await store.upstreamRecord(key).uploaded == ChangeLogPosition(txn: 0, seq: -1), "a late position of the old one is ignored")
+            try await store.saveUploadPosition(key, .end(of: 3), site: new)
+            #expect(try await store.upstreamRecord(key).uploaded == .end(of: 3))
+
+            func merge(_ id: String, origin: Int64, checkpoint: Int64) async throws {
+                var doc = try Document(id: .string(id))
+                var replica = Replica(site: SiteID(UInt64(origin)))
+                _ = try doc.upsert(["_id": .string(id)], mode: .update, types: TypeDeclarations(), replica: &replica)
+                _ = try await store.mergeDeltas([MergeItem(collection: "c", id: .string(id), delta: doc.delta(since: VersionVector()).encode())],
+                                                origin: origin, checkpoints: DownloadCheckpoints(upstream: key, checkpoints: ["sub": checkpoint]))
+            }
+            try await merge("from-old", origin: old, checkpoint: 40)
+            #expect(try await store.upstreamRecord(key).checkpoints.isEmpty, "a checkpoint in the old database's log is not stored")
+            #expect(try await store.items("SELECT * FROM c WHERE _id = 'from-old'").count == 1, "the data itself is kept (merging is always safe)")
+            try await merge("from-new", origin: new, checkpoint: 12)
+            #expect(try await store.upstreamRecord(key).checkpoints == ["sub": 12])
+        }
+    }
 }
