@@ -39,13 +39,16 @@ public final class BigPeerService: Sendable {
     private let syncSessions: SyncSessionRegistry
     /// Replication with the upstream BigPeer, when configured.
     public let upstream: UpstreamReplicator?
+    /// LAN TCP peer links (`--lan`), when configured.
+    private let lan: LANPeerListener?
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, logger: Logger) {
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, logger: Logger) {
         self.upstream = upstream
+        self.lan = lan
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
@@ -187,10 +190,24 @@ public final class BigPeerService: Sendable {
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
             "threads": "\(configuration.threads)",
         ])
+        var lan: LANPeerListener?
+        if let lanConfiguration = configuration.lan {
+            do {
+                let tls = try lanConfiguration.tls ? configuration.tls.map { try TLSContext(serverCertificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath) } : nil
+                lan = try await LANPeerListener.start(host: lanConfiguration.host, port: lanConfiguration.port, tls: tls, route: syncRoute,
+                                                      registry: syncSessions, group: group)
+            } catch {
+                await http.shutdown(deadline: .zero)
+                await releaseOnFailure(upstream)
+                throw error
+            }
+            logger.notice("accepting LAN peer links", metadata: [
+                "address": "\(lanConfiguration.tls ? "tls" : "tcp")://\(lanConfiguration.host):\(lan?.port ?? lanConfiguration.port)"])
+        }
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, logger: logger)
+                              upstream: upstream, lan: lan, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -212,11 +229,15 @@ public final class BigPeerService: Sendable {
     /// The port actually bound (differs from the configuration when it asked for port 0).
     public var port: Int { http.localPort ?? configuration.port }
 
+    /// The LAN peer-link port actually bound (nil without `--lan`).
+    public var lanPort: Int? { lan?.port }
+
     public func stop() async {
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
         for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
+        await lan?.stop()
         await http.shutdown(deadline: configuration.shutdownGrace)
         // After the HTTP drain (writes acknowledged by then are in the change log, and the next
         // start uploads them), before the pool: merges in flight commit first.

@@ -73,6 +73,8 @@ public struct ServerConfiguration: Sendable {
     public var syncWebSocket: WebSocketConfiguration?
     /// Replicate with an upstream BigPeer (a local node and its cloud: docs/LOCAL-NODE.md).
     public var upstream: UpstreamConfiguration?
+    /// Accept LAN TCP peer links (`--lan`); nil: none.
+    public var lan: LANConfiguration?
 
     public init() {}
 }

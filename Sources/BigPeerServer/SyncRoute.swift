@@ -58,7 +58,6 @@ struct SyncRoute {
     /// registry (its credential monitor runs until `stopMonitor`).
     func register(on router: inout HTTPRouter) -> (WebSocketEndpoint, SyncSessionRegistry) {
         let route = self
-        let sessions = Atomic<UInt64>(0)
         let registry = SyncSessionRegistry(maxSessions: maxSessions, relay: relay)
         registry.startMonitor(authentication, interval: credentialRecheck, logger: logger)
         // No permessage-deflate (`deflate: nil`, so an offer gets no extension in the 101): its
@@ -69,7 +68,7 @@ struct SyncRoute {
                                                 deflate: nil),
             configuration: limits,
             makeHandler: { request, _ in
-                let number = sessions.add(1, ordering: .relaxed).newValue
+                let number = registry.nextNumber()
                 var config = route.session
                 config.sessionID = "\(route.session.sessionID)-\(number)"
                 config.maxQueuedBytes = Self.sessionQueueLimit(route.limits)
@@ -145,24 +144,8 @@ final class SyncSocketHandler: WebSocketHandler {
                 return decision
             },
             subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
-            var decision = await authentication.decide(hello.credentials)
-            if case .accept(let permissions) = decision {
-                switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
-                case .admitted: break
-                case .full: decision = .refuse(code: .policy, reason: "too many sync sessions on this server (at most \(registry.maxSessions)); retry later")
-                case .closed: return .refuse(code: .normal, reason: "connection closed")  // nobody left to tell
-                }
-            }
-            switch decision {
-            case .accept(let permissions):
-                logger.info("sync session accepted", metadata: [
-                    "session": "\(sessionID)", "remote": "\(remote)", "site": "\(hello.site)",
-                    "device": "\(hello.deviceName)", "principal": "\(permissions.principal ?? "insecure-dev")"])
-            case .refuse(let code, let reason):
-                logger.notice("sync session refused", metadata: [
-                    "session": "\(sessionID)", "remote": "\(remote)", "code": "\(code.rawValue)", "reason": "\(reason)"])
-            }
-            return decision
+            await SyncAdmission(authentication: authentication, registry: registry, logger: logger)
+                .admit(hello, number: number, sessionID: sessionID, remote: remote, link: "WebSocket")
         }
         outbox.attach(connection)
         self.connection = connection

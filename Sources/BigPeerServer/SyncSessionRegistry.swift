@@ -31,12 +31,16 @@ final class SyncSessionRegistry: Sendable {
     /// Told each session's subscriptions when this server relays them upstream; nil otherwise.
     let relay: SubscriptionRelay?
     private let state = Mutex<(entries: [UInt64: Entry], admitted: Int)>(([:], 0))
+    private let numbers = Atomic<UInt64>(0)
     private let monitor = Mutex<Task<Void, Never>?>(nil)
 
     init(maxSessions: Int, relay: SubscriptionRelay? = nil) {
         self.maxSessions = max(0, maxSessions)
         self.relay = relay
     }
+
+    /// A number for a new session, unique on this instance whatever its link.
+    func nextNumber() -> UInt64 { numbers.add(1, ordering: .relaxed).newValue }
 
     /// Sessions whose credentials were accepted and that are still open.
     var admittedCount: Int { state.withLock { $0.admitted } }

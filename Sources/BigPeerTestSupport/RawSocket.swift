@@ -87,6 +87,18 @@ public enum RawSocket {
         try await write(fd, frame)
     }
 
+    /// Everything the peer sends until it closes (each wait bounded by `timeout`).
+    public static func readUntilEOF(_ fd: Int32, timeout: Duration = .seconds(5)) async throws -> [UInt8] {
+        var out: [UInt8] = []
+        while true {
+            switch try await DescriptorWait.receive(fd, upTo: 64 << 10, timeout: timeout) {
+            case .data(let bytes): out += bytes
+            case .closed: return out
+            case .timedOut: throw Failure(what: "no EOF within \(timeout) (\(out.count) bytes so far)")
+            }
+        }
+    }
+
     public static func write(_ fd: Int32, _ bytes: [UInt8]) async throws {
         guard try await DescriptorWait.sendAll(fd, bytes, stallTimeout: .seconds(5)) else { throw Failure(what: "send failed or stalled") }
     }

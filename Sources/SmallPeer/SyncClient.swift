@@ -14,7 +14,8 @@ import SyncPeer
 
 public final class SyncClient: Sendable {
     public struct Configuration: Sendable {
-        /// `ws://host:port` or `wss://...`; without a path, `/api/v4/sync`.
+        /// `ws://host:port` or `wss://...` (without a path, `/api/v4/sync`); or `tcp://host:port`
+        /// / `tls://host:port` for a LAN TCP peer link to a local node (`bigpeer serve --lan`).
         public var url: String
         public var apiKey: String?
         /// An HS256 JWT to present instead of an API key (PROTOCOL.md §4.1.1).

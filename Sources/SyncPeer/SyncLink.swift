@@ -1,7 +1,8 @@
-// The peer end of a sync link over WebSocket (`GET /api/v4/sync`, subprotocol bigpeer-sync.v1),
-// reconnecting: resolve the host off the loop, connect (TLS for wss://), check the subprotocol,
-// hand each binary message to the delegate, and after a close or a failed attempt connect again
-// after an exponential backoff with full jitter. What runs over the link (a `SyncClientSession`
+// The peer end of a sync link, reconnecting: over WebSocket (`ws://`, `wss://`: `GET
+// /api/v4/sync`, subprotocol bigpeer-sync.v1) or over a LAN TCP peer link (`tcp://`, `tls://`: the
+// length-prefixed stream of PROTOCOL.md §2, `StreamLinkConnection`). Resolve the host off the
+// loop, connect (TLS for wss:// and tls://), hand each message to the delegate, and after a close
+// or a failed attempt connect again after an exponential backoff with full jitter. What runs over the link (a `SyncClientSession`
 // and a store) is the delegate's: SmallPeer's `SyncClient` and the server's upstream replicator
 // both sit on this class.
 //
@@ -27,7 +28,8 @@ public protocol SyncLinkDelegate: AnyObject {
 
 public final class SyncLink: WebSocketClientHandler {
     public struct Configuration: Sendable {
-        /// `ws://host:port[/path]` or `wss://...`; without a path, `/api/v4/sync`.
+        /// `ws://host:port[/path]` or `wss://...` (without a path, `/api/v4/sync`); or
+        /// `tcp://host:port` / `tls://host:port` for a LAN TCP peer link.
         public var url: String
         public var reconnectBase: Duration = .milliseconds(250)
         public var reconnectMax: Duration = .seconds(30)
@@ -53,7 +55,7 @@ public final class SyncLink: WebSocketClientHandler {
         case noEventLoop(String)
         public var description: String {
             switch self {
-            case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)"
+            case .invalidURL(let u): "not a ws://, wss://, tcp:// or tls:// URL (tcp:// and tls:// need a port and no path): \(u)"
             case .noEventLoop(let why): "cannot start the link's event loop: \(why)"
             }
         }
@@ -73,10 +75,14 @@ public final class SyncLink: WebSocketClientHandler {
     }
 
     public let configuration: Configuration
+    /// Host, port and TLS of either kind of URL (the target only matters for WebSocket).
     public let url: WebSocketURL
+    /// A LAN TCP peer link (`tcp://`, `tls://`) rather than a WebSocket.
+    public let isStream: Bool
     public let loop: EventLoop
     public weak var delegate: (any SyncLinkDelegate)?
     private var socket: WebSocketClientAdapter?
+    private var stream: StreamLinkConnection?
     private var connecting = false
     private var reconnectTimer: TimerID?
     private var tls: TLSContext?
@@ -90,16 +96,27 @@ public final class SyncLink: WebSocketClientHandler {
     private var stopped = false
 
     public init(configuration: Configuration, loop: EventLoop) throws(LinkError) {
-        guard var url = WebSocketURL(configuration.url) else { throw .invalidURL(configuration.url) }
-        if url.target == "/" { url.target = "/api/v4/sync" }
+        let text = configuration.url
+        let stream = text.hasPrefix("tcp://") || text.hasPrefix("tls://")
+        // A stream URL has the shape of a WebSocket one without the path: parsed as one.
+        let asWebSocket = stream ? (text.hasPrefix("tls://") ? "wss://" : "ws://") + text.dropFirst(6) : text
+        guard var url = WebSocketURL(asWebSocket) else { throw .invalidURL(text) }
+        if stream {
+            let authority = text.dropFirst(6)
+            guard url.target == "/", !authority.contains("/"), !authority.contains("?"),
+                  authority.hasSuffix(":\(url.port)") else { throw .invalidURL(text) }
+        } else if url.target == "/" {
+            url.target = "/api/v4/sync"
+        }
         self.configuration = configuration
         self.url = url
+        self.isStream = stream
         self.loop = loop
     }
 
-    public var isOpen: Bool { socket?.isOpen ?? false }
+    public var isOpen: Bool { socket?.isOpen ?? stream?.isOpen ?? false }
     /// Whether a connection is being made or is up (so `connectNow` would do nothing).
-    public var isActive: Bool { socket != nil || connecting }
+    public var isActive: Bool { socket != nil || stream != nil || connecting }
 
     // MARK: - Control
 
@@ -131,13 +148,16 @@ public final class SyncLink: WebSocketClientHandler {
         stopped = true
         halt()
         socket?.close()
+        stream?.close(code: SyncCloseCode.normal.rawValue, reason: "")
     }
 
     public func send(_ bytes: [UInt8]) {
+        if let stream { return stream.send(bytes) }
         try? socket?.send(.binary(bytes))
     }
 
     public func close(code: UInt16, reason: String) {
+        if let stream { return stream.close(code: code, reason: reason) }
         socket?.close(WebSocketCloseCode(code), reason: reason)
     }
 
@@ -176,6 +196,7 @@ public final class SyncLink: WebSocketClientHandler {
                 return attemptFailed("TLS setup failed: \(error)")
             }
         }
+        if isStream { return openStream(address) }
         var ws = WebSocketConfiguration(maxFrameSize: configuration.maxMessageSize, maxMessageSize: configuration.maxMessageSize)
         ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
         do {
@@ -184,6 +205,31 @@ public final class SyncLink: WebSocketClientHandler {
                                                         configuration: ws, tls: tls, handler: self)
         } catch {
             attemptFailed(error.description)
+        }
+    }
+
+    private func openStream(_ address: SocketAddress) {
+        let callbacks = StreamLinkConnection.Callbacks(
+            connected: { [weak self] in
+                guard let self else { return }
+                self.connecting = false
+                self.sessionAccepted = false
+                self.delegate?.syncLinkConnected(self)
+            },
+            received: { [weak self] bytes in
+                guard let self else { return }
+                self.delegate?.syncLink(self, received: bytes)
+            },
+            closed: { [weak self] reason, wasOpen in
+                guard let self else { return }
+                self.stream = nil
+                if wasOpen { self.linkClosed(reason) } else { self.attemptFailed(reason) }
+            })
+        do {
+            stream = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
+                                                      maxMessageSize: configuration.maxMessageSize, callbacks: callbacks)
+        } catch {
+            attemptFailed("\(error)")
         }
     }
 
@@ -208,11 +254,15 @@ public final class SyncLink: WebSocketClientHandler {
 
     public func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
         self.socket = nil
+        linkClosed("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))")
+    }
+
+    private func linkClosed(_ why: String) {
         connecting = false
         // A link that closed before its session was accepted counts as a failed attempt.
         if !sessionAccepted { failedAttempts += 1 }
         sessionAccepted = false
-        down("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))", wasOpen: true)
+        down(why, wasOpen: true)
     }
 
     public func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
@@ -221,6 +271,7 @@ public final class SyncLink: WebSocketClientHandler {
 
     private func attemptFailed(_ why: String) {
         socket = nil
+        stream = nil
         connecting = false
         failedAttempts += 1
         down("cannot connect to \(configuration.url): \(why)", wasOpen: false)

@@ -1,0 +1,162 @@
+import Logging
+import Sockets
+import Sync
+import SyncProtocol
+
+/// One LAN TCP peer link (`LANPeerListener`): the bridge between a `TCPConnection` (loop-owned)
+/// and the session driver, as `SyncSocketHandler` is for a WebSocket. Frames are decoded with
+/// `StreamFrameDecoder` (a length above the limit closes the link before anything is buffered for
+/// it); a close says `bye` with its code first (PROTOCOL.md §2), since a stream has no close frame.
+///
+/// **Threading.** Created and called on its connection's loop only. The transport closures given
+/// to `SyncConnection` may run on any thread; they reach the connection through a `LoopBound`
+/// inside `loop.execute`, and messages leave in the order the session produced them (`SyncOutbox`).
+final class SyncStreamHandler: ConnectionDelegate {
+    let number: UInt64
+    let remote: String
+    let loop: EventLoop
+    private let route: SyncRoute
+    private let registry: SyncSessionRegistry
+    private let onClose: @Sendable () -> Void
+    private var tcp: TCPConnection?
+    private var decoder: StreamFrameDecoder
+    private var connection: SyncConnection?
+    private let outbox = SyncOutbox()
+    private var closing = false
+
+    /// Adopts an accepted descriptor (closed here if that fails). Must run on `loop`.
+    init?(fd: Int32, remote: SocketAddress, loop: EventLoop, tls: TLSContext?, number: UInt64, route: SyncRoute,
+          registry: SyncSessionRegistry, onClose: @escaping @Sendable () -> Void) {
+        self.number = number
+        self.remote = "\(remote)"
+        self.loop = loop
+        self.route = route
+        self.registry = registry
+        self.onClose = onClose
+        decoder = StreamFrameDecoder(maxMessageSize: route.session.limits.maxMessageSize)
+        var limits = WriteLimits()
+        // As the WebSocket's (`SyncRoute.webSocketLimits`): the session stops producing at the
+        // high-water mark; a peer that stops reading is dropped past a message and 4 MiB more.
+        limits.highWaterMark = 1 << 20
+        limits.lowWaterMark = 256 << 10
+        limits.dropLimit = route.session.limits.maxMessageSize + (4 << 20)
+        do {
+            tcp = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop, limits: limits, tls: tls)
+        } catch {
+            Syscall.close(fd)
+            route.logger.warning("cannot adopt a LAN peer link", metadata: ["remote": "\(remote)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    func start() {
+        guard let tcp else { return }
+        tcp.delegate = self
+        do { try tcp.start() } catch {
+            route.logger.warning("cannot start a LAN peer link", metadata: ["remote": "\(remote)", "error": "\(error)"])
+            tcp.close()
+            return
+        }
+        // Plain TCP is ready at once; with TLS, `connectionIsReady` follows the handshake.
+        if !tcp.isTLS { openSession() }
+    }
+
+    func connectionIsReady(_ connection: TCPConnection) {
+        if self.connection == nil { openSession() }
+    }
+
+    private func openSession() {
+        guard let tcp else { return }
+        let bound = LoopBound(self, loop: loop)
+        let tcpBound = LoopBound(tcp, loop: loop)
+        let outbox = self.outbox
+        let transport = SyncConnection.Transport(
+            send: { bytes in
+                guard outbox.append(bytes) else { return }  // a drain is already scheduled
+                tcpBound.loop.execute {
+                    let tcp = tcpBound.value
+                    tcp.batchingWrites { for message in outbox.takeAll() { tcp.write(StreamFraming.frame(message)) } }
+                    outbox.noteSocket(queued: tcp.pendingOutputBytes)
+                }
+            },
+            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } },
+            queuedBytes: { outbox.queuedBytes },
+            notifyWhenDrained: {
+                guard outbox.requestDrain() else { return }  // already asked
+                tcpBound.loop.execute {
+                    let tcp = tcpBound.value
+                    outbox.noteSocket(queued: tcp.pendingOutputBytes)
+                    guard !tcp.requestDrainNotification() else { return }  // connectionDidDrain follows
+                    outbox.takeDrainRequest()?.transportDrained()
+                }
+            })
+        var configuration = route.session
+        configuration.sessionID = "\(route.session.sessionID)-\(number)"
+        configuration.maxQueuedBytes = 1 << 20
+        let admission = SyncAdmission(authentication: route.authentication, registry: registry, logger: route.logger)
+        let authentication = route.authentication
+        let registry = self.registry, number = self.number, remote = self.remote
+        let sessionID = configuration.sessionID
+        let connection = SyncConnection(
+            configuration: configuration, store: route.store, transport: transport, executor: loop,
+            reauthenticate: { credentials, epoch in
+                let decision = await authentication.decide(credentials)
+                if case .accept(let granted) = decision {
+                    registry.replaceCredentials(number, credentials, epoch: epoch, permissions: granted)
+                }
+                return decision
+            },
+            subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
+            await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: "AccessPoint")
+        }
+        outbox.attach(connection)
+        self.connection = connection
+        registry.register(number, connection: connection, outbox: outbox)
+        connection.start()
+    }
+
+    /// Says `bye` with `code` and closes once it is written (PROTOCOL.md §2).
+    func close(code: UInt16, reason: String) {
+        guard let tcp, !closing else { return }
+        closing = true
+        tcp.write(StreamFraming.frame(SyncMessage.bye(code: code, reason: Self.reasonPrefix(reason)).encode()))
+        tcp.closeAfterFlush()
+    }
+
+    /// A close reason fits in 123 bytes (`SyncLimits.maxReasonBytes`), cut between characters.
+    static func reasonPrefix(_ reason: String) -> String {
+        var out = "", bytes = 0
+        for c in reason {
+            bytes += c.utf8.count
+            if bytes > SyncLimits.default.maxReasonBytes { break }
+            out.append(c)
+        }
+        return out
+    }
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        guard !closing else { return }
+        do {
+            for message in try decoder.feed(bytes) {
+                self.connection?.receive(message)
+                if closing { return }
+            }
+        } catch {
+            close(code: error.closeCode.rawValue, reason: "invalid frame length")
+        }
+    }
+
+    func connectionDidDrain(_ connection: TCPConnection) {
+        outbox.noteSocket(queued: connection.pendingOutputBytes)
+        outbox.takeDrainRequest()?.transportDrained()
+    }
+
+    func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
+        tcp = nil
+        self.connection?.transportClosed()
+        self.connection = nil
+        registry.remove(number)
+        outbox.release()
+        onClose()
+    }
+}
