@@ -23,7 +23,7 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("data"), help: "Directory of the peer's local store (created if absent).")
     var dataDirectory: String
 
-    @Option(help: "Server URL, ws://HOST:PORT or wss://HOST:PORT (path defaults to /api/v4/sync).")
+    @Option(help: "Server URL, ws://HOST:PORT or wss://HOST:PORT (path defaults to /api/v4/sync), or tcp://HOST:PORT / tls://HOST:PORT for a local node's LAN peer link (bigpeer serve --lan).")
     var url: String?
 
     @Option(help: "API key sent in the sync handshake.")

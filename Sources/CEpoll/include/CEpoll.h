@@ -47,4 +47,15 @@ static inline int bp_errno(void) { return errno; }
 // accept4 is a GNU extension: declared by hand instead of defining _GNU_SOURCE (see above).
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 static inline int bp_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) { return accept4(fd, addr, len, flags); }
+// UDP with the packet's interface (CEpoll.c: needs _GNU_SOURCE, which this header must not set).
+// bp_udp_enable_pktinfo: IP_PKTINFO / IPV6_RECVPKTINFO on. bp_udp_recv: one datagram with the
+// index of the interface it arrived on and its destination address (-1 and errno on failure, -2
+// when it was truncated). bp_udp_send: leaves by interface `ifindex` (0: the kernel's choice),
+// from `source` when given (an address of that interface).
+int bp_udp_enable_pktinfo(int fd, int family);
+long bp_udp_recv(int fd, void *buf, unsigned long len, struct sockaddr_storage *from, socklen_t *fromlen,
+                 int *ifindex, struct sockaddr_storage *dst);
+int bp_enter_network_namespace(const char *path);
+long bp_udp_send(int fd, const void *buf, unsigned long len, const struct sockaddr *to, socklen_t tolen, int ifindex,
+                 const struct sockaddr_storage *source);
 #endif
