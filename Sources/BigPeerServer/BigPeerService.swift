@@ -1,4 +1,5 @@
 import Auth
+import ConnectionPolicy
 import CRDT
 import HTTP
 import Logging
@@ -39,13 +40,18 @@ public final class BigPeerService: Sendable {
     private let syncSessions: SyncSessionRegistry
     /// Replication with the upstream BigPeer, when configured.
     public let upstream: UpstreamReplicator?
+    /// The connection policy sync peers pass, and the task re-reading its file.
+    private let policy: PeerPolicy
+    private let policyWatch: Task<Void, Never>?
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, logger: Logger) {
+                 upstream: UpstreamReplicator?, policy: PeerPolicy, policyWatch: Task<Void, Never>?, logger: Logger) {
         self.upstream = upstream
+        self.policy = policy
+        self.policyWatch = policyWatch
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
@@ -65,12 +71,21 @@ public final class BigPeerService: Sendable {
 
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
         let openAPI = try OpenAPIRoute.load()  // before anything starts: a bad BIGPEER_OPENAPI stops nothing
+        let policyRules = try SyncConnectionPolicy.loadRules(configuration)  // a bad --peer-policy file too
         let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
+        let policy: PeerPolicy
+        do {
+            policy = PeerPolicy(rules: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
+        } catch {
+            group.shutdown()
+            throw error
+        }
         let database: Database
         do {
             database = try await Database.open(configuration.database, migrationsDirectory: configuration.migrationsDirectory,
                                                loop: group.next(), logger: logger)
         } catch {
+            await policy.shutdown()
             group.shutdown()
             throw error
         }
@@ -100,6 +115,7 @@ public final class BigPeerService: Sendable {
         } catch {
             await pool.shutdown()
             try? database.localCluster?.stop()
+            await policy.shutdown()
             group.shutdown()
             throw error
         }
@@ -114,6 +130,7 @@ public final class BigPeerService: Sendable {
             await listener.stop()
             await pool.shutdown()
             try? database.localCluster?.stop()
+            await policy.shutdown()
             group.shutdown()
         }
 
@@ -149,11 +166,17 @@ public final class BigPeerService: Sendable {
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
         syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
+        if policy.webhook != nil {
+            // The webhook's whole timeout, and the credentials check before it, fit in the handshake.
+            syncSession.authenticationTimeoutMillis = UInt64(max(0, configuration.connectionWebhookTimeout / .milliseconds(1))) + 5_000
+        }
         var syncRoute = SyncRoute(store: store,
                                   authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        let connectionPolicy = SyncConnectionPolicy(policy: policy, logger: logger)
+        if !policy.isEmpty { syncRoute.policy = connectionPolicy }
         if let upstream, upstream.configuration.relaySubscriptions {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
@@ -182,6 +205,10 @@ public final class BigPeerService: Sendable {
             await releaseOnFailure(upstream)
             throw error
         }
+        let policyWatch = connectionPolicy.watch(every: configuration.peerPolicyPollInterval)
+        if let rules = policyRules {
+            logger.notice("connection policy in force", metadata: ["file": "\(rules.path)", "rules": "\(rules.rules.rules.count)"])
+        }
         let scheme = configuration.tls == nil ? "http" : "https"
         logger.notice("BigPeer is listening", metadata: [
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
@@ -190,7 +217,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, logger: logger)
+                              upstream: upstream, policy: policy, policyWatch: policyWatch, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -222,6 +249,8 @@ public final class BigPeerService: Sendable {
         // start uploads them), before the pool: merges in flight commit first.
         await upstream?.stop()
         syncSessions.stopMonitor()
+        policyWatch?.cancel()
+        await policy.shutdown()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

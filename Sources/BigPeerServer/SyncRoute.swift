@@ -1,4 +1,5 @@
 import Auth
+import ConnectionPolicy
 import HTTP
 import Logging
 import Postgres
@@ -33,6 +34,8 @@ struct SyncRoute {
     var credentialRecheck: Duration = .seconds(1)
     /// Keeps the upstream told the sessions' subscriptions (`--upstream-relay-subscriptions`).
     var relay: SubscriptionRelay?
+    /// Asked about each peer whose credentials were accepted, before it is admitted.
+    var policy: SyncConnectionPolicy?
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -132,6 +135,7 @@ final class SyncSocketHandler: WebSocketHandler {
         let authentication = route.authentication
         let logger = route.logger
         let registry = self.registry
+        let policy = route.policy
         let sessionID = configuration.sessionID, remote = self.remote
         let connection = SyncConnection(
             configuration: configuration, store: route.store, transport: transport, executor: socket.loop,
@@ -146,6 +150,10 @@ final class SyncSocketHandler: WebSocketHandler {
             },
             subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
             var decision = await authentication.decide(hello.credentials)
+            if case .accept(let permissions) = decision, let policy,
+               let refusal = await policy.refusal(for: hello, link: .webSocket, remote: remote, principal: permissions.principal, session: sessionID) {
+                decision = refusal
+            }
             if case .accept(let permissions) = decision {
                 switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
                 case .admitted: break
