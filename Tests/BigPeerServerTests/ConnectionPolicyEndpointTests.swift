@@ -91,6 +91,16 @@ import Values
         }
     }
 
+    /// The command line: a bad file is one line on stderr naming the rule, and exit status 1 (a
+    /// supervisor must not take it for a clean stop).
+    @Test func badPolicyFile_bigpeerServeExitsWithStatus1() async throws {
+        let dir = try TemporaryDirectory("bigpeer-policy")
+        let file = try dir.write("policy.json", #"{"version": 1, "default": "allow", "rules": [{"action": "deny", "deviceName": "a\\"}]}"#)
+        let result = try await TestCommand.run(try ServerProcess.locateBinary(), ["serve", "--port", "0", "--data-dir", "\(dir.path)/data", "--peer-policy", file])
+        #expect(result.status == 1, "\(result.err)")
+        #expect(result.err.contains("error: connection policy: \(file): rule 1: deviceName: pattern ends with an unfinished escape"), "\(result.err)")
+    }
+
     /// The webhook decides by device name: allow, deny, never answer (a short timeout), garbage.
     @Test func webhook_allowsDeniesTimesOutAndGarbageDenies() async throws {
         try await WebhookTestServer.with({ _, body in
