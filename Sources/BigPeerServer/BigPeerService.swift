@@ -75,7 +75,7 @@ public final class BigPeerService: Sendable {
         let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
         let policy: PeerPolicy
         do {
-            policy = PeerPolicy(rules: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
+            policy = PeerPolicy(ruleFile: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
         } catch {
             group.shutdown()
             throw error
@@ -207,7 +207,7 @@ public final class BigPeerService: Sendable {
         }
         let policyWatch = connectionPolicy.watch(every: configuration.peerPolicyPollInterval)
         if let rules = policyRules {
-            logger.notice("connection policy in force", metadata: ["file": "\(rules.path)", "rules": "\(rules.rules.rules.count)"])
+            logger.notice("connection policy in force", metadata: ["file": "\(rules.path)", "rules": "\(rules.current.rules.count)"])
         }
         let scheme = configuration.tls == nil ? "http" : "https"
         logger.notice("BigPeer is listening", metadata: [

@@ -27,7 +27,7 @@ struct SyncConnectionPolicy: Sendable {
 
     /// Re-reads the policy file when it changes, logging what happened; nil without a file.
     func watch(every interval: Duration) -> Task<Void, Never>? {
-        guard let file = policy.rules else { return nil }
+        guard let file = policy.ruleFile else { return nil }
         let logger = self.logger
         return file.watch(every: interval) { outcome in
             switch outcome {

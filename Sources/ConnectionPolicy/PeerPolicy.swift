@@ -3,21 +3,21 @@
 /// match decides); when none matches, the connection webhook; without a webhook, the file's
 /// default. With neither configured every candidate is allowed.
 public final class PeerPolicy: Sendable {
-    public let rules: PolicyRulesFile?
+    public let ruleFile: PolicyRulesFile?
     public let webhook: ConnectionWebhook?
 
-    public init(rules: PolicyRulesFile?, webhook: ConnectionWebhook?) {
-        self.rules = rules
+    public init(ruleFile: PolicyRulesFile?, webhook: ConnectionWebhook?) {
+        self.ruleFile = ruleFile
         self.webhook = webhook
     }
 
     /// No rules, no webhook: everyone may sync.
-    public static let allowAll = PeerPolicy(rules: nil, webhook: nil)
+    public static let allowAll = PeerPolicy(ruleFile: nil, webhook: nil)
 
-    public var isEmpty: Bool { rules == nil && webhook == nil }
+    public var isEmpty: Bool { ruleFile == nil && webhook == nil }
 
     public func decide(_ candidate: ConnectionCandidate) async -> PolicyVerdict {
-        let current = rules?.rules
+        let current = ruleFile?.current
         if let current, let (decision, label) = current.firstMatch(candidate) { return PolicyVerdict(decision, source: label) }
         if let webhook { return await webhook.decide(candidate) }
         if let current { return PolicyVerdict(current.defaultDecision, source: "default") }

@@ -41,7 +41,7 @@ public final class PolicyRulesFile: Sendable {
     }
 
     /// The rules in force.
-    public var rules: PolicyRules { state.withLock { $0.rules } }
+    public var current: PolicyRules { state.withLock { $0.rules } }
 
     public func reloadIfChanged() -> ReloadOutcome {
         let stamp = Self.stamp(path)

@@ -12,8 +12,6 @@ import Values
 /// reason and the delay, an allowed one syncs. Rules from a file (also changed while the server
 /// runs) and a connection webhook served by the test.
 @Suite struct ConnectionPolicyEndpointTests {
-    static let loops = try! EventLoopGroup(threads: 1)
-
     static let policy = """
         {"version": 1, "default": "allow", "rules": [
           {"name": "stolen", "action": "deny", "peerKey": "dead", "reason": "reported stolen", "retryAfterSeconds": 120},
@@ -33,7 +31,7 @@ import Values
 
     /// The refusal a peer gets, or nil when it is welcomed (and can subscribe and sync).
     static func attempt(_ port: Int, _ hello: SyncMessage) async throws -> Refusal? {
-        let c = try await SyncTestClient(port: port, loop: loops.next())
+        let c = try await SyncTestClient(port: port, loop: TestLoops.group.next())
         c.send(hello)
         switch try await c.nextMessage() {
         case .refuse(let code, let reason):

@@ -11,24 +11,24 @@ import Testing
         let dir = try TemporaryDirectory()
         try dir.write("policy.json", Self.denyX)
         let file = try PolicyRulesFile(path: "\(dir.path)/policy.json")
-        #expect(file.rules.firstMatch(candidate(name: "x")) != nil)
+        #expect(file.current.firstMatch(candidate(name: "x")) != nil)
         #expect(file.reloadIfChanged() == .unchanged)
 
         try dir.write("policy.json", Self.denyY)
         #expect(file.reloadIfChanged() == .reloaded(rules: 2))
-        #expect(file.rules.firstMatch(candidate(name: "x")) == nil)
-        #expect(file.rules.firstMatch(candidate(name: "y")) != nil)
+        #expect(file.current.firstMatch(candidate(name: "x")) == nil)
+        #expect(file.current.firstMatch(candidate(name: "y")) != nil)
 
         try dir.write("policy.json", #"{"version": 1, "default": "allow", "rules": [{"action": "deny", "deviceNmae": "y"}]}"#)
         guard case .rejected(let error) = file.reloadIfChanged() else { Issue.record("a bad version was taken"); return }
         #expect(error.description.contains("policy.json: rule 1: unknown key \"deviceNmae\""), "\(error)")
-        #expect(file.rules.firstMatch(candidate(name: "y")) != nil, "the previous rules stay")
+        #expect(file.current.firstMatch(candidate(name: "y")) != nil, "the previous rules stay")
         #expect(file.reloadIfChanged() == .unchanged, "a bad version is reported once")
 
         // A removed file is a bad version too: the rules in force stay.
         unlink("\(dir.path)/policy.json")
         guard case .rejected = file.reloadIfChanged() else { Issue.record("a missing file was taken"); return }
-        #expect(file.rules.rules.count == 2)
+        #expect(file.current.rules.count == 2)
     }
 
     @Test func badOrMissingFile_atStart_isAnErrorNamingIt() throws {
