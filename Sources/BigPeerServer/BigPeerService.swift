@@ -40,17 +40,18 @@ public final class BigPeerService: Sendable {
     private let syncSessions: SyncSessionRegistry
     /// Replication with the upstream BigPeer, when configured.
     public let upstream: UpstreamReplicator?
-    /// The connection policy sync peers pass, and the task re-reading its file.
-    private let policy: PeerPolicy
+    /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
+    /// links ask the same one), and the task re-reading its file.
+    let connectionPolicy: SyncConnectionPolicy
     private let policyWatch: Task<Void, Never>?
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, policy: PeerPolicy, policyWatch: Task<Void, Never>?, logger: Logger) {
+                 upstream: UpstreamReplicator?, connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, logger: Logger) {
         self.upstream = upstream
-        self.policy = policy
+        self.connectionPolicy = connectionPolicy
         self.policyWatch = policyWatch
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
@@ -217,7 +218,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, policy: policy, policyWatch: policyWatch, logger: logger)
+                              upstream: upstream, connectionPolicy: connectionPolicy, policyWatch: policyWatch, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -250,7 +251,7 @@ public final class BigPeerService: Sendable {
         await upstream?.stop()
         syncSessions.stopMonitor()
         policyWatch?.cancel()
-        await policy.shutdown()
+        await connectionPolicy.policy.shutdown()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value
