@@ -52,6 +52,6 @@ struct SyncConnectionPolicy: Sendable {
                                          "decidedBy": "\(verdict.source)", "retryAfter": "\(retryAfter)"]
         if let failure = verdict.failure { metadata["webhookFailure"] = "\(failure)" }
         logger.notice("sync peer denied by the connection policy", metadata: metadata)
-        return .refuse(code: .policy, reason: ConnectionDecision.refusalReason(reason, retryAfterSeconds: retryAfter))
+        return .refuse(code: .policy, reason: RetryHint.reason(reason, retryAfterSeconds: retryAfter))
     }
 }

@@ -53,22 +53,9 @@ public struct ConnectionCandidate: Sendable, Equatable {
 /// What the policy decided.
 public enum ConnectionDecision: Sendable, Equatable {
     case allow
-    /// `reason` is told to the peer; it should not try again before `retryAfterSeconds`.
+    /// `reason` is told to the peer; it should not try again before `retryAfterSeconds`
+    /// (`SyncProtocol.RetryHint` puts both in a `refuse` reason).
     case deny(reason: String, retryAfterSeconds: UInt32)
-
-    /// The `refuse` reason for a denial (docs/PROTOCOL.md §4.2): the reason, cut at a character
-    /// boundary so that the whole text fits `maxBytes` (a WebSocket close reason holds 123),
-    /// then `; retry after N s`, which always survives the cut.
-    public static func refusalReason(_ reason: String, retryAfterSeconds: UInt32, maxBytes: Int = 123) -> String {
-        let suffix = "; retry after \(retryAfterSeconds) s"
-        let room = max(0, maxBytes - suffix.utf8.count)
-        var kept = ""
-        for ch in reason {
-            if kept.utf8.count + String(ch).utf8.count > room { break }
-            kept.append(ch)
-        }
-        return kept + suffix
-    }
 }
 
 /// A decision and where it came from, for the server's log (the peer sees only the decision).

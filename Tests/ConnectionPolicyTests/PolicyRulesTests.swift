@@ -1,3 +1,4 @@
+import SyncProtocol
 import Testing
 import Values
 @testable import ConnectionPolicy
@@ -114,11 +115,17 @@ func decide(_ rules: PolicyRules, _ c: ConnectionCandidate) -> (ConnectionDecisi
         #expect(refusal(longPattern).contains("pattern of 300 characters and wildcards (at most 255)"))
     }
 
-    @Test func refusalReason_fitsACloseFrame_andKeepsTheDelay() {
-        #expect(ConnectionDecision.refusalReason("reported stolen", retryAfterSeconds: 120) == "reported stolen; retry after 120 s")
-        let long = ConnectionDecision.refusalReason(String(repeating: "é", count: 200), retryAfterSeconds: 86400)
+    @Test func retryHint_fitsACloseFrame_andReadsBack() {
+        #expect(RetryHint.reason("reported stolen", retryAfterSeconds: 120) == "reported stolen; retry after 120 s")
+        let long = RetryHint.reason(String(repeating: "é", count: 200), retryAfterSeconds: 86400)
         #expect(long.utf8.count <= 123)
         #expect(long.hasSuffix("; retry after 86400 s"))
         #expect(long.hasPrefix("éé"))
+        #expect(RetryHint.seconds(in: long) == 86400)
+        #expect(RetryHint.seconds(in: "reported stolen; retry after 0 s") == 0)
+        for none in ["too many sync sessions on this server (at most 5); retry later", "retry after 5 s", "x; retry after  s",
+                     "x; retry after -5 s", "x; retry after 99999999999 s", "x; retry after 5 seconds", ""] {
+            #expect(RetryHint.seconds(in: none) == nil, "\(none)")
+        }
     }
 }
