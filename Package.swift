@@ -57,10 +57,12 @@ let package = Package(
         // Server-side sync sessions over the store and its change log.
         .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
+        // Which peers may sync: rules from a policy file and a connection webhook, for every link type.
+        .target(name: "ConnectionPolicy", dependencies: ["HTTP", "Sockets", "SyncProtocol", "Values"], swiftSettings: strict),
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "Auth", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
@@ -72,7 +74,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "Postgres", "SmallPeer", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -80,7 +82,8 @@ let package = Package(
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
         // Shared test helpers: PostgreSQL harness, ports, clocks, `eventually`, REST and sync clients.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol"], swiftSettings: strict),
+        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol",
+                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         // The in-process server harness: apart, so a socket or PostgreSQL test does not compile the server.
         .target(name: "ServerTestSupport", dependencies: ["BigPeerTestSupport", "BigPeerServer", "Auth", "HTTP", "Postgres", "Values"], swiftSettings: strict),
 
@@ -97,10 +100,12 @@ let package = Package(
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["TestRandomness", "Upstream", "SyncPeer", "SmallPeer", "Store", "SyncProtocol", "Values", "HTTP",
                                                           "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",
+                                                                  .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "CRDT", "DQL", "HTTP", "Migrations",
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "Migrations",
                                                              "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]

@@ -2,7 +2,8 @@
 # Sync measurements (docs/PERFORMANCE.md, "Sync"), with their references in the same run:
 #   Benchmarks/sync.sh [docs=100000] [fanout-peers=1000] [idle-peers=1000]
 # - initial sync of N ~1 KB documents to a fresh peer vs reading the same rows (id, state) out of
-#   PostgreSQL with COPY ... TO STDOUT (the physical limit on this machine; goal ≥ 50 % of it);
+#   PostgreSQL with COPY ... TO STDOUT (the physical limit on this machine; goal ≥ 50 % of it),
+#   over WebSocket and over a LAN TCP peer link (`serve --lan`; goal: LAN ≥ WebSocket);
 # - fan-out latency p50/p99 from a REST write to P subscribed peers (goal: p99 < 50 ms on loopback);
 # - bytes on the wire for a one-field update of a 250 KB document (goal < 200 bytes);
 # - server memory per idle connected peer with one subscription (goal < 64 KB).
@@ -21,8 +22,9 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
 fi
 work=$(mktemp -d /tmp/bigpeer-sync-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+lanport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 ulimit -n 65536 2>/dev/null || true
-${SERVER_PREFIX:-} "$bin" serve --port "$port" --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
+${SERVER_PREFIX:-} "$bin" serve --port "$port" --lan --lan-host 127.0.0.1 --lan-port "$lanport" --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
@@ -59,9 +61,12 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   psql_ -c "\\copy (SELECT id, state FROM documents WHERE collection = 'bench' ORDER BY id) TO '/dev/null'"
   copy=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
   echo "round $round: COPY (id, state) of $docs rows: ${copy}s = $(python3 -c "print(int($docs / $copy))") rows/s"
-  cpu0=$(server_cpu)
-  "$bin" bench sync initial --url "ws://127.0.0.1:$port" --key "$key" --collection bench
-  echo "round $round: server CPU over the sync $(python3 -c "print(round(($(server_cpu) - $cpu0) / $(getconf CLK_TCK), 2))") s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for link in "ws://127.0.0.1:$port/api/v4/sync" "tcp://127.0.0.1:$lanport"; do
+    cpu0=$(server_cpu)
+    echo -n "round $round, ${link%%:*}: "
+    "$bin" bench sync initial --url "ws://127.0.0.1:$port" --sync-url "$link" --key "$key" --collection bench
+    echo "round $round, ${link%%:*}: server CPU over the sync $(python3 -c "print(round(($(server_cpu) - $cpu0) / $(getconf CLK_TCK), 2))") s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  done
 done
 
 if [ -z "${INITIAL_ONLY:-}" ]; then

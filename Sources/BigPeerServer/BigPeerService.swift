@@ -1,4 +1,5 @@
 import Auth
+import ConnectionPolicy
 import CRDT
 import HTTP
 import Logging
@@ -41,14 +42,21 @@ public final class BigPeerService: Sendable {
     public let upstream: UpstreamReplicator?
     /// LAN TCP peer links (`--lan`), when configured.
     private let lan: LANPeerListener?
+    /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
+    /// links ask the same one), and the task re-reading its file.
+    let connectionPolicy: SyncConnectionPolicy
+    private let policyWatch: Task<Void, Never>?
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, logger: Logger) {
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?,
+                 logger: Logger) {
         self.upstream = upstream
         self.lan = lan
+        self.connectionPolicy = connectionPolicy
+        self.policyWatch = policyWatch
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
         self.webSocketEndpoints = webSocketEndpoints
@@ -68,12 +76,21 @@ public final class BigPeerService: Sendable {
 
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
         let openAPI = try OpenAPIRoute.load()  // before anything starts: a bad BIGPEER_OPENAPI stops nothing
+        let policyRules = try SyncConnectionPolicy.loadRules(configuration)  // a bad --peer-policy file too
         let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
+        let policy: PeerPolicy
+        do {
+            policy = PeerPolicy(ruleFile: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
+        } catch {
+            group.shutdown()
+            throw error
+        }
         let database: Database
         do {
             database = try await Database.open(configuration.database, migrationsDirectory: configuration.migrationsDirectory,
                                                loop: group.next(), logger: logger)
         } catch {
+            await policy.shutdown()
             group.shutdown()
             throw error
         }
@@ -103,6 +120,7 @@ public final class BigPeerService: Sendable {
         } catch {
             await pool.shutdown()
             try? database.localCluster?.stop()
+            await policy.shutdown()
             group.shutdown()
             throw error
         }
@@ -117,6 +135,7 @@ public final class BigPeerService: Sendable {
             await listener.stop()
             await pool.shutdown()
             try? database.localCluster?.stop()
+            await policy.shutdown()
             group.shutdown()
         }
 
@@ -152,11 +171,17 @@ public final class BigPeerService: Sendable {
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
         syncSession.heartbeatMillis = UInt64(configuration.syncHeartbeat.components.seconds * 1000)
+        if policy.webhook != nil {
+            // The webhook's whole timeout, and the credentials check before it, fit in the handshake.
+            syncSession.authenticationTimeoutMillis = UInt64(max(0, configuration.connectionWebhookTimeout / .milliseconds(1))) + 5_000
+        }
         var syncRoute = SyncRoute(store: store,
                                   authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        let connectionPolicy = SyncConnectionPolicy(policy: policy, logger: logger)
+        if !policy.isEmpty { syncRoute.policy = connectionPolicy }
         if let upstream, upstream.configuration.relaySubscriptions {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
@@ -185,6 +210,10 @@ public final class BigPeerService: Sendable {
             await releaseOnFailure(upstream)
             throw error
         }
+        let policyWatch = connectionPolicy.watch(every: configuration.peerPolicyPollInterval)
+        if let rules = policyRules {
+            logger.notice("connection policy in force", metadata: ["file": "\(rules.path)", "rules": "\(rules.current.rules.count)"])
+        }
         let scheme = configuration.tls == nil ? "http" : "https"
         logger.notice("BigPeer is listening", metadata: [
             "url": "\(scheme)://\(configuration.host):\(http.localPort ?? configuration.port)",
@@ -207,7 +236,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, logger: logger)
+                              upstream: upstream, lan: lan, connectionPolicy: connectionPolicy, policyWatch: policyWatch, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -243,6 +272,8 @@ public final class BigPeerService: Sendable {
         // start uploads them), before the pool: merges in flight commit first.
         await upstream?.stop()
         syncSessions.stopMonitor()
+        policyWatch?.cancel()
+        await connectionPolicy.policy.shutdown()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

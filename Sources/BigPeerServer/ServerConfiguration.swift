@@ -71,6 +71,16 @@ public struct ServerConfiguration: Sendable {
     /// WebSocket limits of the sync endpoint (nil: `SyncRoute.webSocketLimits`, sized for the
     /// protocol's largest message). Tests lower the queue cap and stall timeout.
     public var syncWebSocket: WebSocketConfiguration?
+    /// `--peer-policy FILE`: allow/deny rules every sync peer passes once its credentials check
+    /// out (docs/LOCAL-NODE.md, "Connection policy"). A bad file stops the start; the file is
+    /// read again when it changes (a bad new version is logged and the previous rules stay).
+    public var peerPolicyFile: String?
+    /// How often the policy file is looked at for a change.
+    public var peerPolicyPollInterval: Duration = .seconds(1)
+    /// `--connection-webhook URL`: asked about every sync peer no rule of the policy file decides.
+    public var connectionWebhook: String?
+    /// How long the webhook may take to answer; no answer by then denies the peer.
+    public var connectionWebhookTimeout: Duration = .seconds(10)
     /// Replicate with an upstream BigPeer (a local node and its cloud: docs/LOCAL-NODE.md).
     public var upstream: UpstreamConfiguration?
     /// Accept LAN TCP peer links (`--lan`); nil: none.

@@ -1,19 +1,26 @@
+import ConnectionPolicy
 import Logging
 import Sync
 import SyncProtocol
 
 /// Whether a peer's session may start, whatever link it came by (WebSocket, LAN TCP): its
-/// credentials (`SyncAuthentication`), then room among the server's sessions (`SyncSessionRegistry`).
-/// Logged either way.
+/// credentials (`SyncAuthentication`), then the connection policy (`SyncConnectionPolicy`: rules
+/// and webhook), then room among the server's sessions (`SyncSessionRegistry`: a denied peer never
+/// takes a slot). Logged either way.
 struct SyncAdmission: Sendable {
     let authentication: SyncAuthentication
+    let policy: SyncConnectionPolicy?
     let registry: SyncSessionRegistry
     let logger: Logger
 
     /// The decision on `hello` for session `number` (registered with the registry on acceptance).
-    /// `link` names the kind of link in the log (`WebSocket`, `AccessPoint` for LAN TCP).
-    func admit(_ hello: Hello, number: UInt64, sessionID: String, remote: String, link: String) async -> AuthDecision {
+    /// `link`: the kind of link (the policy may match on it; it is logged).
+    func admit(_ hello: Hello, number: UInt64, sessionID: String, remote: String, link: LinkType) async -> AuthDecision {
         var decision = await authentication.decide(hello.credentials)
+        if case .accept(let permissions) = decision, let policy,
+           let refusal = await policy.refusal(for: hello, link: link, remote: remote, principal: permissions.principal, session: sessionID) {
+            decision = refusal
+        }
         if case .accept(let permissions) = decision {
             switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
             case .admitted: break
@@ -24,11 +31,11 @@ struct SyncAdmission: Sendable {
         switch decision {
         case .accept(let permissions):
             logger.info("sync session accepted", metadata: [
-                "session": "\(sessionID)", "remote": "\(remote)", "link": "\(link)", "site": "\(hello.site)",
+                "session": "\(sessionID)", "remote": "\(remote)", "link": "\(link.rawValue)", "site": "\(hello.site)",
                 "device": "\(hello.deviceName)", "principal": "\(permissions.principal ?? "insecure-dev")"])
         case .refuse(let code, let reason):
             logger.notice("sync session refused", metadata: [
-                "session": "\(sessionID)", "remote": "\(remote)", "link": "\(link)", "code": "\(code.rawValue)", "reason": "\(reason)"])
+                "session": "\(sessionID)", "remote": "\(remote)", "link": "\(link.rawValue)", "code": "\(code.rawValue)", "reason": "\(reason)"])
         }
         return decision
     }

@@ -1,4 +1,5 @@
 import Auth
+import ConnectionPolicy
 import HTTP
 import Logging
 import Postgres
@@ -33,6 +34,8 @@ struct SyncRoute {
     var credentialRecheck: Duration = .seconds(1)
     /// Keeps the upstream told the sessions' subscriptions (`--upstream-relay-subscriptions`).
     var relay: SubscriptionRelay?
+    /// Asked about each peer whose credentials were accepted, before it is admitted.
+    var policy: SyncConnectionPolicy?
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -131,6 +134,7 @@ final class SyncSocketHandler: WebSocketHandler {
         let authentication = route.authentication
         let logger = route.logger
         let registry = self.registry
+        let policy = route.policy
         let sessionID = configuration.sessionID, remote = self.remote
         let connection = SyncConnection(
             configuration: configuration, store: route.store, transport: transport, executor: socket.loop,
@@ -144,8 +148,8 @@ final class SyncSocketHandler: WebSocketHandler {
                 return decision
             },
             subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
-            await SyncAdmission(authentication: authentication, registry: registry, logger: logger)
-                .admit(hello, number: number, sessionID: sessionID, remote: remote, link: "WebSocket")
+            await SyncAdmission(authentication: authentication, policy: policy, registry: registry, logger: logger)
+                .admit(hello, number: number, sessionID: sessionID, remote: remote, link: .webSocket)
         }
         outbox.attach(connection)
         self.connection = connection

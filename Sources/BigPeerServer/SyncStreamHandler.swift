@@ -1,3 +1,4 @@
+import ConnectionPolicy
 import Logging
 import Sockets
 import Sync
@@ -93,7 +94,7 @@ final class SyncStreamHandler: ConnectionDelegate {
         var configuration = route.session
         configuration.sessionID = "\(route.session.sessionID)-\(number)"
         configuration.maxQueuedBytes = 1 << 20
-        let admission = SyncAdmission(authentication: route.authentication, registry: registry, logger: route.logger)
+        let admission = SyncAdmission(authentication: route.authentication, policy: route.policy, registry: registry, logger: route.logger)
         let authentication = route.authentication
         let registry = self.registry, number = self.number, remote = self.remote
         let sessionID = configuration.sessionID
@@ -107,7 +108,7 @@ final class SyncStreamHandler: ConnectionDelegate {
                 return decision
             },
             subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
-            await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: "AccessPoint")
+            await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: .accessPoint)
         }
         outbox.attach(connection)
         self.connection = connection

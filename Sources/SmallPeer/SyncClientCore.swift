@@ -148,6 +148,10 @@ final class SyncClientCore: SyncLinkDelegate {
                     if fatal { s.phase = .failed }
                 }
                 if fatal { link.halt() }
+                // A policy denial says when to try again (PROTOCOL.md §4.2); at most a day.
+                if code == SyncCloseCode.policy.rawValue, let seconds = RetryHint.seconds(in: reason) {
+                    link.holdOff(atLeast: .seconds(min(seconds, 86_400)))
+                }
             case .apply(let entries, let bytes):
                 status.withLock { $0.receivedEntries += entries.count }
                 do {

@@ -30,6 +30,10 @@ public struct SyncSession: Sendable {
         public var sessionID: String
         public var heartbeatMillis: UInt64 = 20_000
         public var handshakeTimeoutMillis: UInt64 = 10_000
+        /// How long the check of a `hello` (credentials, connection policy) may take from its
+        /// arrival: the handshake ends at the later of the two deadlines. A connection webhook
+        /// may think for 10 s, which the handshake timeout alone would not leave it.
+        public var authenticationTimeoutMillis: UInt64 = 0
         /// Upload credit granted in `welcome` (bytes).
         public var uploadCredit: UInt64 = 4 << 20
         /// Rows per initial-sync page.
@@ -99,6 +103,8 @@ public struct SyncSession: Sendable {
     /// Set when the peer is accepted; nothing is allowed before.
     public private(set) var permissions = SyncPermissions(read: .only([]), write: .only([]))
     let openedAt: UInt64
+    /// When `hello` arrived (the check of it started).
+    var helloAt: UInt64?
     var lastReceived: UInt64
     var lastPingSent: UInt64 = 0
     var pingCounter: UInt64 = 0
@@ -186,7 +192,7 @@ public struct SyncSession: Sendable {
     /// When the driver should call `.tick` at the latest.
     public var nextDeadline: UInt64 {
         switch state {
-        case .awaitingHello, .authenticating: return openedAt + configuration.handshakeTimeoutMillis
+        case .awaitingHello, .authenticating: return handshakeDeadline
         case .closed: return UInt64.max
         case .ready:
             let hb = configuration.heartbeatMillis
@@ -200,6 +206,10 @@ public struct SyncSession: Sendable {
             }
             return next
         }
+    }
+
+    var handshakeDeadline: UInt64 {
+        max(openedAt + configuration.handshakeTimeoutMillis, helloAt.map { $0 + configuration.authenticationTimeoutMillis } ?? 0)
     }
 
     /// Feeds one input; returns what to do, in order.
@@ -281,6 +291,7 @@ public struct SyncSession: Sendable {
     mutating func dispatch(_ message: SyncMessage, size: Int, now: UInt64, into out: inout [SyncSessionAction]) {
         switch (state, message) {
         case (.awaitingHello, .hello(let h)):
+            helloAt = now
             handshake(h, into: &out)
         case (.ready, .subscribe(let s)):
             subscribe(s, now: now, into: &out)
@@ -388,7 +399,7 @@ public struct SyncSession: Sendable {
     mutating func tick(now: UInt64, into out: inout [SyncSessionAction]) {
         switch state {
         case .awaitingHello, .authenticating:
-            if now >= openedAt + configuration.handshakeTimeoutMillis { close(.timeout, "no handshake within \(configuration.handshakeTimeoutMillis) ms", into: &out) }
+            if now >= handshakeDeadline { close(.timeout, "no handshake within \(handshakeDeadline - openedAt) ms", into: &out) }
         case .ready:
             if let credentialDeadline, now >= credentialDeadline {
                 return close(.unauthorized, "credentials expired", into: &out)

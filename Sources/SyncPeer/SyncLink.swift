@@ -93,6 +93,10 @@ public final class SyncLink: WebSocketClientHandler {
     public private(set) var halted = false
     /// The current link's session was accepted (`sessionWasAccepted`).
     private var sessionAccepted = false
+    /// The least the next reconnect waits (a server's retry hint, `holdOff`); used once.
+    private var minimumNextDelay: Duration?
+    /// The delay of the reconnect scheduled last.
+    public private(set) var scheduledReconnectDelay: Duration?
     private var stopped = false
 
     public init(configuration: Configuration, loop: EventLoop) throws(LinkError) {
@@ -126,6 +130,12 @@ public final class SyncLink: WebSocketClientHandler {
         failedAttempts = 0
     }
 
+    /// The next reconnect waits at least `delay` (the server said when to retry: a policy refusal
+    /// ending with `RetryHint`), whatever the backoff would say. `connectNow` still connects at once.
+    public func holdOff(atLeast delay: Duration) {
+        minimumNextDelay = max(minimumNextDelay ?? .zero, delay)
+    }
+
     /// Connects now if no connection is up or being made (cancels a pending retry and the halt).
     public func connectNow() {
         guard !stopped else { return }
@@ -133,6 +143,7 @@ public final class SyncLink: WebSocketClientHandler {
         if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
         guard !isActive else { return }
         failedAttempts = 0
+        minimumNextDelay = nil
         connect()
     }
 
@@ -288,7 +299,9 @@ public final class SyncLink: WebSocketClientHandler {
         let exponent = min(failedAttempts, 16)
         let ceiling = min(configuration.reconnectBase * (1 << exponent), configuration.reconnectMax)
         let millis = Double(ceiling.components.seconds) * 1000 + Double(ceiling.components.attoseconds) / 1e15
-        let delay = Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0)))
+        let delay = max(Duration.milliseconds(Int64(millis * Double.random(in: 0.5...1.0))), minimumNextDelay ?? .zero)
+        minimumNextDelay = nil
+        scheduledReconnectDelay = delay
         reconnectTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.connect() }
     }
 }

@@ -1,8 +1,8 @@
 import CRDT
 import Sockets
+import SyncPeer
 import SyncProtocol
 import Synchronization
-import WebSocket
 
 /// A lightweight raw-protocol peer for `bigpeer bench sync`: handshake, one subscription, credit
 /// granted back for every data message, and counters. Every message is decoded and checked in
@@ -11,16 +11,18 @@ import WebSocket
 /// what a small peer does before merging) and its `_id` compared with the entry's. It keeps no
 /// documents (benchmarks measure the server and the wire, not a client store).
 ///
-/// **Threading.** The adapter and this handler live on one event loop; counters are atomics read
+/// It connects through a `SyncLink`, so over WebSocket or a LAN TCP link alike (`--sync-url`).
+///
+/// **Threading.** The link and this delegate live on one event loop; counters are atomics read
 /// by the benchmark's task; `onData` runs on the loop.
-final class BenchPeer: WebSocketClientHandler, @unchecked Sendable {
-    // @unchecked: the mutable stored properties (`adapter`) are touched only on `loop` (handler
+final class BenchPeer: SyncLinkDelegate, @unchecked Sendable {
+    // @unchecked: the mutable stored properties (`link`) are touched only on `loop` (delegate
     // callbacks and the `loop.execute` blocks below); everything read elsewhere is an Atomic.
     let loop: EventLoop
     let site: UInt64
     let credentials: SyncCredentials
     let subscription: Subscribe?
-    var adapter: WebSocketClientAdapter?
+    var link: SyncLink?
     let welcomed = Atomic<Bool>(false)
     let synced = Atomic<Bool>(false)
     let closedCode = Atomic<Int>(-1)
@@ -42,32 +44,33 @@ final class BenchPeer: WebSocketClientHandler, @unchecked Sendable {
         self.onChanges = onChanges
     }
 
-    func connect(url: WebSocketURL, address: SocketAddress) {
+    /// Connects once (no reconnecting: a benchmark peer that loses its link reports it).
+    func connect(_ url: String) {
         loop.execute { [self] in
-            do throws(WebSocketClientError) {
-                adapter = try WebSocketClientAdapter.connect(
-                    url: url, address: address, loop: loop,
-                    handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol], deflate: nil),
-                    configuration: WebSocketConfiguration(maxFrameSize: 32 << 20, maxMessageSize: 32 << 20, pingInterval: nil,
-                                                          maxQueuedBytes: 64 << 20),
-                    handshakeTimeout: .seconds(30), handler: self)
+            var configuration = SyncLink.Configuration(url: url, maxConnectAttempts: 1)
+            configuration.maxMessageSize = 32 << 20
+            do throws(SyncLink.LinkError) {
+                let link = try SyncLink(configuration: configuration, loop: loop)
+                link.delegate = self
+                self.link = link
+                link.connectNow()
             } catch {
                 closedCode.store(0, ordering: .relaxed)
             }
         }
     }
 
-    func send(_ m: SyncMessage) { try? adapter?.send(.binary(m.encode())) }
+    func send(_ m: SyncMessage) { link?.send(m.encode()) }
 
-    func close() { loop.execute { [self] in adapter?.close(.normalClosure, reason: "bench done") } }
+    func close() { loop.execute { [self] in link?.stop() } }
 
-    func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
+    func syncLinkConnected(_ link: SyncLink) {
         send(.hello(Hello(site: site, peerKey: Array("bench".utf8), deviceName: "bench-\(site)", credentials: credentials,
                           credit: 8 << 20, maxMessageSize: 16 << 20)))
     }
 
-    func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
-        guard case .binary(let bytes) = message, let m = try? SyncMessageDecoder.decode(bytes) else { return }
+    func syncLink(_ link: SyncLink, received bytes: [UInt8]) {
+        guard let m = try? SyncMessageDecoder.decode(bytes) else { return }
         switch m {
         case .welcome:
             welcomed.store(true, ordering: .relaxed)
@@ -99,13 +102,11 @@ final class BenchPeer: WebSocketClientHandler, @unchecked Sendable {
         }
     }
 
-    func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
-        closedCode.store(Int(code.rawValue), ordering: .relaxed)
-        adapter = nil
-    }
-
-    func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
-        closedCode.store(0, ordering: .relaxed)
-        adapter = nil
+    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+        // The close code, when the reason carries one ("closed (1000: ...)"); 0 for a failed attempt.
+        let code = wasOpen ? Int(reason.drop { !$0.isNumber }.prefix { $0.isNumber }) ?? 1006 : 0
+        closedCode.store(code, ordering: .relaxed)
+        link.stop()
+        self.link = nil
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BigPeerServer
+import ConnectionPolicy
 import Upstream
 import Dispatch
 import Glibc
@@ -36,6 +37,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("max-sync-sessions"), help: "Sync sessions admitted at once; a peer beyond it is refused with close code 4003 (docs/PROTOCOL.md §4.2).")
     var maxSyncSessions = ServerConfiguration().maxSyncSessions
+    @Option(name: .customLong("peer-policy"), help: "JSON file of allow/deny rules every sync peer passes (docs/LOCAL-NODE.md, \"Connection policy\"); read again when it changes.")
+    var peerPolicy: String?
+    @Option(name: .customLong("connection-webhook"), help: "URL POSTed a description of each sync peer no --peer-policy rule decides; its answer allows or denies (no answer within 10 s denies).")
+    var connectionWebhook: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
     @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
@@ -108,6 +113,8 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho
         config.maxSyncSessions = maxSyncSessions
+        config.peerPolicyFile = peerPolicy
+        config.connectionWebhook = connectionWebhook
         do {
             config.jwt = try jwt.verifier()
         } catch {
@@ -135,6 +142,11 @@ struct ServeCommand: AsyncParsableCommand {
             service = try await BigPeerService.start(config, logger: logger)
         } catch let e as PostgresError {
             throw CleanExit.message("error: \(e.debugDescription)")
+        } catch let e as PolicyConfigurationError {
+            // A bad policy must not look like a clean exit to a supervisor: status 1.
+            let line = Array("error: connection policy: \(e)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            throw ExitCode.failure
         }
         let signal = await signals.next()
         logger.notice("received signal \(signal)")

@@ -20,10 +20,13 @@ struct SyncBench: AsyncParsableCommand {
         @Option(help: "Server base URL (numeric host).") var url = "ws://127.0.0.1:8080"
         @Option(help: "API key with read and write access.") var key: String
         @Option(help: "Event-loop threads for the peers.") var threads = 1
+        @Option(name: .customLong("sync-url"), help: "Where the peers connect instead of --url's /api/v4/sync, e.g. tcp://HOST:PORT for a LAN peer link (bigpeer serve --lan).")
+        var syncURL: String?
 
-        func endpoint() throws -> (WebSocketURL, SocketAddress, String) {
+        /// The peers' sync URL and the REST base URL.
+        func endpoint() throws -> (sync: String, rest: String) {
             guard let u = WebSocketURL(url + "/api/v4/sync"), !u.secure else { throw ValidationError("--url must be ws://HOST:PORT with a numeric host") }
-            return (u, try SocketAddress(ip: u.host, port: u.port), "http://\(u.host):\(u.port)")
+            return (syncURL ?? url + "/api/v4/sync", "http://\(u.host):\(u.port)")
         }
 
         /// Runs one REST statement (the writes whose fan-out is measured).
@@ -61,13 +64,13 @@ struct SyncBench: AsyncParsableCommand {
         var decodeStates = false
 
         func run() async throws {
-            let (url, address, _) = try target.endpoint()
+            let (syncURL, _) = try target.endpoint()
             let group = try EventLoopGroup(threads: max(1, target.threads))
             defer { group.shutdown() }
             let peer = BenchPeer(loop: group.next(), site: UInt64.random(in: 1...UInt64.max), credentials: .apiKey(target.key),
                                  subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"), decodeStates: decodeStates)
             let start = ContinuousClock.now
-            peer.connect(url: url, address: address)
+            peer.connect(syncURL)
             guard await SyncBench.waitUntil(.seconds(600), { peer.synced.load(ordering: .relaxed) || peer.closedCode.load(ordering: .relaxed) >= 0 }),
                   peer.synced.load(ordering: .relaxed) else {
                 throw ValidationError("the peer did not finish its initial sync (close code \(peer.closedCode.load(ordering: .relaxed)))")
@@ -96,7 +99,7 @@ struct SyncBench: AsyncParsableCommand {
         @Option(name: .customLong("interval-ms"), help: "Pause between writes.") var intervalMillis = 100
 
         func run() async throws {
-            let (url, address, base) = try target.endpoint()
+            let (syncURL, base) = try target.endpoint()
             let group = try EventLoopGroup(threads: max(1, target.threads))
             defer { group.shutdown() }
             let sent = Mutex<[Int: Int64]>([:])
@@ -113,7 +116,7 @@ struct SyncBench: AsyncParsableCommand {
             for i in 0..<peers {
                 let p = BenchPeer(loop: group.next(), site: UInt64(i + 1) << 20, credentials: .apiKey(target.key),
                                   subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"), onChanges: onChanges)
-                p.connect(url: url, address: address)
+                p.connect(syncURL)
                 all.append(p)
                 if i % 50 == 49 { try await Task.sleep(for: .milliseconds(20)) }  // do not overflow the listen backlog
             }
@@ -147,7 +150,7 @@ struct SyncBench: AsyncParsableCommand {
         @Option var collection = "idle"
 
         func run() async throws {
-            let (url, address, _) = try target.endpoint()
+            let (syncURL, _) = try target.endpoint()
             let group = try EventLoopGroup(threads: max(1, target.threads))
             defer { group.shutdown() }
             // Warm up the server's pools and caches with a few peers first, then measure the rest.
@@ -156,7 +159,7 @@ struct SyncBench: AsyncParsableCommand {
                 for _ in 0..<n {
                     let p = BenchPeer(loop: group.next(), site: UInt64.random(in: 1...UInt64.max), credentials: .apiKey(target.key),
                                       subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection) WHERE owner = 'nobody'"))
-                    p.connect(url: url, address: address)
+                    p.connect(syncURL)
                     all.append(p)
                     if all.count % 50 == 0 { try await Task.sleep(for: .milliseconds(20)) }
                 }
@@ -196,7 +199,7 @@ struct SyncBench: AsyncParsableCommand {
         @Option(help: "Document size in KB.") var kilobytes = 250
 
         func run() async throws {
-            let (url, address, base) = try target.endpoint()
+            let (syncURL, base) = try target.endpoint()
             let group = try EventLoopGroup(threads: 1)
             defer { group.shutdown() }
             let http = try HTTPClient()
@@ -208,7 +211,7 @@ struct SyncBench: AsyncParsableCommand {
             let peer = BenchPeer(loop: group.next(), site: 77, credentials: .apiKey(target.key),
                                  subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"),
                                  onChanges: { n, _ in sizes.withLock { $0.append(n) } })
-            peer.connect(url: url, address: address)
+            peer.connect(syncURL)
             guard await SyncBench.waitUntil(.seconds(60), { peer.synced.load(ordering: .relaxed) }) else { throw ValidationError("no initial sync") }
             let initial = peer.dataBytes.load(ordering: .relaxed)
             try await target.execute(http, base, "UPDATE \(collection) SET f7 = 'changed' WHERE _id = 'big'", [:])

@@ -153,6 +153,21 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(closeCode(h.advance(1)) == 4008)
     }
 
+    @Test func authenticationTimeout_givesTheCheckOfALateHelloItsOwnTime() {
+        // A hello at 9 s whose check (a connection webhook) may take 15 s: closed at 24 s, not 10 s.
+        var h = SessionHarness(configure: { $0.authenticationTimeoutMillis = 15_000 })
+        _ = h.advance(9_000)
+        _ = h.receive(.hello(SessionHarness.hello()))
+        #expect(h.session.state == .authenticating)
+        #expect(h.session.nextDeadline == h.now + 15_000)
+        #expect(h.advance(14_999).isEmpty)
+        #expect(closeCode(h.advance(1)) == 4008)
+        // Without a hello, the handshake timeout alone applies.
+        var quiet = SessionHarness(configure: { $0.authenticationTimeoutMillis = 15_000 })
+        #expect(quiet.advance(9_999).isEmpty)
+        #expect(closeCode(quiet.advance(1)) == 4008)
+    }
+
     @Test func heartbeat_pingsWhenQuiet_andTimesOutAfterThreeIntervals() {
         var h = SessionHarness.ready(configure: { $0.heartbeatMillis = 1000 })
         #expect(sent(h.advance(999)).isEmpty)

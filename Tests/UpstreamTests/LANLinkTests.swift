@@ -77,4 +77,42 @@ import Values
             }
         }
     }
+
+    /// The connection policy applies to LAN links as to WebSockets, matched on the link type: a
+    /// rule denying `AccessPoint` links to `guest-*` refuses one (4003, with the delay) and lets
+    /// another name through.
+    @Test func theConnectionPolicyAppliesToLANLinks() async throws {
+        try await withDatabases(1) { urls, http, processes in
+            let dir = NSTemporaryDirectory() + "lan-policy-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let policy = dir + "/policy.json"
+            try Data("""
+                {"version": 1, "default": "allow", "rules": [
+                  {"name": "no guests on the LAN", "action": "deny", "deviceName": "guest-*", "link": "AccessPoint", "reason": "guests use the cloud", "retryAfterSeconds": 60}
+                ]}
+                """.utf8).write(to: URL(fileURLWithPath: policy))
+            let lanPort = try LocalPostgres.freeLoopbackPort()
+            _ = try await Server.start(urls[0], extra: Self.lanArguments(lanPort) + ["--peer-policy", policy], http: http, processes: processes)
+            func handshake(_ name: String) async throws -> SyncMessage? {
+                let fd = try RawSocket.connect(port: lanPort, receiveBuffer: 1 << 16)
+                defer { close(fd) }
+                let hello = SyncMessage.hello(Hello(site: UInt64.random(in: 1...UInt64.max), peerKey: [1, 2, 3], deviceName: name, credentials: nil,
+                                                    credit: 1 << 20, maxMessageSize: 1 << 20))
+                try await RawSocket.write(fd, StreamFraming.frame(hello.encode()))
+                var decoder = StreamFrameDecoder(maxMessageSize: 1 << 20)
+                while true {
+                    switch try await DescriptorWait.receive(fd, upTo: 1 << 16, timeout: .seconds(10)) {
+                    case .data(let bytes):
+                        if let first = try decoder.feed(bytes).first { return try SyncMessageDecoder.decode(first) }
+                    case .closed, .timedOut:
+                        return nil
+                    }
+                }
+            }
+            guard case .refuse(let code, let reason)? = try await handshake("guest-7") else { Issue.record("no refuse"); return }
+            #expect(code == SyncCloseCode.policy.rawValue && reason.contains("guests use the cloud") && reason.contains("retry after 60 s"), "\(reason)")
+            guard case .welcome? = try await handshake("crew-1") else { Issue.record("crew-1 was not welcomed"); return }
+        }
+    }
 }
