@@ -147,7 +147,8 @@ struct DNSMessageReader {
         case .txt:
             var strings: [[UInt8]] = []
             while offset < end { strings.append(try take(Int(try u8()))) }
-            return .txt(strings)
+            // Empty rdata (seen in the wild) reads as the canonical empty TXT, one empty string.
+            return .txt(strings.isEmpty ? [[]] : strings)
         case .nsec:
             return try nsec(end: end)
         default:

@@ -59,12 +59,17 @@ public enum DNSRecordData: Hashable, Sendable {
     case ptr(DNSName)
     case srv(priority: UInt16, weight: UInt16, port: UInt16, target: DNSName)
     /// The character-strings (each ≤ 255 bytes). No strings is written as one empty string: a TXT
-    /// record is never empty (RFC 6763 §6.1).
+    /// record is never empty (RFC 6763 §6.1); the decoder and `txt(_:)` give that form, `[[]]`.
     case txt([[UInt8]])
     /// The restricted mDNS form (RFC 6762 §6.1): the next name is the owner name, and the bitmap
     /// lists the types the owner has.
     case nsec(next: DNSName, types: [DNSRecordType])
     case opaque(type: DNSRecordType, bytes: [UInt8])
+
+    /// TXT rdata of key/value pairs, in the form the decoder gives back (`[[]]` when empty).
+    public static func txt(_ record: TXTRecord) -> DNSRecordData {
+        .txt(record.strings.isEmpty ? [[]] : record.strings)
+    }
 
     public var type: DNSRecordType {
         switch self {

@@ -18,20 +18,16 @@ extension MDNSBrowser {
             case .refreshed, .ignored: break
             }
         }
-        for record in records where record.recordClass == DNSClass.internet {
-            guard record.name == type, case let .ptr(instance) = record.data else { continue }
-            guard instance.parent == type, instance.labels.count == type.labels.count + 1 else {
-                counters.recordsIgnored += 1
-                continue
-            }
+        var used = 0
+        for record in records where record.recordClass == DNSClass.internet && record.type == .ptr && record.name == type {
+            guard case let .ptr(instance) = record.data, instance.parent == type else { continue }
+            used += 1
             insert(record)
             if record.ttl > 0 { instances.insert(instance) }
         }
         for record in records where record.recordClass == DNSClass.internet && (record.type == .srv || record.type == .txt) {
-            guard instances.contains(record.name) else {
-                counters.recordsIgnored += 1
-                continue
-            }
+            guard instances.contains(record.name) else { continue }
+            used += 1
             insert(record)
         }
         for instance in instances {
@@ -40,12 +36,11 @@ extension MDNSBrowser {
             }
         }
         for record in records where record.recordClass == DNSClass.internet && (record.type == .a || record.type == .aaaa) {
-            guard hosts.contains(record.name) else {
-                counters.recordsIgnored += 1
-                continue
-            }
+            guard hosts.contains(record.name) else { continue }
+            used += 1
             insert(record)
         }
+        counters.recordsIgnored += records.count - used
     }
 
     /// Instances with a live PTR on any interface.
@@ -122,10 +117,12 @@ extension MDNSBrowser {
             for record in cache.live(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), now: now) {
                 guard case let .ptr(instance) = record.data else { continue }
                 let key = ResolveKey(interface: interface, instance: instance)
-                if missingQuestions(key, now: now).isEmpty {
+                let missing = missingQuestions(key, now: now)
+                if missing.isEmpty {
                     resolving[key] = nil
-                } else if resolving[key] == nil {
-                    resolving[key] = (now + jitter.millis(20...120), 1000)
+                } else if resolving[key]?.missing != missing {
+                    // Something new is missing (the SRV came, naming a host we have no address of).
+                    resolving[key] = ResolveSchedule(next: now + jitter.millis(20...120), interval: 1000, missing: missing)
                 }
             }
         }
@@ -159,7 +156,7 @@ extension MDNSBrowser {
                 continue
             }
             questions += missing.filter { !questions.contains($0) }
-            resolving[key] = (now + schedule.interval, min(schedule.interval * 2, 60_000))
+            resolving[key] = ResolveSchedule(next: now + schedule.interval, interval: min(schedule.interval * 2, 60_000), missing: missing)
             counters.resolveQueries += 1
         }
         return questions

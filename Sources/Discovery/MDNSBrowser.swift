@@ -68,8 +68,9 @@ public struct MDNSBrowser: Sendable {
     var cache: RecordCache
     /// Per interface: when the next PTR query goes, and the gap after it.
     var schedules: [InterfaceID: (next: Int64, interval: Int64)] = [:]
-    /// Per interface and instance missing a record: when to ask next, and the gap after that.
-    var resolving: [ResolveKey: (next: Int64, interval: Int64)] = [:]
+    /// Per interface and instance missing a record: when to ask next, the gap after that, and
+    /// what was missing when it was scheduled.
+    var resolving: [ResolveKey: ResolveSchedule] = [:]
     /// What was last reported per instance.
     public internal(set) var services: [DNSName: DiscoveredService] = [:]
     var output: [MDNSBrowserAction] = []
@@ -77,6 +78,12 @@ public struct MDNSBrowser: Sendable {
     struct ResolveKey: Hashable, Sendable {
         var interface: InterfaceID
         var instance: DNSName
+    }
+
+    struct ResolveSchedule: Sendable {
+        var next: Int64
+        var interval: Int64
+        var missing: [DNSQuestion]
     }
 
     public init(configuration: MDNSBrowserConfiguration, jitter: JitterSource = JitterSource()) {

@@ -75,7 +75,7 @@ extension MDNSResponder {
             return [
                 DNSResourceRecord(name: name, data: .srv(priority: 0, weight: 0, port: entry.service.port, target: host.name),
                                   ttl: configuration.hostTTL, cacheFlush: true),
-                DNSResourceRecord(name: name, data: .txt(entry.service.txt.strings), ttl: configuration.otherTTL, cacheFlush: true),
+                DNSResourceRecord(name: name, data: .txt(entry.service.txt), ttl: configuration.otherTTL, cacheFlush: true),
             ]
         }
     }

@@ -38,8 +38,9 @@ struct MDNSResponderAnsweringTests {
 
     @Test func directSRVTXTAAndAAAAQueriesAreAnsweredAtOnce() throws {
         var (responder, _) = try establishedResponder()
-        for (question, type) in [(Self.instance, DNSRecordType.srv), (Self.instance, .txt), (Self.host, .a), (Self.host, .aaaa)] {
-            let sent = responder.receive(packet(query([DNSQuestion(name: question, type: type)])), now: 10_000 + Int64(type.rawValue) * 2000).packets
+        for (step, (question, type)) in [(Self.instance, DNSRecordType.srv), (Self.instance, .txt), (Self.host, .a), (Self.host, .aaaa)].enumerated() {
+            // 2 s apart: each record may be multicast once a second.
+            let sent = responder.receive(packet(query([DNSQuestion(name: question, type: type)])), now: 10_000 + Int64(step) * 2000).packets
             let answers = sentMessages(sent).flatMap(\.answers)
             #expect(answers.map(\.type) == [type], "\(type)")
         }
