@@ -4,60 +4,74 @@
 
 extension MDNSBrowser {
     /// Caches the records of a response that belong to the browsed type: PTRs first, so an
-    /// instance's SRV and TXT in the same packet count, then SRV/TXT, then addresses.
-    mutating func store(_ records: [DNSResourceRecord], on interface: InterfaceID, now: Int64) {
+    /// instance's SRV and TXT in the same packet count, then SRV/TXT, then addresses. Returns the
+    /// instances whose records changed. The work is a few lookups per record.
+    mutating func store(_ records: [DNSResourceRecord], on interface: InterfaceID, now: Int64) -> Set<DNSName> {
         var flushed: Set<RecordSetKey> = []
+        var dirty: Set<DNSName> = []
+        var used = 0
         let type = configuration.serviceType
-        var instances = knownInstances(now: now)
-        var hosts: Set<DNSName> = []
-        func insert(_ record: DNSResourceRecord) {
+        func insert(_ record: DNSResourceRecord) -> Bool {
+            used += 1
             switch cache.insert(record, on: interface, now: now, jitter: jitter.millis(0...20), flushed: &flushed) {
             case .added: counters.recordsCached += 1
             case .goodbye: counters.goodbyesReceived += 1
-            case .full: counters.cacheFull += 1
-            case .refreshed, .ignored: break
+            case .full: counters.cacheFull += 1; return false
+            case .refreshed: break
+            case .ignored: return false
             }
+            return true
         }
-        var used = 0
         for record in records where record.recordClass == DNSClass.internet && record.type == .ptr && record.name == type {
-            guard case let .ptr(instance) = record.data, instance.parent == type else { continue }
-            used += 1
-            insert(record)
-            if record.ttl > 0 { instances.insert(instance) }
+            guard case let .ptr(instance) = record.data, instance.parent == type, insert(record) else { continue }
+            dirty.insert(instance)
         }
         for record in records where record.recordClass == DNSClass.internet && (record.type == .srv || record.type == .txt) {
-            guard instances.contains(record.name) else { continue }
-            used += 1
-            insert(record)
-        }
-        for instance in instances {
-            for record in cache.live(RecordSetKey(interface: interface, name: instance, type: .srv), now: now) {
-                if case let .srv(_, _, _, target) = record.data { hosts.insert(target) }
-            }
+            guard isListed(record.name, now: now), insert(record) else { continue }
+            dirty.insert(record.name)
+            if case let .srv(_, _, _, target) = record.data, record.ttl > 0 { instancesByHost[target, default: []].insert(record.name) }
         }
         for record in records where record.recordClass == DNSClass.internet && (record.type == .a || record.type == .aaaa) {
-            guard hosts.contains(record.name) else { continue }
-            used += 1
-            insert(record)
+            guard let instances = instancesByHost[record.name], insert(record) else { continue }
+            dirty.formUnion(instances)
         }
         counters.recordsIgnored += records.count - used
+        return dirty
     }
 
-    /// Instances with a live PTR on any interface.
-    func knownInstances(now: Int64) -> Set<DNSName> {
-        var instances: Set<DNSName> = []
-        for interface in schedules.keys {
-            for record in cache.live(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), now: now) {
-                if case let .ptr(instance) = record.data { instances.insert(instance) }
+    /// True while some interface lists the instance under the browsed type.
+    func isListed(_ instance: DNSName, now: Int64) -> Bool {
+        schedules.keys.contains { cache.holds(RecordSetKey(interface: $0, name: configuration.serviceType, type: .ptr), .ptr(instance), now: now) }
+    }
+
+    /// Drops removed records from the host index; returns the instances they touched.
+    mutating func forget(_ removed: [DNSResourceRecord], now: Int64) -> Set<DNSName> {
+        var dirty: Set<DNSName> = []
+        for record in removed {
+            switch record.data {
+            case let .ptr(instance): dirty.insert(instance)
+            case let .srv(_, _, _, target):
+                dirty.insert(record.name)
+                let stillNamed = schedules.keys.contains { interface in
+                    cache.live(RecordSetKey(interface: interface, name: record.name, type: .srv), now: now).contains {
+                        if case let .srv(_, _, _, other) = $0.data { other == target } else { false }
+                    }
+                }
+                if !stillNamed {
+                    instancesByHost[target]?.remove(record.name)
+                    if instancesByHost[target]?.isEmpty == true { instancesByHost[target] = nil }
+                }
+            case .a, .aaaa: dirty.formUnion(instancesByHost[record.name] ?? [])
+            default: dirty.insert(record.name)
             }
         }
-        return instances
+        return dirty
     }
 
-    /// True while a cached set still matters: the type's PTRs, and the records of a live instance
-    /// or of its host.
-    func isRelevant(_ key: RecordSetKey, instances: Set<DNSName>, hosts: Set<DNSName>) -> Bool {
-        key.name == configuration.serviceType || instances.contains(key.name) || hosts.contains(key.name)
+    /// True while a cached set still matters: the type's PTRs, a listed instance's SRV and TXT,
+    /// and the addresses of a host an SRV names.
+    func isRelevant(_ key: RecordSetKey, now: Int64) -> Bool {
+        key.name == configuration.serviceType || isListed(key.name, now: now) || instancesByHost[key.name] != nil
     }
 
     /// The instance as the cache now describes it: nil until it has SRV, TXT and an address.
@@ -67,8 +81,7 @@ extension MDNSBrowser {
         var addresses: [InterfaceID: [IPAddress]] = [:]
         let type = configuration.serviceType
         for interface in schedules.keys {
-            let ptrs = cache.live(RecordSetKey(interface: interface, name: type, type: .ptr), now: now)
-            guard ptrs.contains(where: { $0.data == .ptr(instance) }) else { continue }
+            guard cache.holds(RecordSetKey(interface: interface, name: type, type: .ptr), .ptr(instance), now: now) else { continue }
             for entry in cache.entries(RecordSetKey(interface: interface, name: instance, type: .srv)) where entry.expiresAt > now {
                 if case let .srv(_, _, port, target) = entry.record.data, entry.receivedAt >= (srv?.at ?? .min) {
                     srv = (port, target, entry.receivedAt)
@@ -95,28 +108,34 @@ extension MDNSBrowser {
         return DiscoveredService(name: instance, host: srv.target, port: srv.port, txt: txt.0, addresses: addresses)
     }
 
-    /// Compares every instance with what was last reported and emits the differences.
-    mutating func report(now: Int64) {
-        let names = knownInstances(now: now).union(services.keys)
-        for name in names.sorted(by: { $0.description < $1.description }) {
+    /// Compares the changed instances with what was last reported and emits the differences (in
+    /// name order, so runs repeat exactly).
+    mutating func report(_ changed: Set<DNSName>, now: Int64) {
+        var events: [(DNSName, MDNSBrowserEvent)] = []
+        for name in changed {
             let view = resolvedView(of: name, now: now)
             switch (services[name], view) {
-            case (nil, let view?): output.append(.event(.found(view)))
-            case (let old?, let view?) where old != view: output.append(.event(.updated(view)))
-            case (_?, nil): output.append(.event(.lost(name)))
+            case (nil, let view?): events.append((name, .found(view)))
+            case (let old?, let view?) where old != view: events.append((name, .updated(view)))
+            case (_?, nil): events.append((name, .lost(name)))
             default: break
             }
             services[name] = view
         }
+        events.sort { $0.0.description < $1.0.description }
+        output += events.map { .event($0.1) }
     }
 
     /// For each interface's instance missing its SRV, TXT or an address: ask soon (20–120 ms, so
     /// answers split over packets can arrive), then with backoff while it stays missing.
-    mutating func scheduleResolves(now: Int64) {
-        for interface in schedules.keys {
-            for record in cache.live(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), now: now) {
-                guard case let .ptr(instance) = record.data else { continue }
+    mutating func scheduleResolves(_ changed: Set<DNSName>, now: Int64) {
+        for instance in changed {
+            for interface in schedules.keys {
                 let key = ResolveKey(interface: interface, instance: instance)
+                guard cache.holds(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), .ptr(instance), now: now) else {
+                    resolving[key] = nil
+                    continue
+                }
                 let missing = missingQuestions(key, now: now)
                 if missing.isEmpty {
                     resolving[key] = nil
@@ -149,8 +168,7 @@ extension MDNSBrowser {
         var questions: [DNSQuestion] = []
         for (key, schedule) in resolving where key.interface == interface && schedule.next <= now {
             let missing = missingQuestions(key, now: now)
-            let stillListed = cache.live(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), now: now)
-                .contains { $0.data == .ptr(key.instance) }
+            let stillListed = cache.holds(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), .ptr(key.instance), now: now)
             guard stillListed, !missing.isEmpty else {
                 resolving[key] = nil
                 continue

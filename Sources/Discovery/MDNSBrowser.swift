@@ -71,6 +71,8 @@ public struct MDNSBrowser: Sendable {
     /// Per interface and instance missing a record: when to ask next, the gap after that, and
     /// what was missing when it was scheduled.
     var resolving: [ResolveKey: ResolveSchedule] = [:]
+    /// The instances each host name is the SRV target of (the A/AAAA records worth keeping).
+    var instancesByHost: [DNSName: Set<DNSName>] = [:]
     /// What was last reported per instance.
     public internal(set) var services: [DNSName: DiscoveredService] = [:]
     var output: [MDNSBrowserAction] = []
@@ -86,6 +88,9 @@ public struct MDNSBrowser: Sendable {
         var missing: [DNSQuestion]
     }
 
+    /// The most known answers one query lists (over TC-continued packets, §7.2).
+    static let maxKnownAnswers = 300
+
     public init(configuration: MDNSBrowserConfiguration, jitter: JitterSource = JitterSource()) {
         self.configuration = configuration
         self.jitter = jitter
@@ -95,7 +100,7 @@ public struct MDNSBrowser: Sendable {
     public var cachedRecordCount: Int { cache.count }
 
     public var nextWakeup: Int64? {
-        let times = schedules.values.map { $0.next } + resolving.values.map { $0.next } + [cache.nextDeadline()].compactMap { $0 }
+        let times = schedules.values.map { $0.next } + resolving.values.map { $0.next } + [cache.nextDue].compactMap { $0 }
         return times.min()
     }
 
@@ -109,8 +114,8 @@ public struct MDNSBrowser: Sendable {
     public mutating func removeInterface(_ interface: InterfaceID, now: Int64) -> [MDNSBrowserAction] {
         schedules[interface] = nil
         resolving = resolving.filter { $0.key.interface != interface }
-        cache.removeInterface(interface)
-        report(now: now)
+        let dirty = forget(cache.removeInterface(interface), now: now)
+        report(dirty, now: now)
         return drainOutput()
     }
 
@@ -122,16 +127,18 @@ public struct MDNSBrowser: Sendable {
         }
         guard message.header.isResponse, message.header.opcode == 0, message.header.responseCode == 0,
               packet.source.port == mdnsPort else { return [] }
-        store(message.answers + message.additionals, on: packet.interface, now: now)
-        report(now: now)
-        scheduleResolves(now: now)
+        let dirty = store(message.answers + message.additionals, on: packet.interface, now: now)
+        report(dirty, now: now)
+        scheduleResolves(dirty, now: now)
         return drainOutput()
     }
 
     public mutating func tick(now: Int64) -> [MDNSBrowserAction] {
-        if cache.expire(now: now) > 0 {
-            report(now: now)
-            scheduleResolves(now: now)
+        let (expired, refreshes) = cache.advance(now: now)
+        if !expired.isEmpty {
+            let dirty = forget(expired, now: now)
+            report(dirty, now: now)
+            scheduleResolves(dirty, now: now)
         }
         for interface in schedules.keys.sorted() {
             var questions: [DNSQuestion] = []
@@ -143,10 +150,8 @@ public struct MDNSBrowser: Sendable {
             questions += resolveQuestions(on: interface, now: now)
             sendQuery(questions, on: interface, now: now)
         }
-        let refreshes = cache.takeDueRefreshes(now: now)
-        let instances = knownInstances(now: now), hosts = Set(services.values.map(\.host))
         for interface in Set(refreshes.map(\.interface)).sorted() {
-            let questions = refreshes.filter { $0.interface == interface && isRelevant($0, instances: instances, hosts: hosts) }
+            let questions = refreshes.filter { $0.interface == interface && isRelevant($0, now: now) }
                 .map { DNSQuestion(name: $0.name, type: $0.type) }
             counters.refreshQueries += questions.isEmpty ? 0 : 1
             sendQuery(questions, on: interface, now: now)
@@ -167,6 +172,8 @@ public struct MDNSBrowser: Sendable {
                 return record
             }
         }
+        // A few packets' worth at most: beyond that, suppression saves less than the list costs.
+        known = Array(known.prefix(Self.maxKnownAnswers))
         counters.knownAnswersSent += known.count
         for bytes in PacketPacker.pack(header: .query(), questions: questions, answers: known, limit: configuration.packetLimit) {
             output.append(.send(OutgoingPacket(bytes: bytes, interface: interface, destination: .multicast)))

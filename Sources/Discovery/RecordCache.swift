@@ -36,10 +36,17 @@ struct RecordCache: Sendable {
     let limit: Int
     private(set) var sets: [RecordSetKey: [DNSRecordData: CacheEntry]] = [:]
     private(set) var count = 0
+    /// No expiry or refresh point lies before this (it may lie before the true earliest one).
+    private(set) var nextDue: Int64?
 
     init(limit: Int) { self.limit = limit }
 
     func entries(_ key: RecordSetKey) -> [CacheEntry] { sets[key].map { Array($0.values) } ?? [] }
+
+    /// True when the set holds this rdata, unexpired.
+    func holds(_ key: RecordSetKey, _ data: DNSRecordData, now: Int64) -> Bool {
+        (sets[key]?[data]?.expiresAt ?? .min) > now
+    }
 
     /// Live records of a set, most recently received first.
     func live(_ key: RecordSetKey, now: Int64) -> [DNSResourceRecord] {
@@ -59,6 +66,7 @@ struct RecordCache: Sendable {
             entry.expiresAt = min(entry.expiresAt, now + 1000)
             set[record.data] = entry
             sets[key] = set
+            noteDeadline(entry)
             return .goodbye
         }
         if record.cacheFlush, !flushed.contains(key) {
@@ -67,6 +75,7 @@ struct RecordCache: Sendable {
             for (data, var entry) in set where entry.receivedAt < now - 1000 && data != record.data {
                 entry.expiresAt = min(entry.expiresAt, now + 1000)
                 set[data] = entry
+                noteDeadline(entry)
             }
         }
         let entry = CacheEntry(record: record, receivedAt: now, expiresAt: now + Int64(record.ttl) * 1000,
@@ -83,59 +92,55 @@ struct RecordCache: Sendable {
         }
         set[record.data] = entry
         sets[key] = set
+        noteDeadline(entry)
         return result
     }
 
-    /// Removes expired records; returns how many.
-    mutating func expire(now: Int64) -> Int {
-        var removed = 0
+    /// Removes expired records and marks the refreshes due by `now` as sent, in one pass over the
+    /// cache, which runs only when `nextDue` has come: what was removed, and the sets to refresh.
+    mutating func advance(now: Int64) -> (expired: [DNSResourceRecord], refresh: [RecordSetKey]) {
+        guard let due = nextDue, due <= now else { return ([], []) }
+        var expired: [DNSResourceRecord] = [], refresh: [RecordSetKey] = []
+        var next: Int64?
         for (key, set) in sets {
-            let kept = set.filter { $0.value.expiresAt > now }
-            guard kept.count != set.count else { continue }
-            removed += set.count - kept.count
-            sets[key] = kept.isEmpty ? nil : kept
+            var kept = set
+            var refreshed = false
+            for (data, var entry) in set {
+                if entry.expiresAt <= now {
+                    kept[data] = nil
+                    expired.append(entry.record)
+                    continue
+                }
+                if (entry.nextRefresh ?? .max) <= now {
+                    // Points passed together (a long sleep) are one refresh.
+                    while (entry.nextRefresh ?? .max) <= now { entry.refreshesSent += 1 }
+                    kept[data] = entry
+                    refreshed = true
+                }
+                let entryDue = min(entry.expiresAt, entry.nextRefresh ?? .max)
+                next = min(next ?? entryDue, entryDue)
+            }
+            if refreshed { refresh.append(key) }
+            if kept.count != set.count || refreshed { sets[key] = kept.isEmpty ? nil : kept }
         }
-        count -= removed
+        count -= expired.count
+        nextDue = next
+        return (expired, refresh)
+    }
+
+    /// Forgets an interface's records; returns them.
+    mutating func removeInterface(_ interface: InterfaceID) -> [DNSResourceRecord] {
+        var removed: [DNSResourceRecord] = []
+        for key in sets.keys where key.interface == interface {
+            removed += sets[key]?.values.map(\.record) ?? []
+            sets[key] = nil
+        }
+        count -= removed.count
         return removed
     }
 
-    mutating func removeInterface(_ interface: InterfaceID) {
-        for key in sets.keys where key.interface == interface {
-            count -= sets[key]?.count ?? 0
-            sets[key] = nil
-        }
-    }
-
-    /// The earliest expiry or refresh point.
-    func nextDeadline() -> Int64? {
-        var next: Int64?
-        for set in sets.values {
-            for entry in set.values {
-                let due = min(entry.expiresAt, entry.nextRefresh ?? .max)
-                next = min(next ?? due, due)
-            }
-        }
-        return next
-    }
-
-    /// Marks the refreshes due by `now` as sent and returns their sets.
-    mutating func takeDueRefreshes(now: Int64) -> [RecordSetKey] {
-        var due: [RecordSetKey] = []
-        for (key, set) in sets {
-            var changed = set
-            var any = false
-            for (data, var entry) in set {
-                guard (entry.nextRefresh ?? .max) <= now else { continue }
-                // Points passed together (a long sleep) are one refresh.
-                while (entry.nextRefresh ?? .max) <= now { entry.refreshesSent += 1 }
-                changed[data] = entry
-                any = true
-            }
-            if any {
-                sets[key] = changed
-                due.append(key)
-            }
-        }
-        return due
+    private mutating func noteDeadline(_ entry: CacheEntry) {
+        let due = min(entry.expiresAt, entry.nextRefresh ?? .max)
+        nextDue = min(nextDue ?? due, due)
     }
 }

@@ -122,6 +122,16 @@ struct MDNSResponderProbingTests {
         #expect(MDNSResponder.tieBreakOrder([a], [a, b]) == -1)
     }
 
+    @Test func registrationRefusesBadAndDuplicateNames() throws {
+        var responder = try makeResponder()
+        #expect(throws: MDNSResponderError.badInstanceName("")) { try responder.register(try bigpeerService(""), now: 0) }
+        let long = String(repeating: "x", count: 64)
+        #expect(throws: MDNSResponderError.badInstanceName(long)) { try responder.register(try bigpeerService(long), now: 0) }
+        _ = try responder.register(try bigpeerService("Ship Node"), now: 0)
+        #expect(throws: MDNSResponderError.duplicateInstanceName(Self.instance)) { try responder.register(try bigpeerService("ship node"), now: 0) }
+        #expect(throws: MDNSResponderError.badHostName("")) { try makeResponder(host: "") }
+    }
+
     @Test func renamingRules() {
         #expect(MDNSResponder.nextInstanceName(after: "Ship Node") == "Ship Node (2)")
         #expect(MDNSResponder.nextInstanceName(after: "Ship Node (2)") == "Ship Node (3)")
