@@ -92,6 +92,14 @@ struct MDNSResponderAnsweringTests {
         #expect(sentMessages(run(&responder, until: 20_200).map(\.action).packets).flatMap(\.answers).count == 1)
     }
 
+    @Test func pythonZeroconfBrowseListingOurPTRGetsNoAnswer_RFC6762_7_1() throws {
+        var (responder, _) = try establishedResponder()
+        let browse = ReceivedPacket(bytes: ZeroconfFixture.browse, interface: ifA, source: Endpoint(address: v4(10, 0, 0, 50), port: 5353))
+        #expect(responder.receive(browse, now: 10_000).isEmpty)
+        #expect(run(&responder, until: 11_000).isEmpty)
+        #expect(responder.counters.knownAnswerSuppressions == 1)
+    }
+
     @Test func knownAnswersInAFollowingPacketCancelThePendingAnswer_RFC6762_7_2() throws {
         var (responder, _) = try establishedResponder()
         let truncated = DNSMessage(header: .query(truncated: true), questions: [DNSQuestion(name: bigpeerType, type: .ptr)])
