@@ -47,6 +47,8 @@ struct MDNSResponderProbingTests {
         #expect(done.map(\.action).events.contains(.serviceEstablished(id, Self.instance)))
         #expect(done.map(\.action).events.contains(.hostNameEstablished(name("node-1.local"))))
         #expect(run(&responder, until: 100_000).isEmpty)
+        #expect(responder.counters.packetsSent == [ifA: done.map(\.action).packets.count])
+        #expect(responder.counters.announcementsSent == announcements.count)
     }
 
     @Test func conflictingResponseWhileProbingRenames_RFC6762_9() throws {
