@@ -10,9 +10,40 @@
 struct PendingResponse: Sendable {
     var due: Int64
     var answers: [DNSResourceRecord] = []
+    /// Per answer (TTL 0, no cache-flush bit), the queriers still waiting for it: a querier's
+    /// known answers in a later packet (§7.2) release only that querier.
+    var waiting: [DNSResourceRecord: Set<Endpoint>] = [:]
     var additionals: [DNSResourceRecord] = []
     /// Answers to a probe may repeat a record after 250 ms instead of 1 s (§6).
     var defendsProbe = false
+
+    mutating func add(_ record: DNSResourceRecord, for querier: Endpoint) {
+        if !answers.contains(record) { answers.append(record) }
+        waiting[record.normalized, default: []].insert(querier)
+    }
+
+    /// Releases `querier` from the answers `isKnown` says it holds; returns how many answers no
+    /// one waits for any more (and are dropped).
+    mutating func release(_ querier: Endpoint, where isKnown: (DNSResourceRecord) -> Bool) -> Int {
+        let before = answers.count
+        answers.removeAll { answer in
+            guard isKnown(answer) else { return false }
+            let key = answer.normalized
+            waiting[key]?.remove(querier)
+            guard waiting[key]?.isEmpty ?? true else { return false }
+            waiting[key] = nil
+            return true
+        }
+        return before - answers.count
+    }
+
+    /// Drops the answers another responder just gave (§7.4), whoever waits; returns how many.
+    mutating func drop(where given: (DNSResourceRecord) -> Bool) -> Int {
+        let dropped = answers.filter(given)
+        answers.removeAll(where: given)
+        for record in dropped { waiting[record.normalized] = nil }
+        return dropped.count
+    }
 }
 
 extension MDNSResponder {
@@ -22,11 +53,9 @@ extension MDNSResponder {
     mutating func handleQuery(_ message: DNSMessage, packet: ReceivedPacket, now: Int64) {
         let interface = packet.interface
         if !message.authorities.isEmpty { breakProbeTies(message, on: interface, now: now) }
-        // Known answers of this packet also cancel what we already owe on the interface (§7.2).
-        if var owed = pending[interface] {
-            let before = owed.answers.count
-            owed.answers.removeAll { isKnown($0, in: message.answers) }
-            counters.knownAnswerSuppressions += before - owed.answers.count
+        // Known answers of this packet also cancel what we already owe this querier (§7.2).
+        if var owed = pending[interface], !message.answers.isEmpty {
+            counters.knownAnswerSuppressions += owed.release(packet.source) { isKnown($0, in: message.answers) }
             pending[interface] = owed
         }
         guard !message.questions.isEmpty else { return }
@@ -67,7 +96,7 @@ extension MDNSResponder {
         let delay: Int64 = allUnique ? 0 : (message.header.isTruncated ? jitter.millis(400...500) : jitter.millis(20...120))
         var owed = pending[interface] ?? PendingResponse(due: now + delay)
         owed.due = min(owed.due, now + delay)
-        for record in answers where !owed.answers.contains(record) { owed.answers.append(record) }
+        for record in answers { owed.add(record, for: packet.source) }
         for record in additionals where !owed.additionals.contains(record) { owed.additionals.append(record) }
         owed.defendsProbe = owed.defendsProbe || !message.authorities.isEmpty
         pending[interface] = owed
@@ -161,9 +190,8 @@ extension MDNSResponder {
     mutating func handleResponse(_ message: DNSMessage, on interface: InterfaceID, now: Int64) {
         detectConflicts(message, on: interface, now: now)
         guard var owed = pending[interface] else { return }
-        let before = owed.answers.count
-        owed.answers.removeAll { isKnown($0, in: message.answers + message.additionals) }
-        counters.duplicateAnswerSuppressions += before - owed.answers.count
+        let given = message.answers + message.additionals
+        counters.duplicateAnswerSuppressions += owed.drop { isKnown($0, in: given) }
         pending[interface] = owed.answers.isEmpty ? nil : owed
     }
 }

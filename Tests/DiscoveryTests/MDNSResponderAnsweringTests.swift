@@ -111,6 +111,16 @@ struct MDNSResponderAnsweringTests {
         #expect(responder.tick(now: due).isEmpty)
     }
 
+    @Test func anotherQueriersKnownAnswersDoNotCancelAnAnswerOwedToTheFirst_RFC6762_7_2() throws {
+        var (responder, _) = try establishedResponder()
+        let question = DNSQuestion(name: bigpeerType, type: .ptr)
+        let first = Endpoint(address: v4(10, 0, 0, 50), port: 5353), second = Endpoint(address: v4(10, 0, 0, 51), port: 5353)
+        _ = responder.receive(packet(query([question]), from: first), now: 10_000)
+        let known = DNSResourceRecord(name: bigpeerType, data: .ptr(Self.instance), ttl: 4500)
+        _ = responder.receive(packet(query([question], known: [known]), from: second), now: 10_005)
+        #expect(sentMessages(run(&responder, until: 10_200).map(\.action).packets).flatMap(\.answers).count == 1)
+    }
+
     @Test func anotherRespondersIdenticalAnswerSuppressesOurs_RFC6762_7_4() throws {
         var (responder, _) = try establishedResponder()
         _ = responder.receive(packet(query([DNSQuestion(name: bigpeerType, type: .ptr)])), now: 10_000)
