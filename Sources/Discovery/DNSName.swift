@@ -3,7 +3,7 @@
 // (RFC 6763 §4.3), so two names whose bytes differ other than in ASCII case are different names,
 // even where Swift's String would call them equal.
 
-public struct DNSName: Hashable, Sendable, CustomStringConvertible {
+public struct DNSName: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The labels, without the empty root label. Each is 1…63 bytes; the wire form is ≤ 255 bytes.
     public let labels: [[UInt8]]
 
@@ -64,6 +64,15 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         guard lhs.labels.count == rhs.labels.count else { return false }
         for (a, b) in zip(lhs.labels, rhs.labels) where !Self.labelsEqual(a, b) { return false }
         return true
+    }
+
+    /// Label by label from the left, ASCII case folded: an order consistent with `==`, so that
+    /// sets of names can be walked the same way every run.
+    public static func < (lhs: DNSName, rhs: DNSName) -> Bool {
+        for (a, b) in zip(lhs.labels, rhs.labels) where !labelsEqual(a, b) {
+            return a.map(asciiLower).lexicographicallyPrecedes(b.map(asciiLower))
+        }
+        return lhs.labels.count < rhs.labels.count
     }
 
     public func hash(into hasher: inout Hasher) {

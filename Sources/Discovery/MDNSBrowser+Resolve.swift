@@ -122,15 +122,15 @@ extension MDNSBrowser {
             }
             services[name] = view
         }
-        events.sort { $0.0.description < $1.0.description }
+        events.sort { $0.0 < $1.0 }
         output += events.map { .event($0.1) }
     }
 
     /// For each interface's instance missing its SRV, TXT or an address: ask soon (20–120 ms, so
     /// answers split over packets can arrive), then with backoff while it stays missing.
     mutating func scheduleResolves(_ changed: Set<DNSName>, now: Int64) {
-        for instance in changed {
-            for interface in schedules.keys {
+        for instance in changed.sorted() {
+            for interface in schedules.keys.sorted() {
                 let key = ResolveKey(interface: interface, instance: instance)
                 guard cache.holds(RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr), .ptr(instance), now: now) else {
                     resolving[key] = nil

@@ -146,7 +146,7 @@ public struct MDNSResponder: Sendable {
         nextServiceID += 1
         var entity = Entity(name: name)
         if !isShutDown {
-            for interface in interfaces.keys { entity.phases[interface] = .probing(sent: 0, next: now + jitter.millis(0...250)) }
+            for interface in interfaces.keys.sorted() { entity.phases[interface] = .probing(sent: 0, next: now + jitter.millis(0...250)) }
         }
         services[id] = ServiceEntry(service: service, entity: entity)
         return id

@@ -74,6 +74,10 @@ struct DNSMessageTests {
         #expect(composed != decomposed)
         #expect(try bigpeerType.prepending("É") != bigpeerType.prepending("é"))
         #expect(try bigpeerType.prepending("a.b").description == "a\\.b._bigpeer._tcp.local.")
+        // Ordered label by label from the left, case folded: consistent with ==.
+        #expect(name("A.local") < name("b.local") && !(name("b.local") < name("a.b.local")))
+        #expect(!(name("A.local") < name("a.LOCAL")) && !(name("a.LOCAL") < name("A.local")))
+        #expect(!(name("local") < name("a.local")) && name("a") < name("a.b"))
     }
 
     @Test func nameLimits() {

@@ -1,15 +1,28 @@
-// A tiny in-memory link for the Discovery tests: every node's multicast reaches every node (its
-// sender too, as multicast loopback does), unicast reaches the node with that address, and a
-// seeded fraction of deliveries is lost. Zero latency; time advances to the earliest wake-up.
+// Tiny in-memory links for the Discovery tests: a node's interfaces sit on numbered segments; a
+// multicast reaches every interface on the sender's segment (the sender's too, as multicast
+// loopback does), a unicast the interface with that address there, and a seeded fraction of
+// deliveries is lost. Zero latency; time advances to the earliest wake-up.
 @testable import Discovery
 import TestRandomness
 
 struct SimulatedNode {
-    var address: IPAddress
+    /// Each interface's segment and address.
+    var interfaces: [InterfaceID: (segment: Int, address: IPAddress)]
     var responder: MDNSResponder?
     var browser: MDNSBrowser?
     var responderEvents: [(at: Int64, event: MDNSResponderEvent)] = []
     var browserEvents: [(at: Int64, event: MDNSBrowserEvent)] = []
+
+    /// A node with one interface, ifA on segment 0.
+    init(address: IPAddress, responder: MDNSResponder?, browser: MDNSBrowser?) {
+        self.init(interfaces: [ifA: (0, address)], responder: responder, browser: browser)
+    }
+
+    init(interfaces: [InterfaceID: (segment: Int, address: IPAddress)], responder: MDNSResponder?, browser: MDNSBrowser?) {
+        self.interfaces = interfaces
+        self.responder = responder
+        self.browser = browser
+    }
 }
 
 struct SimulatedLAN {
@@ -26,16 +39,18 @@ struct SimulatedLAN {
         self.lossPercent = lossPercent
     }
 
-    /// Adds a node on ifA with its address; its responder and browser start now.
+    /// Adds a node; its responder and browser start now on all its interfaces.
     mutating func add(_ node: SimulatedNode) -> Int {
         let index = nodes.count
         nodes.append(node)
-        if var responder = node.responder {
-            let actions = responder.setInterface(ifA, addresses: [node.address], now: now)
-            nodes[index].responder = responder
-            take(actions, from: index)
+        for (interface, link) in node.interfaces.sorted(by: { $0.key < $1.key }) {
+            if var responder = nodes[index].responder {
+                let actions = responder.setInterface(interface, addresses: [link.address], now: now)
+                nodes[index].responder = responder
+                take(actions, from: index)
+            }
+            nodes[index].browser?.addInterface(interface, now: now)
         }
-        nodes[index].browser?.addInterface(ifA, now: now)
         deliverQueued()
         return index
     }
@@ -96,18 +111,24 @@ struct SimulatedLAN {
         while !queue.isEmpty, steps < 10_000 {
             steps += 1
             let (from, packet) = queue.removeFirst()
-            let source = Endpoint(address: nodes[from].address, port: mdnsPort)
-            for index in nodes.indices {
+            guard let link = nodes[from].interfaces[packet.interface] else { continue }
+            let source = Endpoint(address: link.address, port: mdnsPort)
+            // Every interface on the sender's segment, in a fixed order.
+            let receivers = nodes.indices.flatMap { index in
+                nodes[index].interfaces.filter { $0.value.segment == link.segment }.keys.sorted().map { (index, $0) }
+            }
+            for (index, interface) in receivers {
+                guard let there = nodes[index].interfaces[interface] else { continue }
                 switch packet.destination {
                 case .multicast: break
-                case let .unicast(endpoint): guard endpoint.address == nodes[index].address else { continue }
+                case let .unicast(endpoint): guard endpoint.address == there.address else { continue }
                 }
                 if random.chance(lossPercent) {
                     dropped += 1
                     continue
                 }
                 delivered += 1
-                let received = ReceivedPacket(bytes: packet.bytes, interface: ifA, source: source, viaMulticast: packet.destination == .multicast)
+                let received = ReceivedPacket(bytes: packet.bytes, interface: interface, source: source, viaMulticast: packet.destination == .multicast)
                 if var responder = nodes[index].responder {
                     let actions = responder.receive(received, now: now)
                     nodes[index].responder = responder

@@ -64,6 +64,29 @@ struct SimulatedLANTests {
         #expect(lost.count == 1 && (lost.first?.at ?? .max) <= goodbyeAt + 1000)
     }
 
+    @Test func eachSegmentLearnsOnlyTheAddressOfTheInterfaceFacingIt_RFC6762_6_2() throws {
+        var lan = SimulatedLAN(seed: 21)
+        var responder = try makeResponder(host: "node-a", seed: 21)
+        _ = try responder.register(try bigpeerService(), now: 0)
+        _ = lan.add(SimulatedNode(interfaces: [ifA: (0, v4(10, 0, 0, 1)), ifB: (1, v4(192, 168, 1, 1))], responder: responder, browser: nil))
+        let onFirst = lan.add(try Self.node(host: "p", address: v4(10, 0, 0, 2), instance: nil, browse: true, seed: 22))
+        let onSecond = lan.add(SimulatedNode(interfaces: [ifA: (1, v4(192, 168, 1, 2))], responder: nil, browser: makeBrowser(seed: 23)))
+        lan.run(until: 10_000)
+        #expect(lan.nodes[onFirst].browser?.services.values.map(\.addresses) == [[ifA: [v4(10, 0, 0, 1)]]])
+        #expect(lan.nodes[onSecond].browser?.services.values.map(\.addresses) == [[ifA: [v4(192, 168, 1, 1)]]])
+        #expect(lan.nodes[0].responder?.counters.packetsSent.keys.sorted() == [ifA, ifB])
+    }
+
+    @Test func twoInterfacesOnOneLinkHearingEachOtherAreNoConflict() throws {
+        var lan = SimulatedLAN(seed: 31)
+        var responder = try makeResponder(host: "node-a", seed: 31)
+        _ = try responder.register(try bigpeerService(), now: 0)
+        _ = lan.add(SimulatedNode(interfaces: [ifA: (0, v4(10, 0, 0, 1)), ifB: (0, v4(10, 0, 0, 5))], responder: responder, browser: nil))
+        lan.run(until: 10_000)
+        #expect(lan.nodes[0].responder?.counters.conflicts == 0 && lan.nodes[0].responder?.counters.renames == 0)
+        #expect(lan.nodes[0].responderEvents.count == 2)
+    }
+
     @Test func browserSeesARenamedInstanceAsAnotherService() throws {
         var lan = SimulatedLAN(seed: 9)
         _ = lan.add(try Self.node(host: "node-a", address: v4(10, 0, 0, 1), seed: 9))
