@@ -48,6 +48,8 @@ public enum MDNSBrowserAction: Hashable, Sendable {
 
 public struct MDNSBrowserCounters: Equatable, Sendable {
     public var browseQueries = 0
+    /// Queries not sent because another host had just asked the same (RFC 6762 §7.3).
+    public var duplicateQuestionsSuppressed = 0
     public var refreshQueries = 0
     public var resolveQueries = 0
     public var knownAnswersSent = 0
@@ -125,8 +127,11 @@ public struct MDNSBrowser: Sendable {
             counters.malformedPackets += 1
             return []
         }
-        guard message.header.isResponse, message.header.opcode == 0, message.header.responseCode == 0,
-              packet.source.port == mdnsPort else { return [] }
+        guard message.header.opcode == 0, message.header.responseCode == 0, packet.source.port == mdnsPort else { return [] }
+        guard message.header.isResponse else {
+            suppressDuplicateQuestion(message, on: packet.interface, now: now)
+            return []
+        }
         let dirty = store(message.answers + message.additionals, on: packet.interface, now: now)
         report(dirty, now: now)
         scheduleResolves(dirty, now: now)
@@ -157,6 +162,20 @@ public struct MDNSBrowser: Sendable {
             sendQuery(questions, on: interface, now: now)
         }
         return drainOutput()
+    }
+
+    /// §7.3: another host asks our PTR question (QM, so the answers are multicast) within a
+    /// second of our own query, listing no known answer we would not list: its query serves as
+    /// ours.
+    mutating func suppressDuplicateQuestion(_ message: DNSMessage, on interface: InterfaceID, now: Int64) {
+        guard let schedule = schedules[interface], schedule.next > now, schedule.next - now < 1000,
+              message.questions.contains(where: { $0.name == configuration.serviceType && ($0.type == .ptr || $0.type == .any) && !$0.unicastResponse })
+        else { return }
+        let ours = RecordSetKey(interface: interface, name: configuration.serviceType, type: .ptr)
+        let listed = message.answers.filter { $0.name == configuration.serviceType && $0.type == .ptr }
+        guard listed.allSatisfy({ known in cache.entries(ours).contains { $0.isKnownAnswer(now: now) && $0.record.data == known.data } }) else { return }
+        schedules[interface] = (now + schedule.interval, min(schedule.interval * 2, configuration.maxQueryInterval))
+        counters.duplicateQuestionsSuppressed += 1
     }
 
     /// A query with the PTRs and other records it asks about that this interface still holds

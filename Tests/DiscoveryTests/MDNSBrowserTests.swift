@@ -28,6 +28,23 @@ struct MDNSBrowserTests {
         #expect(gaps.max() == 3_600_000)
     }
 
+    @Test func anotherHostsSameQuestionStandsForOurs_RFC6762_7_3() throws {
+        var browser = makeBrowser()
+        browser.addInterface(ifA, now: 0)
+        _ = run(&browser, until: 200)
+        let due = try #require(browser.nextWakeup)
+        let theirs = query([DNSQuestion(name: bigpeerType, type: .ptr)])
+        // A QU question gets unicast answers we do not see: no stand-in.
+        _ = browser.receive(packet(query([DNSQuestion(name: bigpeerType, type: .ptr, unicastResponse: true)])), now: due - 300)
+        // One listing a known answer we do not hold would suppress answers we need: no stand-in.
+        _ = browser.receive(packet(query([DNSQuestion(name: bigpeerType, type: .ptr)], known: [Self.ptr])), now: due - 200)
+        #expect(browser.nextWakeup == due)
+        _ = browser.receive(packet(theirs), now: due - 100)
+        #expect(browser.counters.duplicateQuestionsSuppressed == 1)
+        #expect(browser.nextWakeup == due - 100 + 2000)
+        #expect(browser.tick(now: due).isEmpty)
+    }
+
     @Test func findsAServiceFromAPythonZeroconfResponse() throws {
         var browser = makeBrowser()
         browser.addInterface(ifA, now: 0)
