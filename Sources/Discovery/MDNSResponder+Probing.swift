@@ -135,9 +135,11 @@ extension MDNSResponder {
 
     /// Takes the next name, with goodbyes for what was announced under the old one, and probes it.
     mutating func rename(_ id: EntityID, now: Int64) {
-        for interface in entity(id).announcedOn.sorted() { sendGoodbyes(for: id, on: interface, now: now) }
+        // The service type stays (under the new name): its enumeration PTR gets no goodbye.
+        for interface in entity(id).announcedOn.sorted() { sendGoodbyes(for: id, on: interface, keepingType: true, now: now) }
         updateEntity(id) { $0.announcedOn = [] }
         let old = entity(id).name
+        forgetMulticastHistory(of: old)
         switch id {
         case .host:
             // The label fits in 63 bytes and the parent is `local`: the new name is valid.
@@ -163,14 +165,22 @@ extension MDNSResponder {
         restartProbing(id, now: now)
     }
 
-    mutating func sendGoodbyes(for id: EntityID, on interface: InterfaceID, now: Int64) {
+    mutating func sendGoodbyes(for id: EntityID, on interface: InterfaceID, keepingType: Bool = false, now: Int64) {
         var goodbyes = records(of: id, on: interface)
         if case let .service(serviceID) = id, let type = services[serviceID]?.service.serviceType {
             // The type enumeration PTR stays while another service of the type remains.
             let others = services.filter { $0.key != serviceID && $0.value.service.serviceType == type && $0.value.entity.announcedOn.contains(interface) }
-            if !others.isEmpty { goodbyes.removeAll { $0.name == Self.servicesName } }
+            if keepingType || !others.isEmpty { goodbyes.removeAll { $0.name == Self.servicesName } }
         }
         sendGoodbyes(goodbyes, on: interface, now: now)
+    }
+
+    /// Drops the send times of a name's records (and of PTRs to it): names a hostile peer makes
+    /// us give up must not pile up.
+    mutating func forgetMulticastHistory(of name: DNSName) {
+        for interface in lastMulticast.keys {
+            lastMulticast[interface] = lastMulticast[interface]?.filter { $0.key.name != name && $0.key.data != .ptr(name) }
+        }
     }
 
     /// §10.1: the records with TTL 0.

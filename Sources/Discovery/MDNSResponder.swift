@@ -157,6 +157,7 @@ public struct MDNSResponder: Sendable {
         guard let entry = services[id] else { return [] }
         for interface in entry.entity.announcedOn.sorted() { sendGoodbyes(for: .service(id), on: interface, now: now) }
         services[id] = nil
+        forgetMulticastHistory(of: entry.entity.name)
         return drainOutput()
     }
 

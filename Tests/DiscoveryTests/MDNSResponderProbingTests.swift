@@ -87,6 +87,10 @@ struct MDNSResponderProbingTests {
         _ = run(&responder, until: 5300)
         let actions = responder.receive(packet(other), now: 5301)
         #expect(actions.events == [.serviceRenamed(id, from: Self.instance, to: try bigpeerType.prepending("Ship Node (2)"))])
+        // The announced name got its goodbyes; nothing about it is kept.
+        let goodbyes = sentMessages(actions.packets).flatMap(\.answers)
+        #expect(!goodbyes.isEmpty && goodbyes.allSatisfy { $0.ttl == 0 && ($0.name == Self.instance || $0.data == .ptr(Self.instance)) })
+        #expect(!responder.lastMulticast.values.flatMap(\.keys).contains { $0.name == Self.instance || $0.data == .ptr(Self.instance) })
     }
 
     @Test func simultaneousProbeTieBreakLoserWaitsOneSecond_RFC6762_8_2() throws {
