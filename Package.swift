@@ -71,6 +71,9 @@ let package = Package(
         // A local node's replication with its upstream BigPeer: a sync peer with this server's store behind it.
         .target(name: "Upstream", dependencies: ["Store", "Postgres", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Sockets", "Values",
                                                  .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        // LAN discovery: the sans-I/O mDNS/DNS-SD codec, responder and browser (RFC 6762/6763); the
+        // socket layer that drives them lives with whoever owns the event loop.
+        .target(name: "Discovery", swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
@@ -102,6 +105,7 @@ let package = Package(
                                                           "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",
                                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),

@@ -30,6 +30,7 @@ case "$target" in
     RegexMatch) modules=(Values CRDT DQL) ;;
     JSONParse) modules=(Values) ;;
     SyncDecode) modules=(Values SyncProtocol) ;;
+    DNSMessage) modules=(Discovery) ;;
     WSFrame)
         modules=(Sockets WebSocket)
         c_includes=(-I "$root/Sources/CZlib" -I "$root/Sources/COpenSSL")
