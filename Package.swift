@@ -62,11 +62,12 @@ let package = Package(
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "LANDiscovery", "Discovery", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
         // on: what a small peer and a local node's upstream replicator both drive.
+        .target(name: "LANDiscovery", dependencies: ["Discovery", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "SyncPeer", dependencies: ["SyncProtocol", "WebSocket", "Sockets", "Values"], swiftSettings: strict),
         // A local node's replication with its upstream BigPeer: a sync peer with this server's store behind it.
         .target(name: "Upstream", dependencies: ["Store", "Postgres", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Sockets", "Values",

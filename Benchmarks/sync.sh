@@ -24,7 +24,7 @@ work=$(mktemp -d /tmp/bigpeer-sync-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 lanport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 ulimit -n 65536 2>/dev/null || true
-${SERVER_PREFIX:-} "$bin" serve --port "$port" --lan --lan-host 127.0.0.1 --lan-port "$lanport" --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
+${SERVER_PREFIX:-} "$bin" serve --port "$port" --lan --lan-host 127.0.0.1 --lan-port "$lanport" --no-lan-advertise --data-dir "$work/data" --db-connections 32 --max-body-bytes $((256<<20)) --log-level warning >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done

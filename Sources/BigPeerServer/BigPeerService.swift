@@ -40,8 +40,9 @@ public final class BigPeerService: Sendable {
     private let syncSessions: SyncSessionRegistry
     /// Replication with the upstream BigPeer, when configured.
     public let upstream: UpstreamReplicator?
-    /// LAN TCP peer links (`--lan`), when configured.
+    /// LAN TCP peer links (`--lan`), when configured, and their mDNS advertisement.
     private let lan: LANPeerListener?
+    private let advertiser: LANAdvertiser?
     /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
     /// links ask the same one), and the task re-reading its file.
     let connectionPolicy: SyncConnectionPolicy
@@ -51,10 +52,11 @@ public final class BigPeerService: Sendable {
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?,
-                 logger: Logger) {
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, connectionPolicy: SyncConnectionPolicy,
+                 policyWatch: Task<Void, Never>?, logger: Logger) {
         self.upstream = upstream
         self.lan = lan
+        self.advertiser = advertiser
         self.connectionPolicy = connectionPolicy
         self.policyWatch = policyWatch
         self.maintenance = configuration.maintenanceInterval > .zero
@@ -220,12 +222,20 @@ public final class BigPeerService: Sendable {
             "threads": "\(configuration.threads)",
         ])
         var lan: LANPeerListener?
+        var advertiser: LANAdvertiser?
         if let lanConfiguration = configuration.lan {
             do {
                 let tls = try lanConfiguration.tls ? configuration.tls.map { try TLSContext(serverCertificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath) } : nil
-                lan = try await LANPeerListener.start(host: lanConfiguration.host, port: lanConfiguration.port, tls: tls, route: syncRoute,
-                                                      registry: syncSessions, group: group)
+                let listener = try await LANPeerListener.start(host: lanConfiguration.host, port: lanConfiguration.port, tls: tls, route: syncRoute,
+                                                               registry: syncSessions, group: group)
+                lan = listener
+                if lanConfiguration.advertise {
+                    advertiser = try await LANAdvertiser.start(lanConfiguration, port: listener.port, site: store.siteID.rawValue,
+                                                               loop: group.loops[0], logger: logger)
+                }
             } catch {
+                await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
+        await lan?.stop()
                 await http.shutdown(deadline: .zero)
                 await releaseOnFailure(upstream)
                 throw error
@@ -236,7 +246,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, connectionPolicy: connectionPolicy, policyWatch: policyWatch, logger: logger)
+                              upstream: upstream, lan: lan, advertiser: advertiser, connectionPolicy: connectionPolicy, policyWatch: policyWatch, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.

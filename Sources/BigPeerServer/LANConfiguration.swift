@@ -7,6 +7,15 @@ public struct LANConfiguration: Sendable {
     public var port = 4040
     /// TLS on peer links with the server's certificate (`--tls-cert`, `--tls-key`).
     public var tls = false
+    /// Advertise the node with mDNS/DNS-SD (`NAME._bigpeer._tcp.local.`); off: links only.
+    public var advertise = true
+    /// Interfaces mDNS runs on, by name; empty: every interface that is up, not loopback and
+    /// multicast-capable.
+    public var interfaces: [String] = []
+    /// The instance name advertised (and the host name claimed); nil: this machine's host name.
+    public var deviceName: String?
+    /// Only nodes and peers of the same sync group link with each other (TXT `g`).
+    public var syncGroup: UInt32 = 0
 
     public init() {}
 }

@@ -35,6 +35,45 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         self.length = length
     }
 
+    /// An address from its bytes in network order (4: IPv4, 16: IPv6; `scopeID` is the interface
+    /// index a link-local IPv6 address needs). Nil for any other length.
+    public init?(ipBytes bytes: [UInt8], port: Int, scopeID: UInt32 = 0) {
+        var storage = sockaddr_storage()
+        var length: socklen_t = 0
+        let p = UInt16(truncatingIfNeeded: port).bigEndian
+        switch bytes.count {
+        case 4:
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                sin.pointee.sin_port = p
+                withUnsafeMutableBytes(of: &sin.pointee.sin_addr) { $0.copyBytes(from: bytes) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        case 16:
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                sin6.pointee.sin6_port = p
+                sin6.pointee.sin6_scope_id = scopeID
+                withUnsafeMutableBytes(of: &sin6.pointee.sin6_addr) { $0.copyBytes(from: bytes) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        default:
+            return nil
+        }
+        self.storage = storage
+        self.length = length
+    }
+
+    /// The address's bytes in network order (4 or 16).
+    public var ipBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { raw in
+            if family == AF_INET6 { return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) } }
+            return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
+        }
+    }
+
     init(storage: sockaddr_storage, length: socklen_t) {
         self.storage = storage
         self.length = length

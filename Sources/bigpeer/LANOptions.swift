@@ -11,12 +11,24 @@ struct LANOptions: ParsableArguments {
     var host = LANConfiguration().host
     @Flag(name: .customLong("lan-tls"), help: "TLS on LAN peer links, with the certificate of --tls-cert and --tls-key.")
     var tls = false
+    @Option(name: .customLong("lan-interface"), help: "An interface mDNS advertises on (repeatable; default: every interface that is up, multicast-capable and not loopback).")
+    var interfaces: [String] = []
+    @Option(name: .customLong("device-name"), help: "The name this node advertises on the LAN (default: the host name).")
+    var deviceName: String?
+    @Option(name: .customLong("sync-group"), help: "Only nodes and peers of the same sync group link with each other (advertised in TXT g).")
+    var syncGroup: UInt32 = 0
+    @Flag(name: .customLong("no-lan-advertise"), help: "Accept LAN peer links but do not advertise them with mDNS.")
+    var noAdvertise = false
 
     func validate() throws {
-        if !enabled && (tls || port != LANConfiguration().port || host != LANConfiguration().host) {
-            throw ValidationError("--lan-port, --lan-host and --lan-tls need --lan")
+        if !enabled && (tls || port != LANConfiguration().port || host != LANConfiguration().host || !interfaces.isEmpty || deviceName != nil
+                        || syncGroup != 0 || noAdvertise) {
+            throw ValidationError("--lan-port, --lan-host, --lan-tls, --lan-interface, --device-name, --sync-group and --no-lan-advertise need --lan")
         }
         if !(0...65535).contains(port) { throw ValidationError("--lan-port must be 0...65535") }
+        if let deviceName, deviceName.isEmpty || deviceName.utf8.count > 63 {
+            throw ValidationError("--device-name must be 1...63 bytes (one DNS label)")
+        }
     }
 
     /// The configuration, or nil without `--lan`.
@@ -27,6 +39,10 @@ struct LANOptions: ParsableArguments {
         c.host = host
         c.port = port
         c.tls = tls
+        c.interfaces = interfaces
+        c.deviceName = deviceName
+        c.syncGroup = syncGroup
+        c.advertise = !noAdvertise
         return c
     }
 }

@@ -12,7 +12,7 @@ import Values
 /// a small peer syncs over `tcp://` exactly as over WebSocket, a node replicates with another
 /// server over one, and broken frames end the link with `bye` and the right code.
 @Suite(.serialized) struct LANLinkTests {
-    static func lanArguments(_ port: Int) -> [String] { ["--lan", "--lan-host", "127.0.0.1", "--lan-port", String(port)] }
+    static func lanArguments(_ port: Int) -> [String] { ["--lan", "--lan-host", "127.0.0.1", "--lan-port", String(port), "--no-lan-advertise"] }
 
     @Test func aSmallPeerSyncsOverATCPLink_bothWays() async throws {
         try await withDatabases(1) { urls, http, processes in
