@@ -4,8 +4,9 @@
 //     receive(packet) / tick ─────────┴─► MDNSBrowser ────┴─► .event(found | updated | lost)
 //
 // It asks for the type's PTRs on every interface with backoff (§5.2: 1 s, doubling to 60 min),
-// listing the PTRs it knows as known answers (§7.1); it caches what answers hold (RecordCache:
-// only records that belong to the type's instances, so foreign traffic cannot fill it), refreshes
+// listing the PTRs it knows as known answers (§7.1) and letting another host's same question
+// stand for its own (§7.3); it caches what answers hold (RecordCache: only records that belong to
+// the type's instances, so other services' traffic cannot fill it, within a hard bound), refreshes
 // them at 80–95 % of their TTL, asks directly for a missing SRV, TXT or address
 // (MDNSBrowser+Resolve.swift), and reports each instance once it has SRV, TXT and an address.
 // Steps take `now` in milliseconds; the caller arms its timer for `nextWakeup`.
