@@ -2,7 +2,8 @@
 # Runs the whole test suite: installs missing Debian packages, checks the dependency graph has no
 # SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
 # themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh)
-# and the independent Python sync client (scripts/python-sync-client.sh).
+# the independent Python sync client (scripts/python-sync-client.sh), and LAN discovery against
+# python-zeroconf in network namespaces (scripts/lan-discovery.sh: needs root, as CI runs).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,6 @@ BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/schemathesis.sh
 
 echo "==> independent Python sync client (docs/PROTOCOL.md, docs/CRDT.md §12) against a running server"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/python-sync-client.sh
+
+echo "==> LAN discovery (mDNS against python-zeroconf, in network namespaces this script creates)"
+BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/lan-discovery.sh

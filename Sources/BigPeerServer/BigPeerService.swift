@@ -234,8 +234,7 @@ public final class BigPeerService: Sendable {
                                                                loop: group.loops[0], logger: logger)
                 }
             } catch {
-                await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
-        await lan?.stop()
+                await lan?.stop()
                 await http.shutdown(deadline: .zero)
                 await releaseOnFailure(upstream)
                 throw error
@@ -276,6 +275,7 @@ public final class BigPeerService: Sendable {
         for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
+        await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
         await lan?.stop()
         await http.shutdown(deadline: configuration.shutdownGrace)
         // After the HTTP drain (writes acknowledged by then are in the change log, and the next

@@ -1,4 +1,6 @@
 import ArgumentParser
+import LANDiscovery
+import Logging
 import Glibc
 import SmallPeer
 import Synchronization
@@ -53,9 +55,18 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(help: "Device name announced to the server.")
     var name = "bigpeer-cli"
 
+    @Flag(name: .customLong("lan"), help: "Find a BigPeer local node on the LAN with mDNS (_bigpeer._tcp, same --sync-group) and sync with it over TCP, instead of --url.")
+    var lan = false
+    @Option(name: .customLong("sync-group"), help: "With --lan: only a node of this sync group.") var syncGroup: UInt32 = 0
+    @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
+    var lanInterfaces: [String] = []
+
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
-        if syncOnce && url == nil { throw ValidationError("--sync-once needs --url") }
+        if lan && url != nil { throw ValidationError("--lan and --url exclude each other") }
+        if lan && offline { throw ValidationError("--lan and --offline exclude each other") }
+        if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty) { throw ValidationError("--sync-group and --lan-interface need --lan") }
+        if syncOnce && url == nil && !lan { throw ValidationError("--sync-once needs --url or --lan") }
         if [key != nil, jwt != nil, jwtFile != nil].filter({ $0 }).count > 1 { throw ValidationError("--key, --jwt and --jwt-file exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
@@ -89,7 +100,19 @@ struct PeerCommand: AsyncParsableCommand {
         }
         defer { observers.forEach { $0.cancel() } }
 
-        guard let url, !offline else {
+        var target = url
+        if lan {
+            do {
+                let found = try await LANNodeFinder.find(syncGroup: syncGroup, interfaces: lanInterfaces, timeout: .seconds(timeout),
+                                                         logger: Logger(label: "bigpeer.peer.lan") { _ in SwiftLogNoOpLogHandler() })
+                Output.error("found \(found.advertisement.name) at \(found.url)")
+                target = found.url
+            } catch {
+                Output.error("\(error)")
+                throw ExitCode.failure
+            }
+        }
+        guard let url = target, !offline else {
             if offline && !statements.isEmpty { return }
             return prompt(peer, local: local)
         }

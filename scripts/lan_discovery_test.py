@@ -1,0 +1,216 @@
+"""LAN discovery checks for scripts/lan-discovery.sh: BigPeer nodes and peers in network namespaces
+joined by a bridge (multicast snooping off), python-zeroconf as the independent implementation.
+
+  1. python-zeroconf finds a node's NAME._bigpeer._tcp.local. with its SRV port, TXT v/pk/g/role
+     and its address; `bigpeer lan browse` finds a service python-zeroconf registers.
+  2. Two nodes started with the same device name: exactly one renames (NAME (2)).
+  3. SIGTERM: the goodbye (TTL 0 records for the instance) is on the wire within 1 s.
+  4. `bigpeer peer --lan --sync-once` finds the node of its sync group and syncs a document;
+     the time from its start to the end of the sync is printed (goal < 1.5 s).
+Exits non-zero on the first failure."""
+import ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+from zeroconf import DNSIncoming, IPVersion, ServiceBrowser, ServiceInfo, ServiceListener, Zeroconf
+
+BIN = sys.argv[1]
+TAG = f"bl{os.getpid() % 100000}"
+WORK = tempfile.mkdtemp(prefix="bigpeer-lan-")
+os.chmod(WORK, 0o755)
+namespaces, processes = [], []
+
+
+def run(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
+
+
+def ns_add(name):
+    run("ip", "netns", "add", name)
+    namespaces.append(name)
+    run("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
+    run("ip", "netns", "exec", name, "sh", "-c",
+        "echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad; echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad")
+    return name
+
+
+def cleanup():
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for n in namespaces:
+        run("ip", "netns", "del", n, check=False)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+def fail(message):
+    print(f"==> LAN discovery: FAILED: {message}", flush=True)
+    for name in sorted(os.listdir(WORK)):
+        if name.endswith(".log"):
+            print(f"--- {name}:\n" + open(os.path.join(WORK, name)).read()[-3000:], flush=True)
+    cleanup()
+    sys.exit(1)
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+def setns(fd):
+    if LIBC.setns(fd, CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "setns")
+
+
+def in_ns(ns, fn):
+    """Runs fn with this thread in namespace ns (sockets made meanwhile belong there, and threads
+    started meanwhile, such as python-zeroconf's, run there)."""
+    fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+    home = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
+    try:
+        setns(fd)
+        return fn()
+    finally:
+        setns(home)
+        os.close(fd)
+        os.close(home)
+
+
+def serve(ns, name, device, group, http_port):
+    log = open(os.path.join(WORK, f"{name}.log"), "w")
+    p = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "serve", "--port", str(http_port), "--threads", "1", "--insecure-dev",
+                          "--data-dir", os.path.join(WORK, name), "--log-level", "info",
+                          "--lan", "--device-name", device, "--sync-group", str(group)], stdout=log, stderr=subprocess.STDOUT)
+    processes.append(p)
+    return p
+
+
+def wait_log(name, text, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        content = open(os.path.join(WORK, f"{name}.log")).read()
+        if text in content:
+            return content
+        time.sleep(0.05)
+    fail(f"{name}: no '{text}' within {timeout} s")
+
+
+class Collect(ServiceListener):
+    def __init__(self):
+        self.added, self.removed = {}, {}
+
+    def add_service(self, zc, type_, name):
+        self.added[name] = zc.get_service_info(type_, name, timeout=3000)
+
+    def remove_service(self, zc, type_, name):
+        self.removed[name] = time.time()
+
+    def update_service(self, zc, type_, name):
+        pass
+
+
+try:
+    a, b, c, hub = ns_add(f"{TAG}a"), ns_add(f"{TAG}b"), ns_add(f"{TAG}c"), ns_add(f"{TAG}h")
+    run("ip", "netns", "exec", hub, "ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
+    run("ip", "netns", "exec", hub, "ip", "link", "set", "br0", "up")
+    for i, n in enumerate([a, b, c]):
+        inner, port = f"{TAG}i{i}", f"{TAG}p{i}"
+        run("ip", "link", "add", inner, "netns", n, "type", "veth", "peer", "name", port, "netns", hub)
+        run("ip", "netns", "exec", n, "ip", "addr", "add", f"10.99.0.{i + 1}/24", "dev", inner)
+        run("ip", "netns", "exec", n, "ip", "link", "set", inner, "up")
+        run("ip", "netns", "exec", hub, "ip", "link", "set", port, "master", "br0")
+        run("ip", "netns", "exec", hub, "ip", "link", "set", port, "up")
+
+    # 1. A node in A, seen by python-zeroconf in B.
+    serve(a, "node-a", "ship-node", 7, 18080)
+    wait_log("node-a", "advertised on the LAN", 60)
+    zc = in_ns(b, lambda: Zeroconf(ip_version=IPVersion.All))
+    seen = Collect()
+    ServiceBrowser(zc, "_bigpeer._tcp.local.", seen)
+    deadline = time.time() + 15
+    while time.time() < deadline and "ship-node._bigpeer._tcp.local." not in seen.added:
+        time.sleep(0.05)
+    info = seen.added.get("ship-node._bigpeer._tcp.local.")
+    if info is None:
+        fail("python-zeroconf did not find ship-node._bigpeer._tcp.local.")
+    props = {k.decode(): (v.decode() if v is not None else None) for k, v in info.properties.items()}
+    if info.port != 4040 or props.get("v") != "1" or props.get("g") != "7" or props.get("role") != "node" or len(props.get("pk", "")) != 16:
+        fail(f"SRV/TXT: port {info.port}, TXT {props}")
+    if "10.99.0.1" not in info.parsed_addresses():
+        fail(f"addresses {info.parsed_addresses()}")
+    print(f"==> python-zeroconf found ship-node: port {info.port}, TXT {props}, addresses {info.parsed_addresses()}", flush=True)
+
+    # ... and `bigpeer lan browse` in B finds a service python-zeroconf registers in C.
+    zc_c = in_ns(c, lambda: Zeroconf(ip_version=IPVersion.V4Only))
+    zc_c.register_service(ServiceInfo("_bigpeer._tcp.local.", "zeroconf-peer._bigpeer._tcp.local.", port=4555,
+                                      properties={"v": "1", "pk": "00aa", "g": "7", "role": "peer"},
+                                      addresses=[socket.inet_aton("10.99.0.3")], server="zc-host.local."))
+    out = run("ip", "netns", "exec", b, BIN, "lan", "browse", "--timeout", "4").stdout
+    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+    zc_peer = [e for e in events if e.get("name") == "zeroconf-peer" and e["event"] in ("found", "updated")]
+    if not zc_peer or zc_peer[-1]["port"] != 4555 or "10.99.0.3" not in zc_peer[-1]["addresses"] or not zc_peer[-1]["bigpeer"]:
+        fail(f"bigpeer lan browse did not find python-zeroconf's service: {events}")
+    print(f"==> bigpeer lan browse found python-zeroconf's zeroconf-peer: {zc_peer[-1]}", flush=True)
+    zc_c.unregister_all_services()
+    zc_c.close()
+
+    # 2. A second node with the same device name in C: exactly one of the two renames.
+    serve(c, "node-c", "ship-node", 7, 18081)
+    wait_log("node-c", "advertised on the LAN", 60)
+    time.sleep(1)
+    names = []
+    for n in ("node-a", "node-c"):
+        lines = [l for l in open(os.path.join(WORK, f"{n}.log")) if "advertised on the LAN" in l]
+        names.append(lines[-1].split("name=")[1].split(" type=")[0])
+    if sorted(names) != ["ship-node", "ship-node (2)"]:
+        fail(f"same-name nodes ended as {names}")
+    deadline = time.time() + 10
+    while time.time() < deadline and "ship-node (2)._bigpeer._tcp.local." not in seen.added:
+        time.sleep(0.05)
+    if "ship-node (2)._bigpeer._tcp.local." not in seen.added:
+        fail(f"python-zeroconf did not see the renamed node: {list(seen.added)}")
+    print(f"==> same device name: the nodes advertise {names}", flush=True)
+
+    # 3. SIGTERM the renamed one: its goodbye is on the wire within 1 s.
+    renamed = processes[1] if names[1] == "ship-node (2)" else processes[0]
+    renamed_ns = c if renamed is processes[1] else a
+    sniffer = in_ns(b, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    sniffer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sniffer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sniffer.bind(("0.0.0.0", 5353))
+    sniffer.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton("224.0.0.251") + socket.inet_aton("10.99.0.2"))
+    sniffer.settimeout(0.1)
+    sent = time.time()
+    renamed.send_signal(signal.SIGTERM)
+    goodbye = None
+    while time.time() < sent + 3 and goodbye is None:
+        try:
+            data, _ = sniffer.recvfrom(9000)
+        except socket.timeout:
+            continue
+        message = DNSIncoming(data)
+        if any(r.name == "ship-node (2)._bigpeer._tcp.local." and r.ttl == 0 for r in message.answers()):
+            goodbye = time.time() - sent
+    sniffer.close()
+    if goodbye is None or goodbye > 1.0:
+        fail(f"goodbye after SIGTERM: {goodbye}")
+    renamed.wait(timeout=15)
+    print(f"==> SIGTERM: goodbye on the wire after {goodbye * 1000:.0f} ms", flush=True)
+    zc.close()
+
+    # 4. A small peer in B finds the remaining node of group 7 and syncs a document from it.
+    survivor_ns = a if renamed_ns == c else c
+    survivor_port = 18080 if survivor_ns == a else 18081
+    body = json.dumps({"statement": "INSERT INTO notes DOCUMENTS ({'_id': 'over-the-lan'})"})
+    r = run("ip", "netns", "exec", survivor_ns, "curl", "-sf", f"http://127.0.0.1:{survivor_port}/api/v4/store/execute",
+            "-H", "Content-Type: application/json", "-d", body, check=False)
+    if r.returncode != 0:
+        fail(f"REST insert on the node: {r.stderr}")
+    started = time.time()
+    peer = run("ip", "netns", "exec", b, BIN, "peer", "--data", os.path.join(WORK, "peer"), "--lan", "--sync-group", "7",
+               "--subscribe", "SELECT * FROM notes", "--sync-once", "--timeout", "20", check=False)
+    elapsed = time.time() - started
+    if peer.returncode != 0 or "over-the-lan" not in peer.stdout:
+        fail(f"bigpeer peer --lan: exit {peer.returncode}, out {peer.stdout!r}, err {peer.stderr!r}")
+    print(f"==> bigpeer peer --lan: {peer.stderr.strip()}; synced in {elapsed:.2f} s (start to end of --sync-once, "
+          f"including its 0.75 s quiet period)", flush=True)
+    print("==> LAN discovery: all checks passed", flush=True)
+finally:
+    cleanup()
