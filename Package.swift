@@ -107,6 +107,8 @@ let package = Package(
         .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",
                                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
+        .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",
+                                                             .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
