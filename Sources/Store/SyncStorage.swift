@@ -65,29 +65,21 @@ extension DocumentStore {
     public func readSyncPage(_ statement: SelectStatement, arguments: [String: Value], after: Value?, limit: Int, maxBytes: Int)
         async throws(StoreError) -> SyncPageRead {
         do {
-            let context = EvaluationContext(arguments: arguments, nowMilliseconds: Int64(Replica.systemMillis()), strictMode: try await strictMode(),
-                                            budget: DocumentStore.planningBudget())
-            let plan = try planner.plan(statement, context: context)
-            let prefix = "SELECT \"value\" FROM \"documents\" WHERE "
-            guard plan.sql.hasPrefix(prefix), case .documents = plan.output else {
-                throw StoreError.invalid("a subscription must be SELECT * FROM collection [WHERE ...]")
-            }
-            var binds = plan.parameters.map(\.postgresBind)
-            var conditions = String(plan.sql.dropFirst(prefix.count))
+            var scan = try await subscriptionScan(statement, arguments: arguments)
+            let plan = scan.plan
+            var conditions = scan.conditions
             if let after {
-                binds.append(PostgresBind(type: PostgresType.jsonb, text: JSON.string(after)))
-                conditions = "(" + conditions + ") AND id > $\(binds.count)::jsonb"
+                conditions = "(" + conditions + ") AND id > $\(scan.bind(PostgresBind(type: PostgresType.jsonb, text: JSON.string(after))))::jsonb"
             }
-            binds.append(PostgresBind(type: PostgresType.int8, text: String(max(1, limit))))
-            let limitParam = binds.count
-            binds.append(PostgresBind(type: PostgresType.int8, text: String(max(1, maxBytes))))
-            let bytesParam = binds.count
+            let limitParam = scan.bind(PostgresBind(type: PostgresType.int8, text: String(max(1, limit))))
+            let bytesParam = scan.bind(PostgresBind(type: PostgresType.int8, text: String(max(1, maxBytes))))
+            let binds = scan.binds
             let sql = """
                 SELECT t.n, q.id, q.state, q.value, q.total FROM bigpeer_txn t LEFT JOIN LATERAL (
                   SELECT * FROM (
                     SELECT id, state, value, count(*) OVER () AS total,
                            sum(octet_length(state)) OVER (ORDER BY id) - octet_length(state) AS before
-                    FROM (SELECT id, state, \(plan.residual == nil ? "NULL::jsonb" : "value") AS value FROM documents WHERE \(conditions) ORDER BY id LIMIT $\(limitParam)::bigint) p
+                    FROM (SELECT id, state, \(scan.valueColumn) AS value FROM documents WHERE \(conditions) ORDER BY id LIMIT $\(limitParam)::bigint) p
                   ) s WHERE before < $\(bytesParam)::bigint ORDER BY id
                 ) q ON true
                 """
