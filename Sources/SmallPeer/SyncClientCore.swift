@@ -27,6 +27,9 @@ final class SyncClientCore: SyncLinkDelegate {
     private var session: Session?
     private var tickTimer: TimerID?
     private var stopped = false
+    /// The current link's session was refused: its reason stays the status's `lastError` (the
+    /// link's close, which may race the refusal and carry only the code, does not replace it).
+    private var refusedOnThisLink = false
     /// The newest credentials (`SyncClient.updateCredentials`); the next `hello` carries them.
     private var credentials: SyncCredentials?
     /// What this link's session runs on: its `hello`'s credentials, then each accepted `auth`.
@@ -54,6 +57,7 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     func syncLinkConnected(_ link: SyncLink) {
+        refusedOnThisLink = false
         status.withLock { $0.linksOpened += 1 }
         var c = Session.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
                                       deviceName: configuration.deviceName, credentials: credentials)
@@ -81,7 +85,7 @@ final class SyncClientCore: SyncLinkDelegate {
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
         status.withLock { s in
             s.caughtUp = false
-            if s.phase != .failed { s.lastError = reason }
+            if s.phase != .failed && !refusedOnThisLink { s.lastError = reason }
             if s.phase == .connected { s.phase = .connecting }
         }
         if stopped { return setPhase(.stopped) }
@@ -143,6 +147,7 @@ final class SyncClientCore: SyncLinkDelegate {
                 // 4003 is not final: "too many sessions" passes (PROTOCOL.md §4.2); the backoff
                 // keeps the other policy refusals (a denied peer key) cheap for the server.
                 let fatal = [SyncCloseCode.unauthorized, .unsupportedVersion].map(\.rawValue).contains(code)
+                refusedOnThisLink = true
                 status.withLock { s in
                     s.lastError = "the server refused the session (\(code)): \(reason)"
                     if fatal { s.phase = .failed }
