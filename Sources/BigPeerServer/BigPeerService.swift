@@ -41,13 +41,16 @@ public final class BigPeerService: Sendable {
     public let upstream: UpstreamReplicator?
     /// LAN TCP peer links (`--lan`), when configured.
     private let lan: LANPeerListener?
+    /// The presence graph this instance gossips and serves (`GET /api/v4/presence`).
+    let presence: PresenceHub
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, logger: Logger) {
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, presence: PresenceHub, logger: Logger) {
         self.upstream = upstream
+        self.presence = presence
         self.lan = lan
         self.maintenance = configuration.maintenanceInterval > .zero
             ? Task { await MaintenanceSchedule.run(store, every: configuration.maintenanceInterval, logger: logger) } : nil
@@ -148,6 +151,11 @@ public final class BigPeerService: Sendable {
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
         UpstreamRoutes(replicator: upstream, store: store, auth: auth, logger: logger).register(on: &router)
+        let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),
+                                   local: PresenceGossip.LocalInfo(deviceName: PresenceRoute.hostName(), isConnectedToBigPeer: true))
+        PresenceRoute(hub: presence, auth: auth, logger: logger).register(on: &router)
+        presence.start()
+        if let upstream { presence.carry(upstream) }
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
@@ -157,6 +165,7 @@ public final class BigPeerService: Sendable {
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        syncRoute.presence = presence
         if let upstream, upstream.configuration.relaySubscriptions {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
@@ -207,7 +216,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, logger: logger)
+                              upstream: upstream, lan: lan, presence: presence, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -243,6 +252,7 @@ public final class BigPeerService: Sendable {
         // start uploads them), before the pool: merges in flight commit first.
         await upstream?.stop()
         syncSessions.stopMonitor()
+        presence.stop()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

@@ -33,6 +33,8 @@ struct SyncRoute {
     var credentialRecheck: Duration = .seconds(1)
     /// Keeps the upstream told the sessions' subscriptions (`--upstream-relay-subscriptions`).
     var relay: SubscriptionRelay?
+    /// The instance's presence gossip (PROTOCOL.md §4.14); nil: presence messages are ignored.
+    var presence: PresenceHub?
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -143,10 +145,12 @@ final class SyncSocketHandler: WebSocketHandler {
                     "session": "\(sessionID)", "outcome": "\(decision)"])
                 return decision
             },
-            subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
+            subscriptionsChanged: registry.relay?.observer(session: number),
+            presence: route.presence?.port(session: number, type: .webSocket)) { hello in
             await SyncAdmission(authentication: authentication, registry: registry, logger: logger)
                 .admit(hello, number: number, sessionID: sessionID, remote: remote, link: "WebSocket")
         }
+        route.presence?.attach(number, connection)
         outbox.attach(connection)
         self.connection = connection
         registry.register(number, connection: connection, outbox: outbox)

@@ -33,6 +33,8 @@ public final class SmallPeer: Sendable {
     public let siteID: SiteID
     let configuration: Configuration
     let state: Mutex<PeerState>
+    /// Presence: this peer's record and the graph its sync links bring (PeerPresence.swift).
+    let presence: PeerPresence
 
     /// Opens the peer stored in `directory` (created if absent). Fails with `.storage(.locked)` if
     /// another process has it open.
@@ -57,6 +59,7 @@ public final class SmallPeer: Sendable {
         self.directory = directory
         self.siteID = SiteID(storage.header.site)
         self.configuration = configuration
+        self.presence = PeerPresence(peerKey: SyncClientCore.peerKey(storage.header.site), deviceName: "smallpeer")
         self.state = Mutex(PeerState(store: store, storage: storage))
     }
 

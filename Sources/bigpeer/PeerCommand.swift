@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import SmallPeer
 import Synchronization
+import SyncProtocol
 import Values
 
 /// `bigpeer peer`: a small peer from the shell (docs/SMALLPEER.md "The CLI").
@@ -53,6 +54,12 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(help: "Device name announced to the server.")
     var name = "bigpeer-cli"
 
+    @Flag(help: "Print the presence graph as JSON ({\"presence\": graph}): with --sync-once once after syncing, else whenever it changes (docs/LOCAL-NODE.md, \"Presence\").")
+    var presence = false
+
+    @Option(name: .customLong("presence-metadata"), help: "A JSON object this peer publishes in presence (peerMetadata, at most 4 KiB).")
+    var presenceMetadata: String?
+
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if syncOnce && url == nil { throw ValidationError("--sync-once needs --url") }
@@ -93,6 +100,16 @@ struct PeerCommand: AsyncParsableCommand {
             if offline && !statements.isEmpty { return }
             return prompt(peer, local: local)
         }
+        if let presenceMetadata {
+            guard case .object(let m)? = try? JSON.parse(presenceMetadata) else {
+                Output.error("--presence-metadata must be a JSON object")
+                throw ExitCode.failure
+            }
+            do { try peer.setPresenceMetadata(m) } catch {
+                Output.error("--presence-metadata: \(error)")
+                throw ExitCode.failure
+            }
+        }
         var config = SyncClient.Configuration(url: url, apiKey: key)
         config.deviceName = name
         config.jwt = jwt
@@ -131,6 +148,13 @@ struct PeerCommand: AsyncParsableCommand {
                 Output.error("sync with \(url) failed: \(error)")
                 throw ExitCode.failure
             }
+            if presence {
+                // The server's records follow its welcome within a gossip round (PROTOCOL.md §4.14).
+                for _ in 0..<40 where !peer.presenceGraph.remotePeers.contains(where: { !$0.sdkVersion.isEmpty }) {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                Output.line(.object(["presence": peer.presenceGraph.json]))
+            }
             let status = client.status
             await client.stop()
             for (key, message) in status.subscriptionErrors { Output.error("subscription \(key.split(separator: "\u{0}").first ?? ""): \(message)") }
@@ -138,6 +162,8 @@ struct PeerCommand: AsyncParsableCommand {
             if !status.subscriptionErrors.isEmpty || !status.rejectedUploads.isEmpty { throw ExitCode.failure }
             return
         }
+        let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
+        defer { presenceObserver?.cancel() }
         prompt(peer, local: local)
         await client.stop()
     }
