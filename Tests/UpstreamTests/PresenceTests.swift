@@ -1,0 +1,147 @@
+import BigPeerTestSupport
+import Foundation
+import Postgres
+import SmallPeer
+import SyncProtocol
+import Testing
+import Values
+
+/// Presence (PROTOCOL.md §4.14, docs/LOCAL-NODE.md "Presence") with real server processes and
+/// sockets: small peers on one server see each other through it, whatever their link; metadata
+/// changes and departures propagate; a local node carries its peers' records to its upstream.
+@Suite(.serialized) struct PresenceTests {
+    /// A SmallPeer in its own directory, syncing with `url` under `name`.
+    final class Peer: Sendable {
+        let peer: SmallPeer
+        let client: SyncClient
+        let directory: String
+
+        init(_ name: String, url: String) throws {
+            directory = NSTemporaryDirectory() + "presence-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            peer = try SmallPeer(directory: directory)
+            var config = SyncClient.Configuration(url: url, apiKey: nil)
+            config.deviceName = name
+            client = try SyncClient(peer: peer, configuration: config)
+        }
+
+        var key: String { peer.presenceGraph.localPeer.peerKey }
+
+        func sees(_ name: String) -> PresenceGraph.Peer? { peer.presenceGraph.remotePeers.first { $0.deviceName == name } }
+
+        func stop() async {
+            await client.stop()
+            peer.close()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    static func presence(_ server: Server) async throws -> Value { try await server.rest.get("/api/v4/presence").body }
+
+    static func remote(_ graph: Value, named name: String) -> Value? {
+        graph["remotePeers"]?.arrayValue?.first { $0["deviceName"]?.stringValue == name }
+    }
+
+    static func connectionTypes(_ peer: Value?) -> [String] {
+        (peer?["connections"]?.arrayValue ?? []).compactMap { $0["type"]?.stringValue }.sorted()
+    }
+
+    @Test func twoSmallPeers_overWebSocketAndLAN_seeEachOther_metadataAndDeparturesPropagate() async throws {
+        try await withDatabases(1) { urls, http, processes in
+            let lanPort = try LocalPostgres.freeLoopbackPort()
+            let server = try await Server.start(urls[0], extra: LANLinkTests.lanArguments(lanPort), http: http, processes: processes)
+            let ws = try Peer("ws-peer", url: server.syncURL)
+            let lan = try Peer("lan-peer", url: "tcp://127.0.0.1:\(lanPort)")
+
+            #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer") != nil && lan.sees("ws-peer") != nil },
+                    "each sees the other through the server: \(ws.peer.presenceGraph.json)")
+            let far = try #require(ws.sees("lan-peer"))
+            #expect(far.connections.map(\.type) == [.accessPoint], "the LAN peer's one link is a LAN TCP link")
+            #expect(far.isConnectedToBigPeer && far.os == PresenceGossip.defaultOS && far.sdkVersion == PresenceGossip.sdkVersion)
+            #expect(ws.peer.presenceGraph.localPeer.connections.map(\.type) == [.webSocket])
+            #expect(ws.peer.presenceGraph.remotePeers.count == 2, "the server and the other peer")
+
+            // The server's own answer, in Ditto's shape.
+            let graph = try await Self.presence(server)
+            let local = try #require(graph["localPeer"])
+            #expect(local["isConnectedToBigPeer"]?.boolValue == true && local["peerKey"]?.stringValue?.hasPrefix("pk") == true)
+            #expect(Self.connectionTypes(local) == ["AccessPoint", "WebSocket"], "\(graph)")
+            let lanEntry = try #require(Self.remote(graph, named: "lan-peer"))
+            #expect(lanEntry["peerKey"]?.stringValue == lan.key && lanEntry["peerKeyString"] == lanEntry["peerKey"])
+            for field in ["os", "sdkVersion", "isConnectedToDittoCloud", "peerMetadata", "identityServiceMetadata"] {
+                #expect(lanEntry[field] != nil, "\(field) in \(lanEntry)")
+            }
+            let connection = try #require(lanEntry["connections"]?.arrayValue?.first)
+            #expect(connection["id"]?.stringValue?.hasSuffix(":AccessPoint") == true && connection["peerKeyString1"] != nil
+                    && connection["peerKeyString2"] != nil, "\(connection)")
+
+            // Metadata set on one peer reaches the other and the server.
+            try lan.peer.setPresenceMetadata(["seat": "12A"])
+            #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer")?.metadata == ["seat": "12A"] })
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await Self.presence(server)).flatMap { Self.remote($0, named: "lan-peer")?["peerMetadata"] } == ["seat": "12A"]
+            })
+
+            // A peer that leaves disappears from the others' graphs and from the server's.
+            await lan.client.stop()
+            #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer") == nil }, "\(ws.peer.presenceGraph.json)")
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await Self.presence(server)).map { Self.remote($0, named: "lan-peer") == nil } ?? false
+            })
+            await ws.stop()
+            await lan.stop()
+        }
+    }
+
+    /// cloud ← node (--upstream) ← small peer over LAN, and another small peer on the cloud: the
+    /// cloud's presence and the cloud-side peer show the far peer, two and three hops away.
+    @Test func aLocalNodeCarriesItsPeersToTheCloud_multiHop() async throws {
+        try await withDatabases(2) { urls, http, processes in
+            let cloud = try await Server.start(urls[0], http: http, processes: processes)
+            let lanPort = try LocalPostgres.freeLoopbackPort()
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM crew"],
+                                              extra: LANLinkTests.lanArguments(lanPort), http: http, processes: processes)
+            let onShip = try Peer("on-ship", url: "tcp://127.0.0.1:\(lanPort)")
+            let ashore = try Peer("ashore", url: cloud.syncURL)
+
+            let cloudSees = await eventually(within: .seconds(30)) {
+                (try? await Self.presence(cloud)).flatMap { Self.remote($0, named: "on-ship") } != nil
+            }
+            let cloudGraph = (try? await Self.presence(cloud)) ?? .null
+            #expect(cloudSees, "the cloud sees the peer behind the node: \(cloudGraph)")
+            #expect(await eventually(within: .seconds(30)) { ashore.sees("on-ship") != nil && onShip.sees("ashore") != nil },
+                    "peers on either side see each other, three hops apart")
+            let graph = try await Self.presence(node)
+            #expect(Self.connectionTypes(graph["localPeer"]) == ["AccessPoint", "WebSocket"], "the node's LAN peer and its upstream: \(graph)")
+            await onShip.stop()
+            await ashore.stop()
+        }
+    }
+
+    /// `bigpeer peer --sync-once --presence` prints the graph after syncing, with its own metadata.
+    @Test func theCLIPrintsTheGraph() async throws {
+        try await withDatabases(1) { urls, http, processes in
+            let server = try await Server.start(urls[0], http: http, processes: processes)
+            let other = try Peer("other", url: server.syncURL)
+            #expect(await eventually(within: .seconds(30)) { other.peer.presenceGraph.remotePeers.count == 1 }, "the server")
+            let dir = NSTemporaryDirectory() + "presence-cli-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try ServerProcess.locateBinary())
+            process.arguments = ["peer", "--data", dir, "--url", server.syncURL, "--sync-once", "--presence", "--name", "cli",
+                                 "--presence-metadata", "{\"seat\": \"7C\"}"]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
+            let graph = try #require(lines.compactMap { try? JSON.parse(String($0)) }.first { $0["presence"] != nil }?["presence"])
+            #expect(graph["localPeer"]?["deviceName"]?.stringValue == "cli" && graph["localPeer"]?["peerMetadata"] == ["seat": "7C"])
+            #expect(Self.remote(graph, named: "other") != nil, "\(graph)")
+            #expect(await eventually(within: .seconds(30)) { other.sees("cli") == nil }, "the CLI peer left")
+            await other.stop()
+        }
+    }
+}
