@@ -166,6 +166,7 @@ public final class BigPeerService: Sendable {
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
         syncRoute.presence = presence
+        presence.shareThroughDatabase(store, instance: syncSession.sessionID, logger: logger)
         if let upstream, upstream.configuration.relaySubscriptions {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
@@ -252,7 +253,7 @@ public final class BigPeerService: Sendable {
         // start uploads them), before the pool: merges in flight commit first.
         await upstream?.stop()
         syncSessions.stopMonitor()
-        presence.stop()
+        await presence.stop()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

@@ -21,12 +21,17 @@ final class PresenceHub: Sendable {
     }
     private let state: Mutex<State>
     private let clock: @Sendable () -> UInt64
+    /// This server's peer key (what its record and its instances' rows are published under).
+    let peerKey: [UInt8]
     private let timer = Mutex<Task<Void, Never>?>(nil)
+    /// Sharing with the other instances of the database (PresenceHub+Siblings.swift), when started.
+    let siblings = Mutex<(task: Task<Void, Never>, withdraw: @Sendable () async -> Void)?>(nil)
 
     /// `peerKey`: the server's (its site id, 8 bytes big-endian: what it sends as a peer upstream).
     init(peerKey: [UInt8], local: PresenceGossip.LocalInfo, configuration: PresenceGossip.Configuration = .init(),
          clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis) {
         self.clock = clock
+        self.peerKey = peerKey
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let epoch = UInt64(ts.tv_sec) * 1000 + UInt64(ts.tv_nsec) / 1_000_000
@@ -48,7 +53,13 @@ final class PresenceHub: Sendable {
         timer.withLock { $0 = task }
     }
 
-    func stop() { timer.withLock { $0?.cancel(); $0 = nil } }
+    func stop() async {
+        timer.withLock { $0?.cancel(); $0 = nil }
+        if let s = siblings.withLock({ s in defer { s = nil }; return s }) {
+            s.task.cancel()
+            await s.withdraw()
+        }
+    }
 
     /// What session `number` tells the hub; `attach` its connection before the session starts.
     func port(session number: UInt64, type: PresenceLinkType) -> SyncConnection.PresencePort {
@@ -108,6 +119,14 @@ final class PresenceHub: Sendable {
         for (connection, sender, records) in sends {
             if let connection { connection.sendPresence(records) } else { sender?(records) }
         }
+    }
+
+    /// Runs `body` on the gossip under the lock, then sends what became due.
+    func withGossip<R>(_ body: (inout PresenceGossip, UInt64) -> R) -> R {
+        let now = clock()
+        let r = state.withLock { body(&$0.gossip, now) }
+        flush()
+        return r
     }
 
     var graph: PresenceGraph {

@@ -88,6 +88,9 @@ public struct PresenceGossip: Sendable {
         var peerKey: [UInt8]
         var type: PresenceLinkType
         var peer: DirectPeer?
+        /// A link to another instance of the same server (through their shared database): not a
+        /// connection of the graph, not rate-limited (PresenceGossip+Siblings.swift).
+        var isSibling = false
         /// Changes up to this number have been sent (or skipped) on this link.
         var sentThrough: UInt64 = 0
         var tokens: UInt64
@@ -104,6 +107,8 @@ public struct PresenceGossip: Sendable {
     public let configuration: Configuration
     public private(set) var own: PresenceRecord
     var links: [UInt64: Link] = [:]
+    /// The links of the other instances of this server (their peers are this server's too).
+    var siblingLinks: [PresenceLink] = []
     var records: [[UInt8]: Stored] = [:]
     /// Record changes in order: (change number, origin); entries whose number is not the origin's
     /// current one are superseded and skipped, and dropped by compaction.
@@ -164,6 +169,7 @@ public struct PresenceGossip: Sendable {
     public mutating func linkUp(_ id: UInt64, peerKey: [UInt8], type: PresenceLinkType, peer: DirectPeer? = nil, now: UInt64) {
         links[id] = Link(peerKey: peerKey, type: type, peer: peer, tokens: configuration.receiveBurst, refilledAt: now)
         ownChanged(now: now)
+        flushDue = now  // a new link gets everything at once (the batching is for updates)
     }
 
     /// A link is gone. Records learned through it stay until they expire (the graph shows only
@@ -178,8 +184,10 @@ public struct PresenceGossip: Sendable {
         guard var link = links[id] else { return }
         refill(&link, now: now)
         for r in incoming {
-            guard link.tokens > 0 else { statistics.droppedRate += 1; continue }
-            link.tokens -= 1
+            if !link.isSibling {
+                guard link.tokens > 0 else { statistics.droppedRate += 1; continue }
+                link.tokens -= 1
+            }
             accept(r, from: id, link: link, now: now)
         }
         links[id] = link
@@ -194,7 +202,14 @@ public struct PresenceGossip: Sendable {
             // From the origin itself any other version wins: a restarted origin whose clock went
             // back (a smaller epoch) is believed at once rather than after the old record expires.
             let wins = fromOrigin ? (r.epoch, r.seq) != (existing.record.epoch, existing.record.seq) : r.isNewer(than: existing.record)
-            guard wins else { statistics.duplicates += 1; return }
+            guard wins else {
+                statistics.duplicates += 1
+                // The same version again (a sibling's heartbeat): still valid that much longer.
+                if (r.epoch, r.seq) == (existing.record.epoch, existing.record.seq) {
+                    records[r.peerKey]?.expiresAt = max(existing.expiresAt, now + min(r.ttlMillis, configuration.maxTTLMillis))
+                }
+                return
+            }
         } else if records.count >= configuration.maxRecords {
             statistics.droppedFull += 1
             return
@@ -229,7 +244,7 @@ public struct PresenceGossip: Sendable {
         compact()
         var out: [(link: UInt64, records: [PresenceRecord])] = []
         for id in links.keys.sorted() {
-            guard var link = links[id] else { continue }
+            guard var link = links[id], !link.isSibling else { continue }
             var batch: [PresenceRecord] = []
             var bytes = 0
             let start = firstChange(after: link.sentThrough)
@@ -261,7 +276,7 @@ public struct PresenceGossip: Sendable {
         if key == own.peerKey {
             guard number == ownChange else { return nil }
             var r = own
-            r.links = links.values.map { PresenceLink(peerKey: $0.peerKey, type: $0.type) }.sorted { $0.peerKey.lexicographicallyPrecedes($1.peerKey) }
+            r.links = Self.sorted(Set(ownLinks + siblingLinks))
             return r
         }
         guard let s = records[key], s.change == number, s.via != id, key != link.peerKey, s.expiresAt > now,
@@ -271,6 +286,13 @@ public struct PresenceGossip: Sendable {
         r.ttlMillis = s.expiresAt - now
         return r
     }
+
+    static func sorted(_ links: Set<PresenceLink>) -> [PresenceLink] {
+        links.sorted { $0.peerKey == $1.peerKey ? $0.type.rawValue < $1.type.rawValue : $0.peerKey.lexicographicallyPrecedes($1.peerKey) }
+    }
+
+    /// This peer's own links (not those of sibling instances).
+    var ownLinks: [PresenceLink] { links.values.filter { !$0.isSibling }.map { PresenceLink(peerKey: $0.peerKey, type: $0.type) } }
 
     // MARK: - Bookkeeping
 

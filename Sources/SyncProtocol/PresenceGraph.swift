@@ -64,9 +64,9 @@ extension PresenceGossip {
         for (k, s) in records where s.expiresAt > now { live[k] = s.record }
         // Direct links: their peers' records (if any) for details, the handshake's otherwise.
         var direct: [[UInt8]: DirectPeer] = [:]
-        for l in links.values where direct[l.peerKey] == nil { direct[l.peerKey] = l.peer ?? DirectPeer(deviceName: "") }
+        for l in links.values where !l.isSibling && direct[l.peerKey] == nil { direct[l.peerKey] = l.peer ?? DirectPeer(deviceName: "") }
 
-        var edges: [Edge] = links.values.map { (own.peerKey, $0.peerKey, $0.type) }
+        var edges: [Edge] = Self.sorted(Set(ownLinks + siblingLinks)).map { (own.peerKey, $0.peerKey, $0.type) }
         for (key, r) in live {
             for l in r.links where l.peerKey != own.peerKey {
                 // Each such pair once: from the side with the smaller key, or from the only side with a record.

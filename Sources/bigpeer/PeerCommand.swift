@@ -149,8 +149,10 @@ struct PeerCommand: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             if presence {
-                // The server's records follow its welcome within a gossip round (PROTOCOL.md §4.14).
-                for _ in 0..<40 where !peer.presenceGraph.remotePeers.contains(where: { !$0.sdkVersion.isEmpty }) {
+                // Records follow the welcome within a gossip round or two (PROTOCOL.md §4.14): wait
+                // (at most 2 s) until every peer shown has sent its own, or peers without presence
+                // support would be told apart from peers whose record is on its way by luck.
+                for _ in 0..<40 where peer.presenceGraph.remotePeers.contains(where: { $0.sdkVersion.isEmpty }) {
                     try? await Task.sleep(for: .milliseconds(50))
                 }
                 Output.line(.object(["presence": peer.presenceGraph.json]))

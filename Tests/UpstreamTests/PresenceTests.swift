@@ -118,12 +118,34 @@ import Values
         }
     }
 
+    /// Two instances on one database: a peer of one appears in the other's presence and to the
+    /// other's peers (through the bigpeer_presence table), and disappears when its instance dies.
+    @Test func severalInstancesOnOneDatabase_shareTheirPeers() async throws {
+        try await withDatabases(1) { urls, http, processes in
+            let first = try await Server.start(urls[0], http: http, processes: processes)
+            let second = try await Server.start(urls[0], http: http, processes: processes)
+            let a = try Peer("peer-a", url: first.syncURL)
+            let b = try Peer("peer-b", url: second.syncURL)
+            #expect(await eventually(within: .seconds(30)) {
+                (try? await Self.presence(second)).flatMap { Self.remote($0, named: "peer-a") } != nil
+            }, "instance B answers with instance A's peer")
+            #expect(await eventually(within: .seconds(30)) { b.sees("peer-a") != nil && a.sees("peer-b") != nil },
+                    "the peers of the two instances see each other")
+            let graph = try await Self.presence(second)
+            #expect(Self.connectionTypes(graph["localPeer"]) == ["WebSocket", "WebSocket"], "one server, both peers linked to it: \(graph)")
+            await first.kill()
+            #expect(await eventually(within: .seconds(40)) { b.sees("peer-a") == nil }, "gone with its instance: \(b.peer.presenceGraph.json)")
+            await a.stop()
+            await b.stop()
+        }
+    }
+
     /// `bigpeer peer --sync-once --presence` prints the graph after syncing, with its own metadata.
     @Test func theCLIPrintsTheGraph() async throws {
         try await withDatabases(1) { urls, http, processes in
             let server = try await Server.start(urls[0], http: http, processes: processes)
             let other = try Peer("other", url: server.syncURL)
-            #expect(await eventually(within: .seconds(30)) { other.peer.presenceGraph.remotePeers.count == 1 }, "the server")
+            #expect(await eventually(within: .seconds(30)) { other.peer.presenceGraph.remotePeers.first?.sdkVersion.isEmpty == false }, "the server's record")
             let dir = NSTemporaryDirectory() + "presence-cli-\(UUID().uuidString)"
             defer { try? FileManager.default.removeItem(atPath: dir) }
             let process = Process()
@@ -139,7 +161,7 @@ import Values
             let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
             let graph = try #require(lines.compactMap { try? JSON.parse(String($0)) }.first { $0["presence"] != nil }?["presence"])
             #expect(graph["localPeer"]?["deviceName"]?.stringValue == "cli" && graph["localPeer"]?["peerMetadata"] == ["seat": "7C"])
-            #expect(Self.remote(graph, named: "other") != nil, "\(graph)")
+            #expect(Self.remote(graph, named: "other")?["sdkVersion"]?.stringValue == PresenceGossip.sdkVersion, "\(graph)")
             #expect(await eventually(within: .seconds(30)) { other.sees("cli") == nil }, "the CLI peer left")
             await other.stop()
         }
