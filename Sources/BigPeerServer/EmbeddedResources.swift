@@ -552,8 +552,8 @@ paths:
         docs/PROTOCOL.md §4.14): `localPeer` is this server, `remotePeers` every peer reachable
         through its sync links (WebSocket, LAN TCP, and a local node's upstream), however many
         hops away, learned by gossip. Ditto's names are given too (`peerKeyString`,
-        `isConnectedToDittoCloud`, `connectionType`). Answered from this instance's memory:
-        another instance on the same database answers with its own peers. Needs a key that may
+        `isConnectedToDittoCloud`, `connectionType`). Instances of one database share their
+        peers (within about 5 s), so any of them gives the same answer. Needs a key that may
         read every collection.
       operationId: presence
       responses:
