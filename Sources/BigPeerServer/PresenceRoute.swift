@@ -19,14 +19,21 @@ struct PresenceRoute {
     func register(on router: inout HTTPRouter) {
         let hub = self.hub, auth = self.auth, logger = self.logger
         router.get(Self.path, .respond { request in
-            switch await auth.authenticate(request) {
-            case .success(let principal):
-                if let denied = principal.authorize(AccessRequirement(readAll: true)) { return APIError(denied).response(to: request, logger: logger, negotiated: false) }
-            case .failure(let e):
-                return APIError(e).response(to: request, logger: logger, negotiated: false)
-            }
+            if let refused = await Self.refuseUnlessReadAll(request, auth: auth, logger: logger) { return refused }
             return .json(JSON.serialize(hub.graph.json))
         })
+    }
+
+    /// The error answer for a request whose key may not read every collection (server-wide state:
+    /// presence, upstream status); nil when it may.
+    static func refuseUnlessReadAll(_ request: HTTPRequest, auth: Authenticator, logger: Logger) async -> HTTPResponse? {
+        switch await auth.authenticate(request) {
+        case .success(let principal):
+            guard let denied = principal.authorize(AccessRequirement(readAll: true)) else { return nil }
+            return APIError(denied).response(to: request, logger: logger, negotiated: false)
+        case .failure(let e):
+            return APIError(e).response(to: request, logger: logger, negotiated: false)
+        }
     }
 
     /// The server's device name in presence: the host's name.
