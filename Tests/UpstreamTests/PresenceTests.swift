@@ -143,14 +143,8 @@ import Values
     /// Presence is server-wide state: like `/api/v4/upstream` it needs a key that may read everything.
     @Test func presenceNeedsAKeyThatMayReadEverything() async throws {
         try await withDatabases(1) { urls, http, processes in
-            let exe = try ServerProcess.locateBinary()
-            func makeKey(_ scopes: [String]) async throws -> String {
-                let created = try await TestCommand.run(exe, ["keys", "create", "--description", "presence", "--expires-in", "1d", "--database-url", urls[0]] + scopes)
-                #expect(created.status == 0, "\(created.err)")
-                return String(try #require(created.out.split(separator: "\n").last))
-            }
-            let narrow = try await makeKey(["--read", "cars"])
-            let admin = try await makeKey(["--read-all"])
+            let narrow = try await createAPIKey(urls[0], ["--read", "cars"])
+            let admin = try await createAPIKey(urls[0], ["--read-all"])
             let server = try await Server.start(urls[0], http: http, processes: processes, secure: true)
             #expect(try await RESTClient(http: http, port: server.port, key: narrow).get("/api/v4/presence").status == 403)
             let reply = try await RESTClient(http: http, port: server.port, key: admin).get("/api/v4/presence")
