@@ -44,44 +44,6 @@ public struct PresenceGossip: Sendable {
         public init() {}
     }
 
-    /// What the local peer says about itself.
-    public struct LocalInfo: Sendable, Equatable {
-        public var deviceName: String
-        public var os: String
-        public var sdkVersion: String
-        public var isConnectedToBigPeer = false
-        public var metadata: [String: Value] = [:]
-        public var identityMetadata: [String: Value] = [:]
-
-        public init(deviceName: String, os: String = PresenceGossip.defaultOS, sdkVersion: String = PresenceGossip.sdkVersion,
-                    isConnectedToBigPeer: Bool = false, metadata: [String: Value] = [:], identityMetadata: [String: Value] = [:]) {
-            self.deviceName = deviceName
-            self.os = os
-            self.sdkVersion = sdkVersion
-            self.isConnectedToBigPeer = isConnectedToBigPeer
-            self.metadata = metadata
-            self.identityMetadata = identityMetadata
-        }
-    }
-
-    public static let sdkVersion = "bigpeer-1"
-    #if os(Linux)
-    public static let defaultOS = "Linux"
-    #elseif os(macOS)
-    public static let defaultOS = "macOS"
-    #else
-    public static let defaultOS = "unknown"
-    #endif
-
-    public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        case metadataTooLarge(bytes: Int, limit: Int)
-        public var description: String {
-            switch self {
-            case .metadataTooLarge(let b, let l): "presence metadata of \(b) bytes exceeds the limit of \(l)"
-            }
-        }
-    }
-
     /// A link as the gossip sees it; `peer` is what the link's handshake said about the other end
     /// (shown for a peer that publishes no record of its own, e.g. a client without presence).
     struct Link: Sendable {
@@ -107,6 +69,10 @@ public struct PresenceGossip: Sendable {
     public let configuration: Configuration
     public private(set) var own: PresenceRecord
     var links: [UInt64: Link] = [:]
+    /// Peer keys of the direct links, with how many links each has (a receive checks it per record).
+    var directKeys: [[UInt8]: Int] = [:]
+    /// No record expires before this (a lower bound, made exact again by `tick`).
+    var soonestExpiry = UInt64.max
     /// The links of the other instances of this server (their peers are this server's too).
     var siblingLinks: [PresenceLink] = []
     var records: [[UInt8]: Stored] = [:]
@@ -167,7 +133,9 @@ public struct PresenceGossip: Sendable {
 
     /// A link is up (after its handshake): it gets every record held, the local record lists it.
     public mutating func linkUp(_ id: UInt64, peerKey: [UInt8], type: PresenceLinkType, peer: DirectPeer? = nil, now: UInt64) {
+        if let old = links[id], !old.isSibling { forgetDirect(old.peerKey) }
         links[id] = Link(peerKey: peerKey, type: type, peer: peer, tokens: configuration.receiveBurst, refilledAt: now)
+        directKeys[peerKey, default: 0] += 1
         ownChanged(now: now)
         flushDue = now  // a new link gets everything at once (the batching is for updates)
     }
@@ -175,7 +143,8 @@ public struct PresenceGossip: Sendable {
     /// A link is gone. Records learned through it stay until they expire (the graph shows only
     /// what is still reachable).
     public mutating func linkDown(_ id: UInt64, now: UInt64) {
-        guard links.removeValue(forKey: id) != nil else { return }
+        guard let old = links.removeValue(forKey: id) else { return }
+        if !old.isSibling { forgetDirect(old.peerKey) }
         ownChanged(now: now)
     }
 
@@ -197,7 +166,7 @@ public struct PresenceGossip: Sendable {
         guard r.peerKey != own.peerKey else { statistics.duplicates += 1; return }
         let fromOrigin = link.peerKey == r.peerKey
         // A directly linked origin speaks for itself: copies by others are not taken over its own.
-        if !fromOrigin, links.values.contains(where: { $0.peerKey == r.peerKey }) { statistics.duplicates += 1; return }
+        if !fromOrigin, directKeys[r.peerKey] != nil { statistics.duplicates += 1; return }
         if let existing = records[r.peerKey] {
             // From the origin itself any other version wins: a restarted origin whose clock went
             // back (a smaller epoch) is believed at once rather than after the old record expires.
@@ -216,7 +185,9 @@ public struct PresenceGossip: Sendable {
         }
         statistics.accepted += 1
         changeCounter += 1
-        records[r.peerKey] = Stored(record: r, expiresAt: now + min(r.ttlMillis, configuration.maxTTLMillis), via: id, change: changeCounter)
+        let expiresAt = now + min(r.ttlMillis, configuration.maxTTLMillis)
+        records[r.peerKey] = Stored(record: r, expiresAt: expiresAt, via: id, change: changeCounter)
+        soonestExpiry = min(soonestExpiry, expiresAt)
         appendChange(r.peerKey, now: now)
     }
 
@@ -226,14 +197,16 @@ public struct PresenceGossip: Sendable {
     public var nextDeadline: UInt64 {
         var next = nextRefreshAt
         if let flushDue { next = min(next, flushDue) }
-        if let soonest = records.values.lazy.map(\.expiresAt).min() { next = min(next, soonest) }
-        return next
+        return min(next, soonestExpiry)
     }
 
     /// Expires records, refreshes the local one, and returns the messages to send: per link, the
     /// records it has not had yet.
     public mutating func tick(now: UInt64) -> [(link: UInt64, records: [PresenceRecord])] {
-        records = records.filter { $0.value.expiresAt > now }
+        if now >= soonestExpiry {
+            records = records.filter { $0.value.expiresAt > now }
+            soonestExpiry = records.values.lazy.map(\.expiresAt).min() ?? .max
+        }
         if now >= nextRefreshAt {
             nextRefreshAt = now + configuration.refreshMillis
             ownChanged(now: now)
@@ -296,6 +269,11 @@ public struct PresenceGossip: Sendable {
 
     // MARK: - Bookkeeping
 
+    mutating func forgetDirect(_ key: [UInt8]) {
+        let n = (directKeys[key] ?? 1) - 1
+        directKeys[key] = n > 0 ? n : nil
+    }
+
     mutating func ownChanged(now: UInt64) {
         own.seq += 1
         changeCounter += 1
@@ -332,15 +310,5 @@ public struct PresenceGossip: Sendable {
         guard earned > 0 else { return }
         link.tokens = min(configuration.receiveBurst, link.tokens + earned)
         link.refilledAt = now
-    }
-}
-
-/// What a link's handshake says about the peer at its other end (`hello`: name and metadata).
-public struct DirectPeer: Sendable, Equatable {
-    public var deviceName: String
-    public var metadata: [String: Value]
-    public init(deviceName: String, metadata: [String: Value] = [:]) {
-        self.deviceName = deviceName
-        self.metadata = metadata
     }
 }
