@@ -112,6 +112,9 @@ final class PeerPresence: Sendable {
 
     func stopObserving(_ id: UInt64) { state.withLock { _ = $0.observers.removeValue(forKey: id) } }
 
+    /// The peer was closed: no more deliveries.
+    func removeObservers() { state.withLock { $0.observers = [:] } }
+
     /// Applies `change`, then sends what the gossip has due and tells observers of a changed graph,
     /// both after the lock is released.
     private func update(_ change: (inout State) -> Void) {

@@ -63,13 +63,14 @@ public final class SmallPeer: Sendable {
         self.state = Mutex(PeerState(store: store, storage: storage))
     }
 
-    /// Releases the directory (its lock) and stops delivering to observers. Later calls fail with `.closed`.
+    /// Releases the directory (its lock) and stops delivering to observers (presence ones too). Later calls fail with `.closed`.
     public func close() {
         state.withLock { s in
             s.storage = nil
             s.observers = [:]
             s.syncListener = nil
         }
+        presence.removeObservers()
     }
 
     /// Bytes of a torn log tail cut off when the directory was opened (0 after a clean shutdown).

@@ -2,6 +2,7 @@ import BigPeerTestSupport
 import Foundation
 import Postgres
 import SmallPeer
+import Synchronization
 import SyncProtocol
 import Testing
 import Values
@@ -10,6 +11,12 @@ import Values
 /// sockets: small peers on one server see each other through it, whatever their link; metadata
 /// changes and departures propagate; a local node carries its peers' records to its upstream.
 @Suite(.serialized) struct PresenceTests {
+    final class Locked<T: Sendable>: Sendable {
+        let mutex: Mutex<T>
+        init(_ value: T) { mutex = Mutex(value) }
+        func withLock<R>(_ body: (inout T) -> R) -> R { mutex.withLock { body(&$0) } }
+    }
+
     /// A SmallPeer in its own directory, syncing with `url` under `name`.
     final class Peer: Sendable {
         let peer: SmallPeer
@@ -51,6 +58,8 @@ import Values
             let lanPort = try LocalPostgres.freeLoopbackPort()
             let server = try await Server.start(urls[0], extra: LANLinkTests.lanArguments(lanPort), http: http, processes: processes)
             let ws = try Peer("ws-peer", url: server.syncURL)
+            let seen = Locked<[PresenceGraph]>([])
+            let observer = ws.peer.observePresence { graph in seen.withLock { $0.append(graph) } }
             let lan = try Peer("lan-peer", url: "tcp://127.0.0.1:\(lanPort)")
 
             #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer") != nil && lan.sees("ws-peer") != nil },
@@ -60,6 +69,10 @@ import Values
             #expect(far.isConnectedToBigPeer && far.os == PresenceGossip.defaultOS && far.sdkVersion == PresenceGossip.sdkVersion)
             #expect(ws.peer.presenceGraph.localPeer.connections.map(\.type) == [.webSocket])
             #expect(ws.peer.presenceGraph.remotePeers.count == 2, "the server and the other peer")
+            // The observer got the graph at once, then each change, never the same graph twice in a row.
+            let deliveries = seen.withLock { $0 }
+            #expect(deliveries.first?.remotePeers.isEmpty == true && deliveries.contains { $0.peer(far.peerKey) != nil })
+            #expect(zip(deliveries, deliveries.dropFirst()).allSatisfy { $0 != $1 })
 
             // The server's own answer, in Ditto's shape.
             let graph = try await Self.presence(server)
@@ -75,12 +88,19 @@ import Values
             #expect(connection["id"]?.stringValue?.hasSuffix(":AccessPoint") == true && connection["peerKeyString1"] != nil
                     && connection["peerKeyString2"] != nil, "\(connection)")
 
-            // Metadata set on one peer reaches the other and the server.
+            // Metadata set on one peer reaches the other and the server; more than 4 KiB is refused.
+            #expect(throws: PresenceGossip.Failure.self) { try lan.peer.setPresenceMetadata(["blob": .string(String(repeating: "x", count: 5000))]) }
             try lan.peer.setPresenceMetadata(["seat": "12A"])
             #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer")?.metadata == ["seat": "12A"] })
             #expect(await eventually(within: .seconds(30)) {
                 (try? await Self.presence(server)).flatMap { Self.remote($0, named: "lan-peer")?["peerMetadata"] } == ["seat": "12A"]
             })
+
+            observer.cancel()
+            let count = seen.withLock { $0.count }
+            try lan.peer.setPresenceMetadata(["seat": "14C"])
+            #expect(await eventually(within: .seconds(30)) { ws.sees("lan-peer")?.metadata == ["seat": "14C"] })
+            #expect(seen.withLock { $0.count } == count, "no delivery after cancel")
 
             // A peer that leaves disappears from the others' graphs and from the server's.
             await lan.client.stop()
