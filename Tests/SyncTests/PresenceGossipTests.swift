@@ -1,5 +1,6 @@
 import Testing
 import Values
+@testable import Sync
 @testable import SyncProtocol
 
 /// Gossip nodes joined by links, on a manual clock; messages are delivered in rounds.
@@ -227,5 +228,27 @@ struct GossipNet {
         var noTTL = r
         noTTL.ttlMillis = 0
         #expect(throws: SyncProtocolError.self) { try SyncMessageDecoder.decode(SyncMessage.presence([noTTL]).encode()) }
+    }
+}
+
+/// The server session's part (PROTOCOL.md §4.14): received presence goes to the driver, presence
+/// to send goes out only once ready, and neither costs or waits for credit.
+@Suite struct SyncSessionPresenceTests {
+    static let record = PresenceRecord(peerKey: [1], epoch: 1, seq: 1, ttlMillis: 60_000, deviceName: "d")
+
+    @Test func presence_isHandedToTheDriver_andSentWithoutCredit_onlyWhenReady() {
+        var h = SessionHarness()
+        #expect(h.feed(.sendPresence([Self.record])).isEmpty, "nothing before the handshake")
+        _ = h.receive(.hello(SessionHarness.hello()))
+        _ = h.receive(.presence([Self.record]))  // pipelined behind hello: held with the others
+        let welcomed = h.feed(.authenticated(.accept(.everything)))
+        #expect(welcomed.contains(.presenceReceived([Self.record])))
+        let credit = h.session.credit
+        let out = h.feed(.sendPresence([Self.record]))
+        #expect(sent(out) == [.presence([Self.record])])
+        #expect(h.session.credit == credit, "control traffic: no credit spent")
+        var empty = SessionHarness.ready(credit: 65536)
+        empty.session.credit = 0
+        #expect(sent(empty.feed(.sendPresence([Self.record]))) == [.presence([Self.record])], "nor waits for it")
     }
 }
