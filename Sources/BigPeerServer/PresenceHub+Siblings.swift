@@ -41,6 +41,7 @@ extension PresenceHub {
         try await store.publishPresence(instance: instance, records: SyncMessage.presence(mine).encode(), ttlSeconds: ttlSeconds)
         var limits = SyncLimits.default
         limits.maxPresenceRecords = Int.max  // a row holds every direct peer of an instance
+        limits.maxPresenceLinks = Int.max  // and every link of that instance
         limits.maxPresenceMetadataBytes = limits.maxMetadataBytes  // a handshake's metadata, for peers without presence
         var links: [PresenceLink] = []
         var records: [PresenceRecord] = []

@@ -35,11 +35,17 @@ public struct PresenceGossip: Sendable {
         /// Records accepted per link: this many per second, in bursts of up to `receiveBurst`.
         public var receiveRecordsPerSecond: UInt64 = 100
         public var receiveBurst: UInt64 = 1100
-        /// Bounds of an outgoing message: records and encoded bytes.
+        /// Bounds of an outgoing message: records and encoded bytes (below the 64 KiB every peer
+        /// must accept, PROTOCOL.md §8; a record larger than that alone is not forwarded).
         public var maxRecordsPerMessage = 64
-        public var maxMessageBytes = 256 << 10
+        public var maxMessageBytes = 60 << 10
         /// Encoded size of `meta` (and of `idmeta`) of the local record.
         public var maxMetadataBytes = 4 << 10
+        /// Links the local record lists, at most (and at most `maxLinkBytes` of them encoded), so
+        /// that it fits the smallest message a peer must accept (64 KiB) with its metadata. A
+        /// server with more peers lists the first by key; the others are in its own graph only.
+        public var maxLinksPerRecord = 256
+        public var maxLinkBytes = 24 << 10
 
         public init() {}
     }
@@ -225,6 +231,7 @@ public struct PresenceGossip: Sendable {
                 link.sentThrough = number
                 guard let r = outgoing(key, number: number, to: id, link: link, now: now) else { continue }
                 let size = r.encodedSize
+                if size + 16 > configuration.maxMessageBytes { continue }  // the message's own head and keys
                 if !batch.isEmpty, batch.count >= configuration.maxRecordsPerMessage || bytes + size > configuration.maxMessageBytes {
                     out.append((id, batch))
                     batch = []
@@ -249,7 +256,7 @@ public struct PresenceGossip: Sendable {
         if key == own.peerKey {
             guard number == ownChange else { return nil }
             var r = own
-            r.links = Self.sorted(Set(ownLinks + siblingLinks))
+            r.links = Self.capped(Self.sorted(Set(ownLinks + siblingLinks)), configuration)
             return r
         }
         guard let s = records[key], s.change == number, s.via != id, key != link.peerKey, s.expiresAt > now,
@@ -258,6 +265,18 @@ public struct PresenceGossip: Sendable {
         r.hops += 1
         r.ttlMillis = s.expiresAt - now
         return r
+    }
+
+    /// The first of `links` within the record's bounds.
+    static func capped(_ links: [PresenceLink], _ c: Configuration) -> [PresenceLink] {
+        var bytes = 0
+        var out: [PresenceLink] = []
+        for l in links.prefix(c.maxLinksPerRecord) {
+            bytes += l.peerKey.count + 20  // map head, "pk", "type" and the type's text, at most
+            if bytes > c.maxLinkBytes { break }
+            out.append(l)
+        }
+        return out
     }
 
     static func sorted(_ links: Set<PresenceLink>) -> [PresenceLink] {

@@ -21,7 +21,7 @@ public struct SyncLimits: Sendable, Equatable {
     /// Presence (PROTOCOL.md §4.14): records per `presence` message, links per record, hops a
     /// record may travel, encoded size of its `meta` and of its `idmeta`, its `os` and `sdk` texts.
     public var maxPresenceRecords = 64
-    public var maxPresenceLinks = 64
+    public var maxPresenceLinks = 256
     public var maxPresenceHops = 16
     public var maxPresenceMetadataBytes = 4 << 10
     public var maxPresenceTextBytes = 64

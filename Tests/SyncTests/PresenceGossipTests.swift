@@ -252,3 +252,21 @@ struct GossipNet {
         #expect(sent(empty.feed(.sendPresence([Self.record]))) == [.presence([Self.record])], "nor waits for it")
     }
 }
+
+extension PresenceGossipTests {
+    /// A server with 300 peers: its record lists 256 links and still fits the smallest message a
+    /// peer must accept; its own graph shows all 300.
+    @Test func aRecordListsAtMost256Links_andFitsTheSmallestMessage() throws {
+        var g = PresenceGossip(peerKey: [0], epoch: 1, local: .init(deviceName: "server", metadata: ["m": .string(String(repeating: "x", count: 4000))]), now: 0)
+        for i in 1...300 { g.linkUp(UInt64(i), peerKey: [1, UInt8(i & 0xFF), UInt8(i >> 8)], type: .webSocket, now: 0) }
+        let sent = g.tick(now: 0)
+        let own = try #require(sent.first { $0.link == 1 }?.records.first { $0.peerKey == [0] })
+        #expect(own.links.count == 256)
+        let bytes = SyncMessage.presence([own]).encode()
+        #expect(bytes.count <= 60 << 10)
+        var peerLimits = SyncLimits.default
+        peerLimits.maxMessageSize = 64 << 10
+        #expect(try SyncMessageDecoder.decode(bytes, limits: peerLimits) == .presence([own]))
+        #expect(g.graph(now: 0).remotePeers.count == 300)
+    }
+}
