@@ -16,8 +16,9 @@ final class PeerPresence: Sendable {
         var sends: [UInt64: @Sendable ([PresenceRecord]) -> Void] = [:]
         var observers: [UInt64: @Sendable (PresenceGraph) -> Void] = [:]
         var nextObserver: UInt64 = 0
-        /// The graph observers were last given.
+        /// The graph observers were last given, and the gossip's revision it was computed at.
         var delivered: PresenceGraph?
+        var deliveredRevision: UInt64?
     }
     private let state: Mutex<State>
     private static let links = Atomic<UInt64>(0)
@@ -104,7 +105,11 @@ final class PeerPresence: Sendable {
         let (id, graph) = state.withLock { s -> (UInt64, PresenceGraph) in
             s.nextObserver += 1
             s.observers[s.nextObserver] = handler
-            return (s.nextObserver, s.gossip.graph(now: Self.now()))
+            // Observers already registered have seen every change up to now: this is their graph too.
+            let graph = s.gossip.graph(now: Self.now())
+            s.delivered = graph
+            s.deliveredRevision = s.gossip.revision
+            return (s.nextObserver, graph)
         }
         handler(graph)
         return id
@@ -123,7 +128,8 @@ final class PeerPresence: Sendable {
             change(&s)
             let due = now >= s.gossip.nextDeadline ? s.gossip.tick(now: now) : []
             let sends = due.compactMap { m in s.sends[m.link].map { ($0, m.records) } }
-            guard !s.observers.isEmpty else { return (sends, [], nil) }
+            guard !s.observers.isEmpty, s.deliveredRevision != s.gossip.revision else { return (sends, [], nil) }
+            s.deliveredRevision = s.gossip.revision
             let graph = s.gossip.graph(now: now)
             guard graph != s.delivered else { return (sends, [], nil) }
             s.delivered = graph

@@ -90,6 +90,9 @@ public struct PresenceGossip: Sendable {
     var lastFlushAt: UInt64?
     var flushDue: UInt64?
     var nextRefreshAt: UInt64
+    /// Grows whenever the graph may have changed (a record, a link, the local record, an expiry):
+    /// a driver that shows the graph recomputes it only then.
+    public private(set) var revision: UInt64 = 0
     /// Counters (tests, metrics).
     public private(set) var statistics = Statistics()
 
@@ -211,6 +214,7 @@ public struct PresenceGossip: Sendable {
     public mutating func tick(now: UInt64) -> [(link: UInt64, records: [PresenceRecord])] {
         if now >= soonestExpiry {
             records = records.filter { $0.value.expiresAt > now }
+            revision += 1
             soonestExpiry = records.values.lazy.map(\.expiresAt).min() ?? .max
         }
         if now >= nextRefreshAt {
@@ -301,6 +305,7 @@ public struct PresenceGossip: Sendable {
     }
 
     mutating func appendChange(_ key: [UInt8], now: UInt64) {
+        revision += 1
         changes.append((changeCounter, key))
         if flushDue == nil { flushDue = max(now, (lastFlushAt ?? 0) + configuration.flushMillis) }
         if changes.count > 2 * (records.count + 1) + 64 { compact() }
