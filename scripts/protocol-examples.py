@@ -53,6 +53,15 @@ EXAMPLES = [
     ("bye", {"t": "bye", "code": 1000, "reason": ""}),
     ("auth", {"t": "auth", "cred": {"jwt": "eyJhbGciOiJIUzI1NiJ9.e30.sig"}}),
     ("auth_ok", {"t": "auth_ok"}),
+    # A tablet's own record (hops 0, one LAN link to the node) and the node's record forwarded once.
+    ("presence", {"t": "presence", "recs": [
+        {"pk": bytes.fromhex("a1b2c3d4"), "ep": 1764126000000, "seq": 3, "hops": 0, "ttl": 60000, "name": "tablet-7",
+         "os": "Linux", "sdk": "bigpeer-1", "cloud": True, "meta": {"role": "till"}, "idmeta": {},
+         "links": [{"pk": bytes.fromhex("0000000000000042"), "type": "AccessPoint"}]},
+        {"pk": bytes.fromhex("0000000000000042"), "ep": 1764125000000, "seq": 9, "hops": 1, "ttl": 41250, "name": "node-1",
+         "os": "Linux", "sdk": "bigpeer-1", "cloud": True, "meta": {}, "idmeta": {},
+         "links": [{"pk": bytes.fromhex("a1b2c3d4"), "type": "AccessPoint"},
+                   {"pk": bytes.fromhex("0000000000000007"), "type": "WebSocket"}]}]}),
 ]
 
 def fnv1a64(collection, id_value):

@@ -119,6 +119,8 @@ async def violations(args):
             while "synced" not in seen:
                 raw = await asyncio.wait_for(ws.recv(), STEP_TIMEOUT)
                 m = decode_message(raw)
+                if m["t"] == "presence":  # gossip (§4.14) may come at any time after welcome
+                    continue
                 seen.append(m["t"])
                 need(m["t"] in ("welcome", "docs", "synced"), f"violations: sub pipelined behind hello: got {m!r:.200}")
                 if m["t"] == "docs":

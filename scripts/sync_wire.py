@@ -84,7 +84,20 @@ SCHEMAS = {
     "pong": lambda m: is_uint(m.get("n")),
     "bye": lambda m: is_uint(m.get("code")) and isinstance(m.get("reason"), str) and len(m["reason"].encode()) <= 123,
     "auth_ok": lambda m: True,  # the answer to an `auth` (credentials refreshed in the session)
+    "presence": lambda m: isinstance(m.get("recs"), list) and 1 <= len(m["recs"]) <= 64 and all(map(is_presence_record, m["recs"])),
 }
+
+
+def is_presence_record(r):
+    """A presence record (PROTOCOL.md §4.14); this client only checks and counts them."""
+    def key(k):
+        return isinstance(k, bytes) and 1 <= len(k) <= 256
+    return (isinstance(r, dict) and key(r.get("pk")) and all(is_uint(r.get(f)) for f in ("ep", "seq", "ttl", "hops"))
+            and r["hops"] <= 16 and r["ttl"] >= 1 and all(isinstance(r.get(f), str) for f in ("name", "os", "sdk"))
+            and isinstance(r.get("cloud"), bool) and isinstance(r.get("meta"), dict) and isinstance(r.get("idmeta"), dict)
+            and isinstance(r.get("links"), list) and len(r["links"]) <= 64
+            and all(isinstance(lk, dict) and key(lk.get("pk")) and lk.get("type") in ("WebSocket", "AccessPoint", "Bluetooth")
+                    for lk in r["links"]))
 
 
 def decode_message(raw):
@@ -142,6 +155,7 @@ class Session:
         self.pings_answered = 0
         self.credit_granted = 0
         self.credit_stalls = 0
+        self.presence_records = 0
 
     async def send(self, msg):
         raw = cbor2.dumps(msg, canonical=True)
@@ -176,6 +190,9 @@ class Session:
                 continue
             if t == "credit":
                 self.upload_credit += m["bytes"]
+                continue
+            if t == "presence":  # gossip (§4.14): control traffic, no credit; this client only counts it
+                self.presence_records += len(m["recs"])
                 continue
             if t == "bye":
                 raise Deviation(f"{step}: server said bye {m['code']}: {m['reason']}")

@@ -47,14 +47,17 @@ public final class BigPeerService: Sendable {
     /// links ask the same one), and the task re-reading its file.
     let connectionPolicy: SyncConnectionPolicy
     private let policyWatch: Task<Void, Never>?
+    /// The presence graph this instance gossips and serves (`GET /api/v4/presence`).
+    let presence: PresenceHub
     private let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
                  upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, connectionPolicy: SyncConnectionPolicy,
-                 policyWatch: Task<Void, Never>?, logger: Logger) {
+                 policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
         self.upstream = upstream
+        self.presence = presence
         self.lan = lan
         self.advertiser = advertiser
         self.connectionPolicy = connectionPolicy
@@ -169,6 +172,11 @@ public final class BigPeerService: Sendable {
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
         UpstreamRoutes(replicator: upstream, store: store, auth: auth, logger: logger).register(on: &router)
+        let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),
+                                   local: PresenceGossip.LocalInfo(deviceName: configuration.lan?.deviceName ?? LANAdvertiser.hostName(), isConnectedToBigPeer: true))
+        PresenceRoute(hub: presence, auth: auth, logger: logger).register(on: &router)
+        presence.start()
+        if let upstream { presence.carry(upstream) }
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
@@ -184,6 +192,8 @@ public final class BigPeerService: Sendable {
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
         let connectionPolicy = SyncConnectionPolicy(policy: policy, logger: logger)
         if !policy.isEmpty { syncRoute.policy = connectionPolicy }
+        syncRoute.presence = presence
+        presence.shareThroughDatabase(store, instance: syncSession.sessionID, logger: logger)
         if let upstream, upstream.configuration.relaySubscriptions {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
@@ -245,7 +255,8 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, connectionPolicy: connectionPolicy, policyWatch: policyWatch, logger: logger)
+                              upstream: upstream, lan: lan, advertiser: advertiser, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
+                              presence: presence, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -284,6 +295,7 @@ public final class BigPeerService: Sendable {
         syncSessions.stopMonitor()
         policyWatch?.cancel()
         await connectionPolicy.policy.shutdown()
+        await presence.stop()
         follower.cancel()
         maintenance?.cancel()
         await maintenance?.value

@@ -543,6 +543,27 @@ paths:
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
+  /api/v4/presence:
+    get:
+      tags: [replication]
+      summary: Presence graph
+      description: |
+        The peers this server knows, in Ditto's shape (docs/LOCAL-NODE.md, "Presence";
+        docs/PROTOCOL.md §4.14): `localPeer` is this server, `remotePeers` every peer reachable
+        through its sync links (WebSocket, LAN TCP, and a local node's upstream), however many
+        hops away, learned by gossip. Ditto's names are given too (`peerKeyString`,
+        `isConnectedToDittoCloud`, `connectionType`). Instances of one database share their
+        peers (within about 5 s), so any of them gives the same answer. Needs a key that may
+        read every collection.
+      operationId: presence
+      responses:
+        "200":
+          description: the presence graph
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/PresenceGraph" }
+        "401": { $ref: "#/components/responses/Error" }
+        "403": { $ref: "#/components/responses/Error" }
   /api/v4/openapi.yaml:
     get:
       tags: [meta]
@@ -696,6 +717,41 @@ components:
           format: int64
           minimum: 0
           description: the content's length in bytes
+    PresenceGraph:
+      type: object
+      required: [localPeer, remotePeers]
+      properties:
+        localPeer: { $ref: "#/components/schemas/PresencePeer" }
+        remotePeers:
+          type: array
+          description: every peer reachable from the local peer, ordered by peer key
+          items: { $ref: "#/components/schemas/PresencePeer" }
+    PresencePeer:
+      type: object
+      required: [peerKey, peerKeyString, deviceName, os, sdkVersion, isConnectedToBigPeer, isConnectedToDittoCloud,
+                 peerMetadata, identityServiceMetadata, connections]
+      properties:
+        peerKey: { type: string, description: "`pk` and the peer key in base64url" }
+        peerKeyString: { type: string, description: the same (Ditto's name) }
+        deviceName: { type: string }
+        os: { type: string, description: empty for a peer that publishes no presence record }
+        sdkVersion: { type: string }
+        isConnectedToBigPeer: { type: boolean, description: the peer has a link to a BigPeer server }
+        isConnectedToDittoCloud: { type: boolean, description: the same (Ditto's name) }
+        peerMetadata: { type: object, description: the peer's own metadata, at most 4 KiB encoded }
+        identityServiceMetadata: { type: object }
+        connections:
+          type: array
+          items: { $ref: "#/components/schemas/PresenceConnection" }
+    PresenceConnection:
+      type: object
+      required: [id, peerKeyString1, peerKeyString2, type, connectionType]
+      properties:
+        id: { type: string, description: "`<key1><-><key2>:<type>`, the keys in ascending order" }
+        peerKeyString1: { type: string }
+        peerKeyString2: { type: string }
+        type: { type: string, enum: [WebSocket, AccessPoint, Bluetooth], description: AccessPoint is a LAN TCP link }
+        connectionType: { type: string, enum: [WebSocket, AccessPoint, Bluetooth], description: the same (Ditto's name) }
     UpstreamStatus:
       type: object
       required: [state, url, sessions, uploadedThrough, subscriptions, subscriptionErrors, uploadedChanges, downloadedEntries, rejectedUploads]

@@ -36,6 +36,8 @@ struct SyncRoute {
     var relay: SubscriptionRelay?
     /// Asked about each peer whose credentials were accepted, before it is admitted.
     var policy: SyncConnectionPolicy?
+    /// The instance's presence gossip (PROTOCOL.md §4.14); nil: presence messages are ignored.
+    var presence: PresenceHub?
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -147,10 +149,12 @@ final class SyncSocketHandler: WebSocketHandler {
                     "session": "\(sessionID)", "outcome": "\(decision)"])
                 return decision
             },
-            subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
+            subscriptionsChanged: registry.relay?.observer(session: number),
+            presence: route.presence?.port(session: number, type: .webSocket)) { hello in
             await SyncAdmission(authentication: authentication, policy: policy, registry: registry, logger: logger)
                 .admit(hello, number: number, sessionID: sessionID, remote: remote, link: .webSocket)
         }
+        route.presence?.attach(number, connection)
         outbox.attach(connection)
         self.connection = connection
         registry.register(number, connection: connection, outbox: outbox)

@@ -107,9 +107,11 @@ final class SyncStreamHandler: ConnectionDelegate {
                 }
                 return decision
             },
-            subscriptionsChanged: registry.relay?.observer(session: number)) { hello in
+            subscriptionsChanged: registry.relay?.observer(session: number),
+            presence: route.presence?.port(session: number, type: .accessPoint)) { hello in
             await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: .accessPoint)
         }
+        route.presence?.attach(number, connection)
         outbox.attach(connection)
         self.connection = connection
         registry.register(number, connection: connection, outbox: outbox)

@@ -21,12 +21,7 @@ struct UpstreamRoutes {
     func register(on router: inout HTTPRouter) {
         let replicator = self.replicator, store = self.store, auth = self.auth, logger = self.logger
         router.get(Self.path, .respond { request in
-            switch await auth.authenticate(request) {
-            case .success(let principal):
-                if let denied = principal.authorize(AccessRequirement(readAll: true)) { return APIError(denied).response(to: request, logger: logger, negotiated: false) }
-            case .failure(let e):
-                return APIError(e).response(to: request, logger: logger, negotiated: false)
-            }
+            if let refused = await PresenceRoute.refuseUnlessReadAll(request, auth: auth, logger: logger) { return refused }
             guard let replicator else {
                 return APIError(.notFound, "this server has no upstream (bigpeer serve --upstream URL)").response(to: request, logger: logger, negotiated: false)
             }

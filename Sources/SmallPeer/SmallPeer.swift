@@ -33,6 +33,8 @@ public final class SmallPeer: Sendable {
     public let siteID: SiteID
     let configuration: Configuration
     let state: Mutex<PeerState>
+    /// Presence: this peer's record and the graph its sync links bring (PeerPresence.swift).
+    let presence: PeerPresence
 
     /// Opens the peer stored in `directory` (created if absent). Fails with `.storage(.locked)` if
     /// another process has it open.
@@ -57,16 +59,18 @@ public final class SmallPeer: Sendable {
         self.directory = directory
         self.siteID = SiteID(storage.header.site)
         self.configuration = configuration
+        self.presence = PeerPresence(peerKey: SyncClientCore.peerKey(storage.header.site), deviceName: "smallpeer")
         self.state = Mutex(PeerState(store: store, storage: storage))
     }
 
-    /// Releases the directory (its lock) and stops delivering to observers. Later calls fail with `.closed`.
+    /// Releases the directory (its lock) and stops delivering to observers (presence ones too). Later calls fail with `.closed`.
     public func close() {
         state.withLock { s in
             s.storage = nil
             s.observers = [:]
             s.syncListener = nil
         }
+        presence.removeObservers()
     }
 
     /// Bytes of a torn log tail cut off when the directory was opened (0 after a clean shutdown).

@@ -36,6 +36,8 @@ final class SyncClientCore: SyncLinkDelegate {
     private var sessionCredentials: SyncCredentials?
     /// Credentials sent with `auth`, not yet answered (one refresh at a time).
     private var refreshInFlight: SyncCredentials?
+    /// This client's link in the peer's presence gossip.
+    let linkID = PeerPresence.nextLinkID()
 
     init(peer: SmallPeer, configuration: SyncClient.Configuration, link: SyncLink, status: Locked<SyncClient.Status>) {
         self.peer = peer
@@ -64,6 +66,7 @@ final class SyncClientCore: SyncLinkDelegate {
         sessionCredentials = credentials
         refreshInFlight = nil
         c.metadata = ["client": .string("SmallPeer")]
+        peer.presence.identify(peerKey: c.peerKey, deviceName: c.deviceName)
         var s = Session(configuration: c)
         let actions = s.start(now: Self.nowMillis())
         session = s
@@ -80,6 +83,7 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+        peer.presence.linkDown(linkID)
         session?.linkClosed()
         session = nil
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
@@ -131,6 +135,20 @@ final class SyncClientCore: SyncLinkDelegate {
 
     // MARK: - Working
 
+    /// The server is a link of the peer's presence gossip; its peer key is its site id's bytes
+    /// (PROTOCOL.md §4.14). Records for it are sent from this client's loop.
+    private func presenceLinkUp(_ welcome: Welcome) {
+        let type: PresenceLinkType = configuration.url.hasPrefix("tcp://") || configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
+        let bound = LoopBound(self, loop: loop)
+        peer.presence.linkUp(linkID, peerKey: Self.peerKey(welcome.site), type: type) { records in
+            bound.loop.execute {
+                let core = bound.value
+                guard let s = core.session else { return }
+                core.perform(s.presence(records))
+            }
+        }
+    }
+
     private func perform(_ actions: [Session.Action]) {
         for action in actions {
             switch action {
@@ -138,8 +156,9 @@ final class SyncClientCore: SyncLinkDelegate {
                 link.send(bytes)
             case .close(let code, let reason):
                 link.close(code: code, reason: reason)
-            case .connected:
+            case .connected(let welcome):
                 link.sessionWasAccepted()
+                presenceLinkUp(welcome)
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran
@@ -187,6 +206,8 @@ final class SyncClientCore: SyncLinkDelegate {
                 refreshInFlight = nil
                 status.withLock { $0.credentialRefreshes += 1 }
                 sendRefreshIfNeeded()  // updated again meanwhile
+            case .presence(let records):
+                peer.presenceReceived(records, link: linkID)
             case .fullResyncFinished(let key, let delivered):
                 guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
                 do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }
@@ -247,6 +268,7 @@ final class SyncClientCore: SyncLinkDelegate {
             let actions = s.tick(now: now)
             self.session = s
             self.perform(actions)
+            self.peer.presence.tick()
             let waitingFor = s.waitingFor(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
             self.status.withLock { st in
                 st.caughtUp = waitingFor == nil

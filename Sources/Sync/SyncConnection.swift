@@ -64,6 +64,22 @@ public final class SyncConnection: Sendable {
     /// session's `subscriptionSetVersion` (calls from different threads may arrive out of order:
     /// the newer version wins). Called with no lock held; nil costs nothing per step.
     let subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)?
+    /// The instance's presence gossip (PROTOCOL.md §4.14), told when the session becomes ready,
+    /// what presence it receives, and when it ends; nil: presence messages are ignored.
+    let presence: PresencePort?
+
+    /// How a session reaches the instance's presence gossip. Called with no lock held.
+    public struct PresencePort: Sendable {
+        public var ready: @Sendable (Hello) -> Void
+        public var received: @Sendable ([PresenceRecord]) -> Void
+        public var ended: @Sendable () -> Void
+        public init(ready: @escaping @Sendable (Hello) -> Void, received: @escaping @Sendable ([PresenceRecord]) -> Void,
+                    ended: @escaping @Sendable () -> Void) {
+            self.ready = ready
+            self.received = received
+            self.ended = ended
+        }
+    }
 
     /// `executor`: the transport's event loop when it has one (its sends then need no thread
     /// hop either), else one of the store pool's loops is chosen.
@@ -74,10 +90,12 @@ public final class SyncConnection: Sendable {
                     .refuse(code: .unauthorized, reason: "this server does not accept new credentials in a session")
                 },
                 subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)? = nil,
+                presence: PresencePort? = nil,
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
         self.reauthenticate = reauthenticate
         self.subscriptionsChanged = subscriptionsChanged
+        self.presence = presence
         self.executor = executor ?? store.preferredExecutor
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.store = store
@@ -130,22 +148,28 @@ public final class SyncConnection: Sendable {
     public func inspect<R>(_ body: (SyncSession) -> R) -> R { session.withLock { body($0) } }
 
     func stop() {
+        presence?.ended()
         if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { changes.stopHeads(token) }
         timer.withLock { $0?.cancel(); $0 = nil }
     }
 
+    /// Sends presence records to the peer once the session is ready (dropped before and after).
+    public func sendPresence(_ records: [PresenceRecord]) { deliver(.sendPresence(records)) }
+
     func deliver(_ input: SyncSessionInput) {
         typealias Accepted = (version: UInt64, queries: [SubscriptionQuery])
-        let (actions, closed, waiting, accepted) = session.withLock { s -> ([SyncSessionAction], Bool, Bool, Accepted?) in
+        let (actions, closed, waiting, accepted, becameReady) = session.withLock { s -> ([SyncSessionAction], Bool, Bool, Accepted?, Hello?) in
             let version = s.subscriptionSetVersion
+            let wasReady = s.state == .ready
             s.noteTransportQueue(transport.queuedBytes())
             let actions = s.handle(input, now: clock())
             for case .send(let bytes, _) in actions { transport.send(bytes) }
             let changed = subscriptionsChanged != nil && s.subscriptionSetVersion != version
             return (actions, s.state == .closed, s.isWaitingForTransport,
-                    changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil)
+                    changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil, !wasReady && s.state == .ready ? s.peer : nil)
         }
         if let accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
+        if let becameReady { presence?.ready(becameReady) }
         for action in actions { perform(action) }
         if closed { stop() } else if waiting { transport.notifyWhenDrained() }
     }
@@ -154,6 +178,8 @@ public final class SyncConnection: Sendable {
         switch action {
         case .send:
             break  // sent in order inside `deliver`
+        case .presenceReceived(let records):
+            presence?.received(records)
         case .close(let code, let reason):
             transport.close(code, reason)
         case .authenticate(let hello):

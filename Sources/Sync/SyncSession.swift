@@ -249,6 +249,8 @@ public struct SyncSession: Sendable {
             break  // the pump below goes on if the window opened
         case .reauthenticated(let decision, let epoch):
             reauthenticated(decision, epoch: epoch, now: now, into: &out)
+        case .sendPresence(let records):
+            if state == .ready, !records.isEmpty { send(.presence(records), into: &out) }
         case .credentialsChecked(let decision, let epoch):
             guard epoch == credentialEpoch, refreshInFlight == nil else { break }
             switch decision {
@@ -310,6 +312,8 @@ public struct SyncSession: Sendable {
             send(.pong(n), into: &out)
         case (.ready, .pong):
             break  // any message counts as a sign of life (lastReceived)
+        case (.ready, .presence(let records)):
+            out.append(.presenceReceived(records))  // control traffic: no credit (PROTOCOL.md §4.14)
         case (.ready, .refreshAuth(let credentials)):
             guard refreshInFlight == nil else {
                 return close(.protocolViolation, "auth sent while the previous auth is being checked", into: &out)

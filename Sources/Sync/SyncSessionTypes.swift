@@ -205,6 +205,8 @@ public enum SyncSessionInput: Sendable {
     /// for credential `epoch`: a refusal closes the session with 4001, an acceptance replaces the
     /// permissions. Ignored when the credentials changed since (`credentialEpoch`).
     case credentialsChecked(AuthDecision, epoch: UInt64)
+    /// Send these presence records (PROTOCOL.md §4.14) if the session is ready; dropped otherwise.
+    case sendPresence([PresenceRecord])
 }
 
 public enum SyncSessionAction: Sendable, Equatable {
@@ -231,6 +233,8 @@ public enum SyncSessionAction: Sendable, Equatable {
     case applyUpload(seq: UInt64, origin: UInt64, entries: [UploadEntry])
     /// Close the transport with this code (WebSocket: close frame; TCP/BLE: `bye`, then close).
     case close(code: UInt16, reason: String)
+    /// The peer sent presence records: hand them to the instance's presence gossip.
+    case presenceReceived([PresenceRecord])
 }
 
 /// Wraps a `SubscriptionQuery` so actions stay `Equatable` (compared by collection and statement).

@@ -75,6 +75,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         case fullResyncFinished(key: String, delivered: Set<DocumentRef>)
         /// The server accepted the credentials sent with `refreshCredentials` (`auth_ok`).
         case credentialsRefreshed
+        /// Presence records from the server (PROTOCOL.md §4.14): hand them to the peer's gossip.
+        case presence([PresenceRecord])
     }
 
     public private(set) var state: State = .idle
@@ -224,6 +226,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             return [.close(code: code, reason: reason)]
         case .authRefreshed:
             return [.credentialsRefreshed]
+        case .presence(let records):
+            return [.presence(records)]
         case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }
@@ -369,6 +373,12 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
 
     /// The link went away.
     public mutating func linkClosed() { state = .closed }
+
+    /// Presence records to send (control traffic, no credit: PROTOCOL.md §4.14); nothing before `welcome`.
+    public func presence(_ records: [PresenceRecord]) -> [Action] {
+        guard state == .ready, !records.isEmpty else { return [] }
+        return [.send(SyncMessage.presence(records).encode())]
+    }
 
     private mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
         state = .closed

@@ -18,6 +18,13 @@ public struct SyncLimits: Sendable, Equatable {
     public var maxCollectionBytes = 1024
     public var maxValueDepth = 32
     public var maxReasonBytes = 123
+    /// Presence (PROTOCOL.md §4.14): records per `presence` message, links per record, hops a
+    /// record may travel, encoded size of its `meta` and of its `idmeta`, its `os` and `sdk` texts.
+    public var maxPresenceRecords = 64
+    public var maxPresenceLinks = 256
+    public var maxPresenceHops = 16
+    public var maxPresenceMetadataBytes = 4 << 10
+    public var maxPresenceTextBytes = 64
     /// Credit outstanding in one direction may not exceed this (PROTOCOL.md §6).
     public var maxOutstandingCredit: Int64 = 1 << 40
 

@@ -178,6 +178,8 @@ public enum SyncMessage: Sendable, Equatable {
     case refreshAuth(SyncCredentials)                             // "auth"
     /// The server accepted `auth`: the new credentials' permissions and expiry apply from now.
     case authRefreshed                                            // "auth_ok"
+    /// Presence records forwarded by gossip (PROTOCOL.md §4.14); control traffic, both directions.
+    case presence([PresenceRecord])                               // "presence"
 
     /// The `"t"` value on the wire.
     public var typeName: String {
@@ -201,6 +203,7 @@ public enum SyncMessage: Sendable, Equatable {
         case .bye: "bye"
         case .refreshAuth: "auth"
         case .authRefreshed: "auth_ok"
+        case .presence: "presence"
         }
     }
 

@@ -181,6 +181,8 @@ extension CBORWriter {
         case .authRefreshed:
             mapHeader(1)
             type("auth_ok")
+        case .presence(let records):
+            write(presence: records)
         }
     }
 

@@ -40,6 +40,7 @@ struct Fields {
             guard let c = try credentials() else { throw .missingField(type: type, field: "cred") }
             return .refreshAuth(c)
         case "auth_ok": return .authRefreshed
+        case "presence": return .presence(try presenceRecords())
         default: throw .unknownType(type)
         }
     }

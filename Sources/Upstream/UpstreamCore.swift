@@ -57,6 +57,9 @@ final class UpstreamCore: SyncLinkDelegate {
     let configured: [SyncSubscription]
 
     var session: Session?
+    /// The server's presence gossip, with the upstream as one of its links (UpstreamPresence.swift).
+    var presence: UpstreamPresence?
+    var presenceLinked = false
     /// Counts sessions, so a store call's result can tell whether its session is still the current one.
     var generation = 0
     /// The upstream's site id as stored (nil before any session): changes with this origin came from it.
@@ -238,6 +241,7 @@ final class UpstreamCore: SyncLinkDelegate {
     }
 
     func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+        presenceLinkDown()
         session?.linkClosed()
         session = nil
         subscribed = false
@@ -299,6 +303,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 // A small peer evicts what a full re-sync did not send again; a local node keeps
                 // it: its documents are also its local peers' and its own (docs/LOCAL-NODE.md).
                 logger.info("full re-sync of a subscription finished", metadata: ["subscription": "\(key)", "documents": "\(delivered.count)"])
+            case .presence(let records):
+                presence?.received(records)
             case .credentialsRefreshed:
                 refreshInFlight = false
                 sessionCredentials = credentials
@@ -310,6 +316,7 @@ final class UpstreamCore: SyncLinkDelegate {
 
     private func connected(_ welcome: Welcome) {
         link.sessionWasAccepted()
+        presenceLinkUp(welcome)
         let site = Int64(bitPattern: welcome.site)
         let now = Self.epochSeconds()
         status.update { st in

@@ -4,6 +4,7 @@ import Logging
 import Glibc
 import SmallPeer
 import Synchronization
+import SyncProtocol
 import Values
 
 /// `bigpeer peer`: a small peer from the shell (docs/SMALLPEER.md "The CLI").
@@ -61,6 +62,12 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
     var lanInterfaces: [String] = []
 
+    @Flag(help: "Print the presence graph as JSON ({\"presence\": graph}): with --sync-once once after syncing, else whenever it changes (docs/LOCAL-NODE.md, \"Presence\").")
+    var presence = false
+
+    @Option(name: .customLong("presence-metadata"), help: "A JSON object this peer publishes in presence (peerMetadata, at most 4 KiB).")
+    var presenceMetadata: String?
+
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if lan && url != nil { throw ValidationError("--lan and --url exclude each other") }
@@ -116,6 +123,16 @@ struct PeerCommand: AsyncParsableCommand {
             if offline && !statements.isEmpty { return }
             return prompt(peer, local: local)
         }
+        if let presenceMetadata {
+            guard case .object(let m)? = try? JSON.parse(presenceMetadata) else {
+                Output.error("--presence-metadata must be a JSON object")
+                throw ExitCode.failure
+            }
+            do { try peer.setPresenceMetadata(m) } catch {
+                Output.error("--presence-metadata: \(error)")
+                throw ExitCode.failure
+            }
+        }
         var config = SyncClient.Configuration(url: url, apiKey: key)
         config.deviceName = name
         config.jwt = jwt
@@ -154,6 +171,15 @@ struct PeerCommand: AsyncParsableCommand {
                 Output.error("sync with \(url) failed: \(error)")
                 throw ExitCode.failure
             }
+            if presence {
+                // Records follow the welcome within a gossip round or two (PROTOCOL.md §4.14): wait
+                // (at most 2 s) until every peer shown has sent its own, or peers without presence
+                // support would be told apart from peers whose record is on its way by luck.
+                for _ in 0..<40 where peer.presenceGraph.remotePeers.contains(where: { $0.sdkVersion.isEmpty }) {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                Output.line(.object(["presence": peer.presenceGraph.json]))
+            }
             let status = client.status
             await client.stop()
             for (key, message) in status.subscriptionErrors { Output.error("subscription \(key.split(separator: "\u{0}").first ?? ""): \(message)") }
@@ -161,6 +187,8 @@ struct PeerCommand: AsyncParsableCommand {
             if !status.subscriptionErrors.isEmpty || !status.rejectedUploads.isEmpty { throw ExitCode.failure }
             return
         }
+        let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
+        defer { presenceObserver?.cancel() }
         prompt(peer, local: local)
         await client.stop()
     }

@@ -38,6 +38,15 @@ import Values
         "bye": .bye(code: 1000, reason: ""),
         "auth": .refreshAuth(.jwt("eyJhbGciOiJIUzI1NiJ9.e30.sig")),
         "auth_ok": .authRefreshed,
+        "presence": .presence([
+            PresenceRecord(peerKey: [0xA1, 0xB2, 0xC3, 0xD4], epoch: 1_764_126_000_000, seq: 3, hops: 0, ttlMillis: 60_000,
+                           deviceName: "tablet-7", os: "Linux", sdkVersion: "bigpeer-1", isConnectedToBigPeer: true,
+                           metadata: ["role": "till"], links: [PresenceLink(peerKey: [0, 0, 0, 0, 0, 0, 0, 0x42], type: .accessPoint)]),
+            PresenceRecord(peerKey: [0, 0, 0, 0, 0, 0, 0, 0x42], epoch: 1_764_125_000_000, seq: 9, hops: 1, ttlMillis: 41_250,
+                           deviceName: "node-1", os: "Linux", sdkVersion: "bigpeer-1", isConnectedToBigPeer: true,
+                           links: [PresenceLink(peerKey: [0xA1, 0xB2, 0xC3, 0xD4], type: .accessPoint),
+                                   PresenceLink(peerKey: [0, 0, 0, 0, 0, 0, 0, 7], type: .webSocket)]),
+        ]),
     ]
 
     /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.

@@ -37,5 +37,9 @@ enum SampleMessages {
         .ping(0),
         .pong(UInt64.max),
         .bye(code: 1000, reason: ""),
+        .presence([PresenceRecord(peerKey: [1, 2, 3], epoch: UInt64.max, seq: 0, hops: 16, ttlMillis: 1, deviceName: "ñ", os: "", sdkVersion: "",
+                                  isConnectedToBigPeer: false, metadata: ["nested": ["a": [1, 2.5, nil, true]]], identityMetadata: ["id": "x"],
+                                  links: [PresenceLink(peerKey: [4], type: .bluetooth), PresenceLink(peerKey: [5, 6], type: .webSocket)]),
+                   PresenceRecord(peerKey: [7], epoch: 1, seq: 2, ttlMillis: 60_000, deviceName: "")]),
     ]
 }

@@ -9,12 +9,7 @@ import Values
 @Suite(.serialized) struct UpstreamCredentialsTests {
     @Test func scopedKey_uploadsWhatItMayWrite_andReportsTheRest_andABadKeyIsRefused() async throws {
         try await withDatabases(3) { urls, http, processes in
-            let exe = try ServerProcess.locateBinary()
-            func makeKey(_ scopes: [String]) async throws -> String {
-                let created = try await TestCommand.run(exe, ["keys", "create", "--description", "ship-7", "--expires-in", "1d", "--database-url", urls[0]] + scopes)
-                #expect(created.status == 0, "\(created.err)")
-                return String(try #require(created.out.split(separator: "\n").last))
-            }
+            func makeKey(_ scopes: [String]) async throws -> String { try await createAPIKey(urls[0], scopes, description: "ship-7") }
             let key = try await makeKey(["--read", "cars", "--write", "cars"])
             let admin = try await makeKey(["--read-all", "--write-all"])
             let cloud = try await Server.start(urls[0], http: http, processes: processes, secure: true)

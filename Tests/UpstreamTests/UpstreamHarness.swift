@@ -114,3 +114,11 @@ func withDatabases(_ count: Int, _ body: ([String], HTTPClient, Processes) async
     }
     try await nest([])
 }
+
+/// A new API key with `scopes` (`bigpeer keys create` flags) in the database at `databaseURL`.
+func createAPIKey(_ databaseURL: String, _ scopes: [String], description: String = "test") async throws -> String {
+    let created = try await TestCommand.run(try ServerProcess.locateBinary(),
+                                            ["keys", "create", "--description", description, "--expires-in", "1d", "--database-url", databaseURL] + scopes)
+    #expect(created.status == 0, "\(created.err)")
+    return String(try #require(created.out.split(separator: "\n").last))
+}
