@@ -9,6 +9,10 @@
 # The checks are in scripts/lan_discovery_test.py. python-zeroconf is installed once into a venv
 # under $BIGPEER_ZEROCONF_VENV (default /tmp/bigpeer-zeroconf-venv).
 set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "==> network namespaces need root: running again with sudo"
+  exec sudo --preserve-env=BIGPEER_BIN,BIGPEER_ZEROCONF_VENV,PATH "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
 venv="${BIGPEER_ZEROCONF_VENV:-/tmp/bigpeer-zeroconf-venv}"

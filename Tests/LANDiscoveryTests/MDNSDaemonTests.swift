@@ -9,7 +9,7 @@ import Testing
 /// `MDNSDaemon` on real sockets, between network namespaces the test makes (a veth pair): an
 /// advertisement is found with its port and TXT, an address added to the interface is announced
 /// (the browser's view updates), and a stop's goodbye makes it lost.
-@Suite(.serialized) struct MDNSDaemonTests {
+@Suite(.serialized, .enabled(if: NetworkNamespace.canCreate, Comment(rawValue: NetworkNamespace.whyNot))) struct MDNSDaemonTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
     static func loop(in ns: NetworkNamespace) async throws -> EventLoopGroup {

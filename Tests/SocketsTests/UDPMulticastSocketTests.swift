@@ -8,7 +8,7 @@ import Testing
 /// to the mDNS group arrives with the interface it came in on and marked as sent to the group; a
 /// unicast answer out of that interface arrives marked as unicast. Nothing here touches a real
 /// interface.
-@Suite(.serialized) struct UDPMulticastSocketTests {
+@Suite(.serialized, .enabled(if: NetworkNamespace.canCreate, Comment(rawValue: NetworkNamespace.whyNot))) struct UDPMulticastSocketTests {
     /// An event loop whose thread lives in `ns` (sockets it makes are that namespace's).
     static func loop(in ns: NetworkNamespace) async throws -> EventLoopGroup {
         let group = try EventLoopGroup(threads: 1)
