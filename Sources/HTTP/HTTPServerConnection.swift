@@ -192,11 +192,16 @@ final class HTTPServerConnection: ConnectionDelegate {
     // MARK: - Errors, timeouts, shutdown
 
     /// Answers a request the parser (or the route's limit) refused; the machine is `closing`.
+    /// It gets a request id like any answered request (the client may not have sent a readable
+    /// `X-Request-ID`: the head may be what was refused), so the answer and the log line match.
     private func sendRejection(_ error: HTTPParseError) {
+        let id = context.nextRequestID()
+        let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"
         if context.logger.logLevel <= .info {
-            context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "status": "\(error.status.code)", "reason": "\(error)"])
+            context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "request_id": "\(requestID)",
+                                                               "status": "\(error.status.code)", "reason": "\(error)"])
         }
-        sendErrorAndClose(HTTPResponse.error(error.status, message: error.description))
+        sendErrorAndClose(HTTPResponse.error(error.status, message: error.description, requestID: requestID))
     }
 
     private func sendErrorAndClose(_ response: HTTPResponse) {

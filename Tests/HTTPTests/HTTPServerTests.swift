@@ -119,6 +119,22 @@ import Testing
         }
     }
 
+    /// A request the parser refuses (here a body over the limit, announced in its head) is
+    /// answered with the same JSON error as any other, request id included, then the connection closes.
+    @Test func aRejectedRequestGetsTheJSONErrorWithARequestID() async throws {
+        try await withServer({ $0.limits.maxBodyBytes = 10 }) { _, port in
+            let c = try RawClient(port: port)
+            await c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n")
+            let r = try #require(await c.readResponse())
+            #expect(r.head.status.code == 413)
+            let text = r.text
+            #expect(text.hasPrefix(#"{"error":{"description":"#) && text.contains(#""status":413"#), "\(text)")
+            let id = text.components(separatedBy: #""requestId":""#).dropFirst().first?.split(separator: "\"").first
+            #expect(id.map { $0.split(separator: "-").count == 3 } == true, "a made request id: \(text)")
+            #expect(await c.isClosedByPeer())
+        }
+    }
+
     @Test func unknownRouteIs404JSONAndWrongMethodIs405WithAllow() async throws {
         try await withServer { _, port in
             let c = try RawClient(port: port)
