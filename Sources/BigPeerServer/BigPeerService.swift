@@ -190,6 +190,7 @@ public final class BigPeerService: Sendable {
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
+        syncRoute.maxSessionsPerPrincipal = configuration.maxSyncSessionsPerKey
         let connectionPolicy = SyncConnectionPolicy(policy: policy, logger: logger)
         if !policy.isEmpty { syncRoute.policy = connectionPolicy }
         syncRoute.presence = presence

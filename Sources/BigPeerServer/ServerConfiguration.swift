@@ -63,6 +63,9 @@ public struct ServerConfiguration: Sendable {
     /// 1 MiB of queued output (a peer that stops reading). Sockets still in their handshake get
     /// a quarter more room (at least 64); beyond that, upgrades get 503.
     public var maxSyncSessions = 10_000
+    /// Sync sessions one identity (an API key, a JWT subject) may hold at once; nil: no cap below
+    /// `maxSyncSessions` (a fleet of devices often shares one key).
+    public var maxSyncSessionsPerKey: Int?
     /// How often the API keys of open sync sessions are verified again: with `authCacheTTL`, a
     /// revoked key ends its sessions within `authCacheTTL` (as it stops REST requests).
     public var syncCredentialRecheck: Duration = .seconds(1)

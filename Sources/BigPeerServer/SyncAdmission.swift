@@ -25,6 +25,8 @@ struct SyncAdmission: Sendable {
             switch registry.admit(number, credentials: hello.credentials, permissions: permissions) {
             case .admitted: break
             case .full: decision = .refuse(code: .policy, reason: "too many sync sessions on this server (at most \(registry.maxSessions)); retry later")
+            case .fullForPrincipal:
+                decision = .refuse(code: .policy, reason: "too many sync sessions for these credentials (at most \(registry.maxSessionsPerPrincipal)); retry later")
             case .closed: return .refuse(code: .normal, reason: "connection closed")  // nobody left to tell
             }
         }

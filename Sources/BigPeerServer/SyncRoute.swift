@@ -30,6 +30,8 @@ struct SyncRoute {
     let limits: WebSocketConfiguration
     /// Sessions admitted at once (`--max-sync-sessions`); beyond, `refuse` 4003.
     let maxSessions: Int
+    /// Sessions one identity may hold at once (`--max-sync-sessions-per-key`; nil: `maxSessions`).
+    var maxSessionsPerPrincipal: Int?
     /// How often the API keys of open sessions are verified again (revocation, scope changes).
     var credentialRecheck: Duration = .seconds(1)
     /// Keeps the upstream told the sessions' subscriptions (`--upstream-relay-subscriptions`).
@@ -63,7 +65,7 @@ struct SyncRoute {
     /// registry (its credential monitor runs until `stopMonitor`).
     func register(on router: inout HTTPRouter) -> (WebSocketEndpoint, SyncSessionRegistry) {
         let route = self
-        let registry = SyncSessionRegistry(maxSessions: maxSessions, relay: relay)
+        let registry = SyncSessionRegistry(maxSessions: maxSessions, maxSessionsPerPrincipal: maxSessionsPerPrincipal, relay: relay)
         registry.startMonitor(authentication, interval: credentialRecheck, logger: logger)
         // No permessage-deflate (`deflate: nil`, so an offer gets no extension in the 101): its
         // per-socket zlib state (~100–300 KB with context takeover) would dominate the memory of

@@ -25,17 +25,22 @@ final class SyncSessionRegistry: Sendable {
         /// The session's `credentialEpoch` these credentials belong to.
         var epoch: UInt64 = 0
         var permissions: SyncPermissions?
+        /// The identity it was admitted under (counted against `maxSessionsPerPrincipal`).
+        var admittedAs: String?
     }
 
     let maxSessions: Int
     /// Told each session's subscriptions when this server relays them upstream; nil otherwise.
     let relay: SubscriptionRelay?
-    private let state = Mutex<(entries: [UInt64: Entry], admitted: Int)>(([:], 0))
+    /// Sessions admitted under one identity (API key id, `jwt:<sub>`) at once (`--max-sync-sessions-per-key`).
+    let maxSessionsPerPrincipal: Int
+    private let state = Mutex<(entries: [UInt64: Entry], admitted: Int, byPrincipal: [String: Int])>(([:], 0, [:]))
     private let numbers = Atomic<UInt64>(0)
     private let monitor = Mutex<Task<Void, Never>?>(nil)
 
-    init(maxSessions: Int, relay: SubscriptionRelay? = nil) {
+    init(maxSessions: Int, maxSessionsPerPrincipal: Int? = nil, relay: SubscriptionRelay? = nil) {
         self.maxSessions = max(0, maxSessions)
+        self.maxSessionsPerPrincipal = max(0, maxSessionsPerPrincipal ?? maxSessions)
         self.relay = relay
     }
 
@@ -58,6 +63,10 @@ final class SyncSessionRegistry: Sendable {
         let removed = state.withLock { s -> Entry? in
             let e = s.entries.removeValue(forKey: id)
             if e?.admitted == true { s.admitted -= 1 }
+            if let principal = e?.admittedAs {
+                let left = (s.byPrincipal[principal] ?? 1) - 1
+                s.byPrincipal[principal] = left > 0 ? left : nil
+            }
             return e
         }
         if let removed, removed.outbox.peakQueuedBytes >= Self.trimAfterQueuedBytes { HeapTrim.request() }
@@ -66,14 +75,20 @@ final class SyncSessionRegistry: Sendable {
     /// A closed session that once queued this much makes the heap worth trimming.
     static let trimAfterQueuedBytes = 256 << 10
 
-    enum Admission { case admitted, full, closed }
+    enum Admission { case admitted, full, fullForPrincipal, closed }
 
-    /// Takes a slot for a session whose credentials were accepted: `.full` at the cap, `.closed`
-    /// when its socket closed meanwhile.
+    /// Takes a slot for a session whose credentials were accepted: `.full` at the cap,
+    /// `.fullForPrincipal` when its identity holds `maxSessionsPerPrincipal` already (one leaked
+    /// or hostile key cannot take every slot), `.closed` when its socket closed meanwhile.
     func admit(_ id: UInt64, credentials: SyncCredentials?, permissions: SyncPermissions) -> Admission {
         state.withLock { s in
             guard var e = s.entries[id], !e.admitted else { return .closed }
             guard s.admitted < maxSessions else { return .full }
+            if let principal = permissions.principal {
+                guard s.byPrincipal[principal, default: 0] < maxSessionsPerPrincipal else { return .fullForPrincipal }
+                s.byPrincipal[principal, default: 0] += 1
+                e.admittedAs = principal
+            }
             e.admitted = true
             e.credentials = credentials
             e.permissions = permissions

@@ -37,6 +37,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-attachment-bytes"), help: "Largest attachment upload accepted (413 above).") var maxAttachmentBytes = 64 << 20
     @Option(name: .customLong("max-sync-sessions"), help: "Sync sessions admitted at once; a peer beyond it is refused with close code 4003 (docs/PROTOCOL.md §4.2).")
     var maxSyncSessions = ServerConfiguration().maxSyncSessions
+    @Option(name: .customLong("max-sync-sessions-per-key"), help: "Sync sessions one API key or JWT subject may hold at once (default: no cap below --max-sync-sessions); beyond, close code 4003.")
+    var maxSyncSessionsPerKey: Int?
     @Option(name: .customLong("peer-policy"), help: "JSON file of allow/deny rules every sync peer passes (docs/LOCAL-NODE.md, \"Connection policy\"); read again when it changes.")
     var peerPolicy: String?
     @Option(name: .customLong("connection-webhook"), help: "URL POSTed a description of each sync peer no --peer-policy rule decides; its answer allows or denies (no answer within 10 s denies).")
@@ -76,6 +78,7 @@ struct ServeCommand: AsyncParsableCommand {
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
         if !(1...1_000_000).contains(maxSyncSessions) { throw ValidationError("--max-sync-sessions must be 1...1000000") }
+        if let n = maxSyncSessionsPerKey, !(1...1_000_000).contains(n) { throw ValidationError("--max-sync-sessions-per-key must be 1...1000000") }
     }
 
     func run() async throws {
@@ -113,6 +116,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho
         config.maxSyncSessions = maxSyncSessions
+        config.maxSyncSessionsPerKey = maxSyncSessionsPerKey
         config.peerPolicyFile = peerPolicy
         config.connectionWebhook = connectionWebhook
         do {

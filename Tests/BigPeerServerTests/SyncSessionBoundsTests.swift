@@ -52,6 +52,27 @@ import WebSocket
         }
     }
 
+    /// `--max-sync-sessions-per-key`: one key (leaked, or a runaway client) cannot take every
+    /// slot: its third session gets 4003 while another key's is admitted, and a freed slot of
+    /// the first key is its again.
+    @Test func perKeyCap_refusesTheKeysSessionBeyondIt_whileAnotherKeyIsAdmitted() async throws {
+        try await InProcessServer.with({ $0.maxSyncSessionsPerKey = 2 }) { server in
+            let (one, other) = (try await server.newKey(), try await server.newKey())
+            let first = try await SyncEndpointTests.connect(server.port, site: 1, .apiKey(one))
+            _ = try await SyncEndpointTests.connect(server.port, site: 2, .apiKey(one))
+            let third = try await SyncTestClient(port: server.port, loop: Self.loops.next())
+            third.send(SyncEndpointTests.hello(site: 3, .apiKey(one)))
+            let answer = try await third.nextMessage()
+            guard case .refuse(let code, let reason) = answer else { Issue.record("expected refuse, got \(answer)"); return }
+            #expect(code == 4003 && reason.contains("too many sync sessions for these credentials (at most 2)"), "\(reason)")
+            _ = try await SyncEndpointTests.connect(server.port, site: 4, .apiKey(other))
+            first.send(.bye(code: 1000, reason: ""))
+            #expect(await first.closeCode() == 1000)
+            #expect(await eventually { server.service.syncSessionCount == 2 })
+            _ = try await SyncEndpointTests.connect(server.port, site: 5, .apiKey(one))
+        }
+    }
+
     // MARK: - Item 5: a peer that never reads
 
     /// The peer grants 1 GiB of credit, subscribes to ~8 MB of documents, ~8 MB more are written
