@@ -10,6 +10,8 @@ joined by a bridge (multicast snooping off), python-zeroconf as the independent 
   5. With 20 % of mDNS datagrams dropped on arrival in both namespaces (nftables `numgen random`;
      this kernel has no netem) while a new node probes and announces and a peer browses: the
      node is still found and synced with, and its name is not taken as a conflict.
+  6. An IPv6-only link (link-local addresses alone): the peer dials the node at
+     tcp://[fe80::…%25IFINDEX]:4040 and syncs.
 Exits non-zero on the first failure."""
 import ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 from zeroconf import DNSIncoming, IPVersion, ServiceBrowser, ServiceInfo, ServiceListener, Zeroconf
@@ -233,6 +235,21 @@ try:
     if peer.returncode != 0 or "through-loss" not in peer.stdout:
         fail(f"under 20 % loss, bigpeer peer --lan: exit {peer.returncode}, out {peer.stdout!r}, err {peer.stderr!r}")
     print(f"==> 20 % mDNS loss: {peer.stderr.strip()}; synced in {time.time() - started:.2f} s", flush=True)
+
+    # 6. Two more namespaces on a veth pair with no IPv4 at all: link-local IPv6 only.
+    d, e = ns_add(f"{TAG}d"), ns_add(f"{TAG}e")
+    run("ip", "link", "add", f"{TAG}vd", "netns", d, "type", "veth", "peer", "name", f"{TAG}ve", "netns", e)
+    run("ip", "netns", "exec", d, "ip", "link", "set", f"{TAG}vd", "up")
+    run("ip", "netns", "exec", e, "ip", "link", "set", f"{TAG}ve", "up")
+    serve(d, "node-v6", "v6-node", 11, 18083)
+    wait_log("node-v6", "advertised on the LAN", 60)
+    body = json.dumps({"statement": "INSERT INTO notes DOCUMENTS ({'_id': 'over-link-local'})"})
+    run("ip", "netns", "exec", d, "curl", "-sf", "http://127.0.0.1:18083/api/v4/store/execute", "-H", "Content-Type: application/json", "-d", body)
+    peer = run("ip", "netns", "exec", e, BIN, "peer", "--data", os.path.join(WORK, "peer-v6"), "--lan", "--sync-group", "11",
+               "--subscribe", "SELECT * FROM notes", "--sync-once", "--timeout", "30", check=False)
+    if peer.returncode != 0 or "over-link-local" not in peer.stdout or "%25" not in peer.stderr:
+        fail(f"IPv6 link-local only: exit {peer.returncode}, out {peer.stdout!r}, err {peer.stderr!r}")
+    print(f"==> IPv6 link-local only: {peer.stderr.strip()}", flush=True)
     print("==> LAN discovery: all checks passed", flush=True)
 finally:
     cleanup()

@@ -56,13 +56,25 @@ public enum LANNodeFinder {
         throw FindError.notFound(seconds: timeout.components.seconds, seen: state.withLock { $0.seen })
     }
 
-    /// The URL to dial: an IPv4 address if any, else a global (not link-local) IPv6 one.
+    /// The URL to dial: an IPv4 address if any, else a global IPv6 one, else a link-local IPv6
+    /// one with the interface it was seen on as its zone (`[fe80::1%253]`, RFC 6874).
     static func url(_ service: DiscoveredService) -> String? {
         let all = service.addresses.keys.sorted().flatMap { service.addresses[$0] ?? [] }
         if let v4 = all.first(where: \.isIPv4) { return "tcp://\(v4):\(service.port)" }
-        if let v6 = all.first(where: { !$0.isIPv4 && $0.bytes[0] != 0xFE }) {
+        if let v6 = all.first(where: { !$0.isIPv4 && !Self.isLinkLocal($0) }) {
             return SocketAddress(ipBytes: v6.bytes, port: 0).map { "tcp://[\($0.host)]:\(service.port)" }
         }
+        for interface in service.addresses.keys.sorted() {
+            guard let v6 = service.addresses[interface]?.first(where: { !$0.isIPv4 && Self.isLinkLocal($0) }),
+                  let address = SocketAddress(ipBytes: v6.bytes, port: 0) else { continue }
+            return "tcp://[\(address.host)%25\(interface.index)]:\(service.port)"
+        }
         return nil
+    }
+
+    /// fe80::/10.
+    static func isLinkLocal(_ address: IPAddress) -> Bool {
+        let b = address.bytes
+        return b.count == 16 && b[0] == 0xFE && b[1] & 0xC0 == 0x80
     }
 }

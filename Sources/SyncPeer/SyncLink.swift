@@ -112,6 +112,11 @@ public final class SyncLink: WebSocketClientHandler {
         } else if url.target == "/" {
             url.target = "/api/v4/sync"
         }
+        // A link-local IPv6 address names its interface as a zone, written `%25` in a URL
+        // (RFC 6874): `[fe80::1%253]` is fe80::1 on interface 3, which the resolver reads as `%3`.
+        if url.host.contains(":"), let percent = url.host.firstIndex(of: "%"), url.host[percent...].hasPrefix("%25") {
+            url.host = String(url.host[..<percent]) + "%" + url.host[url.host.index(percent, offsetBy: 3)...]
+        }
         self.configuration = configuration
         self.url = url
         self.isStream = stream
