@@ -62,7 +62,7 @@ final class PresenceHub: Sendable {
     }
 
     /// What session `number` tells the hub; `attach` its connection before the session starts.
-    func port(session number: UInt64, type: PresenceLinkType) -> SyncConnection.PresencePort {
+    func port(session number: UInt64, type: LinkType) -> SyncConnection.PresencePort {
         SyncConnection.PresencePort(
             ready: { [weak self] hello in self?.linkUp(number, peerKey: hello.peerKey, type: type, peer: DirectPeer(deviceName: hello.deviceName, metadata: hello.metadata)) },
             received: { [weak self] records in self?.received(records, from: number) },
@@ -72,7 +72,7 @@ final class PresenceHub: Sendable {
     func attach(_ number: UInt64, _ connection: SyncConnection) { state.withLock { $0.sessions[number] = connection } }
 
     /// A link that is not a session of this server (the upstream link): `send` delivers records on it.
-    func linkUp(_ id: UInt64, peerKey: [UInt8], type: PresenceLinkType, peer: DirectPeer? = nil,
+    func linkUp(_ id: UInt64, peerKey: [UInt8], type: LinkType, peer: DirectPeer? = nil,
                 send: (@Sendable ([PresenceRecord]) -> Void)? = nil) {
         let now = clock()
         state.withLock { s in
@@ -102,7 +102,7 @@ final class PresenceHub: Sendable {
 
     /// Makes a local node's upstream link one of the gossip's links (records go up and come down).
     func carry(_ upstream: UpstreamReplicator) {
-        let type: PresenceLinkType = upstream.configuration.url.hasPrefix("tcp://") || upstream.configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
+        let type: LinkType = upstream.configuration.url.hasPrefix("tcp://") || upstream.configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
         upstream.attachPresence(UpstreamPresence(
             linkUp: { [weak self] key, send in self?.linkUp(Self.upstreamLink, peerKey: key, type: type, send: send) },
             received: { [weak self] records in self?.received(records, from: Self.upstreamLink) },

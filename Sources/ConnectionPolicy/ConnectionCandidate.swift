@@ -5,15 +5,6 @@
 import SyncProtocol
 import Values
 
-/// The transport a candidate arrived on. The raw values are the connection types of the presence
-/// graph and of the webhook request (Ditto's names).
-public enum LinkType: String, Sendable, Hashable, CaseIterable {
-    case webSocket = "WebSocket"
-    /// A LAN TCP peer link.
-    case accessPoint = "AccessPoint"
-    case bluetooth = "Bluetooth"
-}
-
 /// A peer asking to sync, as the policy sees it: what it said about itself in `hello`, where it
 /// came from, and who its credentials say it is.
 public struct ConnectionCandidate: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import HTTP
 import Sockets
+import SyncProtocol
 import Values
 
 /// The connection webhook (`--connection-webhook URL`): each candidate is POSTed as JSON and the

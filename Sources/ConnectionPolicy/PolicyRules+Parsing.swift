@@ -1,3 +1,4 @@
+import SyncProtocol
 import Values
 
 /// Why a policy file (or the webhook URL) was refused: where (a line and column for bad JSON,

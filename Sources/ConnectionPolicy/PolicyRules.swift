@@ -1,3 +1,4 @@
+import SyncProtocol
 import Values
 
 /// The rules of a policy file (`--peer-policy`), parsed and checked (`PolicyRules.parse`): an

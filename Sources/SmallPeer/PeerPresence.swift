@@ -6,8 +6,8 @@
 // (a sync client's loop, or the caller of `setPresenceMetadata`), outside the lock.
 
 import Glibc
-import Synchronization
 import SyncProtocol
+import Synchronization
 import Values
 
 final class PeerPresence: Sendable {
@@ -58,7 +58,7 @@ final class PeerPresence: Sendable {
         }
     }
 
-    func linkUp(_ id: UInt64, peerKey: [UInt8], type: PresenceLinkType, send: @escaping @Sendable ([PresenceRecord]) -> Void) {
+    func linkUp(_ id: UInt64, peerKey: [UInt8], type: LinkType, send: @escaping @Sendable ([PresenceRecord]) -> Void) {
         update { s in
             s.sends[id] = send
             var local = s.gossip.localInfo

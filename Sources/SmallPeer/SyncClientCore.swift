@@ -4,9 +4,9 @@
 
 import CRDT
 import Sockets
-import Synchronization
 import SyncPeer
 import SyncProtocol
+import Synchronization
 import Values
 
 /// A `Mutex` in a class, so the client and its loop-confined core share one.
@@ -138,7 +138,7 @@ final class SyncClientCore: SyncLinkDelegate {
     /// The server is a link of the peer's presence gossip; its peer key is its site id's bytes
     /// (PROTOCOL.md §4.14). Records for it are sent from this client's loop.
     private func presenceLinkUp(_ welcome: Welcome) {
-        let type: PresenceLinkType = configuration.url.hasPrefix("tcp://") || configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
+        let type: LinkType = configuration.url.hasPrefix("tcp://") || configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
         let bound = LoopBound(self, loop: loop)
         peer.presence.linkUp(linkID, peerKey: Self.peerKey(welcome.site), type: type) { records in
             bound.loop.execute {

@@ -54,7 +54,7 @@ public struct PresenceGossip: Sendable {
     /// (shown for a peer that publishes no record of its own, e.g. a client without presence).
     struct Link: Sendable {
         var peerKey: [UInt8]
-        var type: PresenceLinkType
+        var type: LinkType
         var peer: DirectPeer?
         /// A link to another instance of the same server (through their shared database): not a
         /// connection of the graph, not rate-limited (PresenceGossip+Siblings.swift).
@@ -141,7 +141,7 @@ public struct PresenceGossip: Sendable {
     }
 
     /// A link is up (after its handshake): it gets every record held, the local record lists it.
-    public mutating func linkUp(_ id: UInt64, peerKey: [UInt8], type: PresenceLinkType, peer: DirectPeer? = nil, now: UInt64) {
+    public mutating func linkUp(_ id: UInt64, peerKey: [UInt8], type: LinkType, peer: DirectPeer? = nil, now: UInt64) {
         if let old = links[id], !old.isSibling { forgetDirect(old.peerKey) }
         links[id] = Link(peerKey: peerKey, type: type, peer: peer, tokens: configuration.receiveBurst, refilledAt: now)
         directKeys[peerKey, default: 0] += 1

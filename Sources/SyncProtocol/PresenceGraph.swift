@@ -16,7 +16,7 @@ public struct PresenceGraph: Sendable, Equatable {
         public var id: String
         public var peerKey1: String
         public var peerKey2: String
-        public var type: PresenceLinkType
+        public var type: LinkType
     }
 
     public struct Peer: Sendable, Equatable {
@@ -59,7 +59,7 @@ public struct PresenceGraph: Sendable, Equatable {
 extension PresenceGossip {
     /// The graph as of `now` (records past their expiry are left out even before `tick` drops them).
     public func graph(now: UInt64) -> PresenceGraph {
-        typealias Edge = (a: [UInt8], b: [UInt8], type: PresenceLinkType)
+        typealias Edge = (a: [UInt8], b: [UInt8], type: LinkType)
         var live: [[UInt8]: PresenceRecord] = [:]
         for (k, s) in records where s.expiresAt > now { live[k] = s.record }
         // Direct links: their peers' records (if any) for details, the handshake's otherwise.

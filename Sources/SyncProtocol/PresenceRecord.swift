@@ -5,20 +5,12 @@
 
 import Values
 
-/// The kind of transport a link runs on, with Ditto's names.
-public enum PresenceLinkType: String, Sendable, Hashable, CaseIterable {
-    case webSocket = "WebSocket"
-    /// A LAN TCP link (Ditto calls LAN links "AccessPoint").
-    case accessPoint = "AccessPoint"
-    case bluetooth = "Bluetooth"
-}
-
 /// One link of the record's origin: the peer at the other end and the transport.
 public struct PresenceLink: Sendable, Hashable {
     public var peerKey: [UInt8]
-    public var type: PresenceLinkType
+    public var type: LinkType
 
-    public init(peerKey: [UInt8], type: PresenceLinkType) {
+    public init(peerKey: [UInt8], type: LinkType) {
         self.peerKey = peerKey
         self.type = type
     }
@@ -154,7 +146,7 @@ extension Fields {
         links.reserveCapacity(rawLinks.count)
         for l in rawLinks {
             guard case .map(let lm) = l else { throw .wrongType(type: type, field: "recs[].links[]", expected: "a map") }
-            guard case .text(let t)? = lm["type"], let linkType = PresenceLinkType(rawValue: t) else {
+            guard case .text(let t)? = lm["type"], let linkType = LinkType(rawValue: t) else {
                 throw .wrongType(type: type, field: "recs[].links[].type", expected: "\"WebSocket\", \"AccessPoint\" or \"Bluetooth\"")
             }
             links.append(PresenceLink(peerKey: try key(lm["pk"], "recs[].links[].pk"), type: linkType))

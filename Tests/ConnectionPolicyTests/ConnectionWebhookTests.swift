@@ -1,7 +1,8 @@
 import BigPeerTestSupport
+@testable import ConnectionPolicy
+import SyncProtocol
 import Testing
 import Values
-@testable import ConnectionPolicy
 
 /// The connection webhook against a real HTTP server: what it sends, and that only a clear
 /// 2xx `allow` allows — a denial, a timeout, a refused connection, a non-2xx status, a redirect,

@@ -1,6 +1,6 @@
-import Testing
-import TestRandomness
 @testable import ConnectionPolicy
+import TestRandomness
+import Testing
 
 @Suite struct GlobTests {
     @Test func wildcards_escapes_andExactText() throws {

@@ -1,7 +1,7 @@
 import BigPeerTestSupport
+@testable import ConnectionPolicy
 import Testing
 import Values
-@testable import ConnectionPolicy
 
 /// The order of the sources: a matching rule decides without asking the webhook; the webhook
 /// decides what no rule matched; without a webhook the file's default does; with neither, allow.

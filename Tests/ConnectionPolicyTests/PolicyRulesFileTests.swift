@@ -1,7 +1,7 @@
 import BigPeerTestSupport
+@testable import ConnectionPolicy
 import Glibc
 import Testing
-@testable import ConnectionPolicy
 
 @Suite struct PolicyRulesFileTests {
     static let denyX = #"{"version": 1, "default": "allow", "rules": [{"action": "deny", "deviceName": "x"}]}"#

@@ -1,7 +1,7 @@
-import Testing
-import Values
 @testable import Sync
 @testable import SyncProtocol
+import Testing
+import Values
 
 /// Gossip nodes joined by links, on a manual clock; messages are delivered in rounds.
 struct GossipNet {
@@ -21,7 +21,7 @@ struct GossipNet {
     }
 
     @discardableResult
-    mutating func link(_ a: Int, _ b: Int, _ type: PresenceLinkType = .accessPoint) -> UInt64 {
+    mutating func link(_ a: Int, _ b: Int, _ type: LinkType = .accessPoint) -> UInt64 {
         let id = nextLink
         nextLink += 1
         links[id] = (a, b)
