@@ -241,8 +241,7 @@ public final class BigPeerService: Sendable {
                                                                registry: syncSessions, group: group)
                 lan = listener
                 if lanConfiguration.advertise {
-                    advertiser = try await LANAdvertiser.start(lanConfiguration, port: listener.port, site: store.siteID.rawValue,
-                                                               loop: group.loops[0], logger: logger)
+                    advertiser = try await LANAdvertiser.start(lanConfiguration, port: listener.port, site: store.siteID.rawValue, logger: logger)
                 }
             } catch {
                 await lan?.stop()

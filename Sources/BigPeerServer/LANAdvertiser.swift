@@ -7,17 +7,28 @@ import SyncProtocol
 
 /// A local node on the LAN: advertises `NAME._bigpeer._tcp.local.` with the LAN peer-link port and
 /// TXT `v`, `pk` (the node's site id, hex), `g` (sync group), `role=node` (docs/LOCAL-NODE.md,
-/// "Discovery"), and says goodbye on stop. The mDNS runs on one loop of the server's group.
+/// "Discovery"), and says goodbye on stop. The mDNS runs on an event loop of its own: anyone on
+/// the LAN can send it datagrams, and a flood of them must not take time from the loops that
+/// serve HTTP and sync (each datagram's work is bounded, but their number is not).
 final class LANAdvertiser: Sendable {
     let daemon: MDNSDaemon
+    let group: EventLoopGroup
 
-    private init(daemon: MDNSDaemon) { self.daemon = daemon }
+    private init(daemon: MDNSDaemon, group: EventLoopGroup) {
+        self.daemon = daemon
+        self.group = group
+    }
 
-    static func start(_ configuration: LANConfiguration, port: Int, site: UInt64, loop: EventLoop, logger: Logger) async throws -> LANAdvertiser {
+    static func start(_ configuration: LANConfiguration, port: Int, site: UInt64, logger: Logger) async throws -> LANAdvertiser {
         let name = configuration.deviceName ?? Self.hostName()
         var daemonConfiguration = MDNSDaemon.Configuration(hostName: Self.dnsLabel(name))
         daemonConfiguration.interfaces = configuration.interfaces
-        let daemon = try await MDNSDaemon(configuration: daemonConfiguration, loop: loop, logger: logger)
+        let group = try EventLoopGroup(threads: 1)
+        let daemon: MDNSDaemon
+        do { daemon = try await MDNSDaemon(configuration: daemonConfiguration, loop: group.next(), logger: logger) } catch {
+            group.shutdown()
+            throw error
+        }
         let advertisement = LANAdvertisement(name: name, port: UInt16(truncatingIfNeeded: port), protocolVersion: SyncProtocol.version,
                                              peerKey: (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) },
                                              syncGroup: configuration.syncGroup, role: .node)
@@ -27,13 +38,17 @@ final class LANAdvertiser: Sendable {
             }
         } catch {
             await daemon.stop()
+            group.shutdown()
             throw error
         }
-        return LANAdvertiser(daemon: daemon)
+        return LANAdvertiser(daemon: daemon, group: group)
     }
 
-    /// Goodbyes (TTL 0), then the sockets close.
-    func stop() async { await daemon.stop() }
+    /// Goodbyes (TTL 0), then the sockets and the loop close.
+    func stop() async {
+        await daemon.stop()
+        group.shutdown()
+    }
 
     static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)

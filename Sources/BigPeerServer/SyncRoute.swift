@@ -135,32 +135,8 @@ final class SyncSocketHandler: WebSocketHandler {
                     outbox.takeDrainRequest()?.transportDrained()
                 }
             })
-        let authentication = route.authentication
-        let logger = route.logger
-        let registry = self.registry
-        let policy = route.policy
-        let sessionID = configuration.sessionID, remote = self.remote
-        let connection = SyncConnection(
-            configuration: configuration, store: route.store, transport: transport, executor: socket.loop,
-            reauthenticate: { credentials, epoch in
-                let decision = await authentication.decide(credentials)
-                if case .accept(let granted) = decision {
-                    registry.replaceCredentials(number, credentials, epoch: epoch, permissions: granted)
-                }
-                logger.info("sync credentials refreshed", metadata: [
-                    "session": "\(sessionID)", "outcome": "\(decision)"])
-                return decision
-            },
-            subscriptionsChanged: registry.relay?.observer(session: number),
-            presence: route.presence?.port(session: number, type: .webSocket)) { hello in
-            await SyncAdmission(authentication: authentication, policy: policy, registry: registry, logger: logger)
-                .admit(hello, number: number, sessionID: sessionID, remote: remote, link: .webSocket)
-        }
-        route.presence?.attach(number, connection)
-        outbox.attach(connection)
-        self.connection = connection
-        registry.register(number, connection: connection, outbox: outbox)
-        connection.start()
+        connection = route.startSession(number: number, configuration: configuration, transport: transport, outbox: outbox,
+                                         executor: socket.loop, registry: registry, remote: remote, link: .webSocket)
     }
 
     func webSocket(_ socket: WebSocketServerAdapter, didReceive message: WebSocketMessage) {
@@ -328,5 +304,37 @@ struct SyncAuthentication: Sendable {
         case .all: .all
         case .only(let names): .only(names)
         }
+    }
+}
+
+extension SyncRoute {
+    /// A session on a new link, whatever the link (WebSocket, LAN TCP): its driver, admitted by
+    /// `SyncAdmission`, with credential refreshes recorded in the registry, its subscriptions
+    /// relayed, its presence port, registered and started.
+    func startSession(number: UInt64, configuration: SyncSession.Configuration, transport: SyncConnection.Transport, outbox: SyncOutbox,
+                      executor: EventLoop, registry: SyncSessionRegistry, remote: String, link: LinkType) -> SyncConnection {
+        let admission = SyncAdmission(authentication: authentication, policy: policy, registry: registry, logger: logger)
+        let authentication = self.authentication, logger = self.logger
+        let sessionID = configuration.sessionID
+        let connection = SyncConnection(
+            configuration: configuration, store: store, transport: transport, executor: executor,
+            reauthenticate: { credentials, epoch in
+                let decision = await authentication.decide(credentials)
+                if case .accept(let granted) = decision {
+                    registry.replaceCredentials(number, credentials, epoch: epoch, permissions: granted)
+                }
+                logger.info("sync credentials refreshed", metadata: [
+                    "session": "\(sessionID)", "outcome": "\(decision)"])
+                return decision
+            },
+            subscriptionsChanged: registry.relay?.observer(session: number),
+            presence: presence?.port(session: number, type: link)) { hello in
+            await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: link)
+        }
+        presence?.attach(number, connection)
+        outbox.attach(connection)
+        registry.register(number, connection: connection, outbox: outbox)
+        connection.start()
+        return connection
     }
 }

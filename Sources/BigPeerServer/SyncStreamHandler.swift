@@ -94,47 +94,16 @@ final class SyncStreamHandler: ConnectionDelegate {
         var configuration = route.session
         configuration.sessionID = "\(route.session.sessionID)-\(number)"
         configuration.maxQueuedBytes = 1 << 20
-        let admission = SyncAdmission(authentication: route.authentication, policy: route.policy, registry: registry, logger: route.logger)
-        let authentication = route.authentication
-        let registry = self.registry, number = self.number, remote = self.remote
-        let sessionID = configuration.sessionID
-        let connection = SyncConnection(
-            configuration: configuration, store: route.store, transport: transport, executor: loop,
-            reauthenticate: { credentials, epoch in
-                let decision = await authentication.decide(credentials)
-                if case .accept(let granted) = decision {
-                    registry.replaceCredentials(number, credentials, epoch: epoch, permissions: granted)
-                }
-                return decision
-            },
-            subscriptionsChanged: registry.relay?.observer(session: number),
-            presence: route.presence?.port(session: number, type: .accessPoint)) { hello in
-            await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: .accessPoint)
-        }
-        route.presence?.attach(number, connection)
-        outbox.attach(connection)
-        self.connection = connection
-        registry.register(number, connection: connection, outbox: outbox)
-        connection.start()
+        connection = route.startSession(number: number, configuration: configuration, transport: transport, outbox: outbox,
+                                         executor: loop, registry: registry, remote: remote, link: .accessPoint)
     }
 
     /// Says `bye` with `code` and closes once it is written (PROTOCOL.md §2).
     func close(code: UInt16, reason: String) {
         guard let tcp, !closing else { return }
         closing = true
-        tcp.write(StreamFraming.frame(SyncMessage.bye(code: code, reason: Self.reasonPrefix(reason)).encode()))
+        tcp.write(StreamFraming.frame(SyncMessage.bye(code: code, reason: route.session.limits.closeReason(reason)).encode()))
         tcp.closeAfterFlush()
-    }
-
-    /// A close reason fits in 123 bytes (`SyncLimits.maxReasonBytes`), cut between characters.
-    static func reasonPrefix(_ reason: String) -> String {
-        var out = "", bytes = 0
-        for c in reason {
-            bytes += c.utf8.count
-            if bytes > SyncLimits.default.maxReasonBytes { break }
-            out.append(c)
-        }
-        return out
     }
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {

@@ -444,11 +444,6 @@ public struct SyncSession: Sendable {
     mutating func close(_ code: SyncCloseCode, _ reason: String, into out: inout [SyncSessionAction]) {
         guard state != .closed else { return }
         state = .closed
-        var r = ""
-        for ch in reason {
-            if r.utf8.count + String(ch).utf8.count > configuration.limits.maxReasonBytes { break }
-            r.append(ch)
-        }
-        out.append(.close(code: code.rawValue, reason: r))
+        out.append(.close(code: code.rawValue, reason: configuration.limits.closeReason(reason)))
     }
 }

@@ -382,11 +382,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
 
     private mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
         state = .closed
-        var r = ""
-        for ch in reason {
-            if r.utf8.count + ch.utf8.count > limits.maxReasonBytes { break }
-            r.append(ch)
-        }
+        let r = limits.closeReason(reason)
         return [.send(SyncMessage.bye(code: code, reason: r).encode()), .close(code: code, reason: r)]
     }
 }

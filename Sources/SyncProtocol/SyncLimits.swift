@@ -31,4 +31,16 @@ public struct SyncLimits: Sendable, Equatable {
     public init() {}
 
     public static let `default` = SyncLimits()
+
+    /// `reason` cut to `maxReasonBytes` (what a `bye`/`refuse` and a WebSocket close frame hold),
+    /// between characters.
+    public func closeReason(_ reason: String) -> String {
+        var out = "", bytes = 0
+        for ch in reason {
+            bytes += ch.utf8.count
+            if bytes > maxReasonBytes { break }
+            out.append(ch)
+        }
+        return out
+    }
 }
