@@ -3,7 +3,8 @@
 # SwiftNIO, builds, and runs every test (unit, integration against a real PostgreSQL the tests start
 # themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh)
 # the independent Python sync client (scripts/python-sync-client.sh), and LAN discovery against
-# python-zeroconf in network namespaces (scripts/lan-discovery.sh: needs root, as CI runs).
+# python-zeroconf and avahi in network namespaces (scripts/lan-discovery.sh, scripts/avahi-interop.sh:
+# need root, as CI runs).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,3 +46,6 @@ BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/python-sync-client.
 
 echo "==> LAN discovery (mDNS against python-zeroconf, in network namespaces this script creates)"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/lan-discovery.sh
+
+echo "==> avahi interop (avahi-daemon and avahi-browse in network namespaces; CI installs avahi)"
+BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/avahi-interop.sh
