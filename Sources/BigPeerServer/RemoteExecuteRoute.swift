@@ -100,6 +100,9 @@ struct RemoteExecuteRoute {
         var known: [String: PresenceGraph.Peer] = [:]
         for p in graph.remotePeers { known[p.peerKey] = p }
         let evaluator = Evaluator(context: EvaluationContext(arguments: arguments, budget: EvaluationBudget(maxSteps: 10_000_000)))
+        // Once against a peer with empty fields, so a condition that cannot be evaluated (a missing
+        // argument, an unknown function) is refused even when no peer is connected.
+        if let condition { _ = try evaluator.evaluate(condition, in: Self.emptyPeer) }
         var out: [(document: Value, connection: SyncConnection, key: String)] = []
         for connection in registry.admittedConnections() {
             guard let hello = connection.inspect({ $0.state == .ready ? $0.peer : nil }) else { continue }
@@ -122,6 +125,8 @@ struct RemoteExecuteRoute {
             "peerMetadata": .object(presence?.metadata ?? hello.metadata),
         ])
     }
+
+    static let emptyPeer = peerDocument(Hello(site: 1, peerKey: [], deviceName: "", credentials: nil, credit: 0, maxMessageSize: 0), presence: nil)
 
     static func resultObject(peer: Value, _ answer: RemoteQueryResult) -> Value {
         let items: [Value], error: Value
