@@ -53,15 +53,10 @@ struct RemoteExecuteRoute {
         case .success(let v): body = v
         case .failure(let why): return why.response(to: request, logger: logger, negotiated: false)
         }
-        guard case .object(let fields) = body else { return refuse("the request body must be an object") }
-        guard case .string(let text)? = fields["statement"] else {
-            return refuse("\"statement\" (SYNC CONTEXT (PEERS WHERE ...) SELECT ...) is required")
-        }
-        var arguments: [String: Value] = [:]
-        switch fields["args"] {
-        case nil, .null?: break
-        case .object(let a)?: arguments = a
-        default: return refuse("\"args\" must be an object of named parameters")
+        let text: String, arguments: [String: Value]
+        switch StoreRoutes.statementAndArguments(body) {
+        case .success(let r): (text, arguments) = r
+        case .failure(let why): return why.response(to: request, logger: logger, negotiated: false)
         }
         let statement: SyncContextStatement
         do { statement = try DQL.parseSyncContext(text) } catch {

@@ -130,9 +130,9 @@ public struct RemoteQueryResult: Sendable, Equatable {
     /// their wire bounds first.
     public func fitting(maxBytes: UInt64) -> RemoteQueryResult {
         var r = self
-        r.warnings = Array(warnings.prefix(Self.maxWarnings - 1)).map { Self.cut($0, to: Self.maxWarningBytes) }
+        r.warnings = Array(warnings.prefix(Self.maxWarnings - 1)).map { SyncLimits.prefix($0, utf8Bytes: Self.maxWarningBytes) }
         if case .failure(let e) = outcome {
-            r.outcome = .failure(RemoteQueryError(e.code, Self.cut(e.message, to: min(Self.maxErrorMessageBytes, Int(clamping: maxBytes / 2)))))
+            r.outcome = .failure(RemoteQueryError(e.code, SyncLimits.prefix(e.message, utf8Bytes: min(Self.maxErrorMessageBytes, Int(clamping: maxBytes / 2)))))
         }
         guard case .success(let items) = r.outcome, SyncMessage.result(r).encode().count > maxBytes else { return r }
         var note = r
@@ -153,18 +153,6 @@ public struct RemoteQueryResult: Sendable, Equatable {
 
     static func truncationWarning(kept: Int, of total: Int, maxBytes: UInt64) -> String {
         "result truncated to \(kept) of \(total) items (the server accepts at most \(maxBytes) bytes)"
-    }
-
-    /// `s` cut to at most `bytes` UTF-8 bytes, between characters.
-    static func cut(_ s: String, to bytes: Int) -> String {
-        guard s.utf8.count > bytes else { return s }
-        var out = "", n = 0
-        for ch in s {
-            n += ch.utf8.count
-            if n > bytes { break }
-            out.append(ch)
-        }
-        return out
     }
 }
 
