@@ -210,7 +210,7 @@ final class SyncClientCore: SyncLinkDelegate {
             case .presence(let records):
                 peer.presenceReceived(records, link: linkID)
             case .remoteQuery(let query):
-                // On the loop, bounded by `remoteQueryBudget`: a small peer's store is in memory.
+                // On the loop, under an evaluation budget (`SmallPeer.remoteQuerySteps`): the store is in memory.
                 let (outcome, warnings) = peer.runRemoteQuery(query)
                 if var s = session {
                     let more = s.answerQuery(id: query.id, outcome, warnings: warnings, now: Self.nowMillis())

@@ -11,6 +11,8 @@ struct PendingRemoteQuery: Sendable {
     var sentAt: UInt64
     var deadline: UInt64
     var maxResultBytes: UInt64
+
+    func elapsed(_ now: UInt64) -> UInt64 { now >= sentAt ? now - sentAt : 0 }
 }
 
 extension SyncSession {
@@ -33,7 +35,8 @@ extension SyncSession {
         // The peer's answer must fit the server's largest message as well as the query's bound.
         var bounded = query
         bounded.maxResultBytes = max(RemoteQuery.minResultBytes, min(query.maxResultBytes, UInt64(configuration.limits.maxMessageSize)))
-        remoteQueries[query.id] = PendingRemoteQuery(sentAt: now, deadline: now + query.timeoutMillis, maxResultBytes: bounded.maxResultBytes)
+        let (deadline, overflow) = now.addingReportingOverflow(query.timeoutMillis)
+        remoteQueries[query.id] = PendingRemoteQuery(sentAt: now, deadline: overflow ? .max : deadline, maxResultBytes: bounded.maxResultBytes)
         send(.query(bounded), capacity: 32 + query.statement.utf8.count, into: &out)
     }
 
@@ -42,7 +45,7 @@ extension SyncSession {
         guard let pending = remoteQueries.removeValue(forKey: result.id) else { return }
         guard UInt64(size) <= pending.maxResultBytes else {
             let error = RemoteQueryError(.tooLarge, "the peer's result of \(size) bytes exceeds the limit of \(pending.maxResultBytes)")
-            return out.append(.queryAnswered(RemoteQueryResult(id: result.id, outcome: .failure(error), elapsedMillis: now - pending.sentAt)))
+            return out.append(.queryAnswered(RemoteQueryResult(id: result.id, outcome: .failure(error), elapsedMillis: pending.elapsed(now))))
         }
         out.append(.queryAnswered(result))
     }
@@ -51,14 +54,14 @@ extension SyncSession {
         for (id, pending) in remoteQueries.sorted(by: { $0.key < $1.key }) where now >= pending.deadline {
             remoteQueries[id] = nil
             let error = RemoteQueryError(.timeout, "the peer did not answer within \(pending.deadline - pending.sentAt) ms")
-            out.append(.queryAnswered(RemoteQueryResult(id: id, outcome: .failure(error), elapsedMillis: now - pending.sentAt)))
+            out.append(.queryAnswered(RemoteQueryResult(id: id, outcome: .failure(error), elapsedMillis: pending.elapsed(now))))
         }
     }
 
     mutating func answerPendingQueriesAtClose(now: UInt64, into out: inout [SyncSessionAction]) {
         for (id, pending) in remoteQueries.sorted(by: { $0.key < $1.key }) {
             let error = RemoteQueryError(.sessionClosed, "the peer's session ended before it answered")
-            out.append(.queryAnswered(RemoteQueryResult(id: id, outcome: .failure(error), elapsedMillis: now - pending.sentAt)))
+            out.append(.queryAnswered(RemoteQueryResult(id: id, outcome: .failure(error), elapsedMillis: pending.elapsed(now))))
         }
         remoteQueries = [:]
     }
