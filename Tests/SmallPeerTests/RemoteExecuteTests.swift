@@ -48,6 +48,7 @@ struct RemoteExecuteTests {
             let a = try openPeer(dirA.path), b = try openPeer(dirB.path)
             _ = try a.execute("INSERT INTO notes DOCUMENTS ({'_id': 'a1', 'n': 1}), ({'_id': 'a2', 'n': 2})")
             _ = try b.execute("INSERT INTO notes DOCUMENTS ({'_id': 'b1', 'n': 3})")
+            try a.setPresenceMetadata(["role": "till"])
             let clientA = try connect(server, key: key, a, peerKey: Self.allowing, allow: true, name: "allowing")
             let clientB = try connect(server, key: key, b, peerKey: Self.refusing, allow: false, name: "refusing")
             try await afterwards({ await clientA.stop(); await clientB.stop() }) {
@@ -75,6 +76,11 @@ struct RemoteExecuteTests {
                 #expect(Self.results(one).first?["items"] == [["_id": "a2"]])
                 let byName = try await rest.post(Self.path, ["statement": "SYNC CONTEXT (PEERS WHERE deviceName = 'refusing') SELECT * FROM notes"])
                 #expect(Self.results(byName).map { $0["peer"] } == [.string(keyB)])
+
+                // The condition sees the peers' presence records (metadata, os) once they have arrived.
+                let byMetadata: Value = ["statement": "SYNC CONTEXT (PEERS WHERE peerMetadata.role = 'till' AND os != '') SELECT _id FROM notes WHERE n = 1"]
+                #expect(try await eventually { Self.results(try await rest.post(Self.path, byMetadata)).map { $0["peer"] } == [.string(keyA)] },
+                        "PEERS WHERE on presence metadata picks the allowing peer")
 
                 // No peer matches: an empty result.
                 let none = try await rest.post(Self.path, ["statement": "SYNC CONTEXT (PEERS WHERE peerKey = 'pknobody') SELECT * FROM notes"])
