@@ -24,5 +24,15 @@ public func fuzzDQLParse(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     } catch {
         precondition(error.location.line >= 1 && error.location.column >= 1, "unpositioned error: \(error)")
     }
+    // The same for `SYNC CONTEXT (PEERS ...) SELECT ...`, which only remote_execute parses.
+    do {
+        let statement = try DQL.parseSyncContext(text)
+        let printed = Printer.print(statement)
+        guard let again = try? DQL.parseSyncContext(printed), again == statement else {
+            fatalError("print/parse mismatch (SYNC CONTEXT):\n\(text)\n---\n\(printed)")
+        }
+    } catch {
+        precondition(error.location.line >= 1 && error.location.column >= 1, "unpositioned error: \(error)")
+    }
     return 0
 }

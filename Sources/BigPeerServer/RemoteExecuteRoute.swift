@@ -79,13 +79,11 @@ struct RemoteExecuteRoute {
                     (i, await target.connection.remoteQuery(select, arguments: bound, timeoutMillis: millis, maxResultBytes: perPeer))
                 }
             }
-            var out = [RemoteQueryResult?](repeating: nil, count: targets.count)
-            for await (i, r) in group { out[i] = r }
-            return out
+            var out: [(Int, RemoteQueryResult)] = []
+            for await answer in group { out.append(answer) }
+            return out.sorted { $0.0 < $1.0 }.map(\.1)
         }
-        let results: [Value] = zip(targets, answers).map { target, answer in
-            Self.resultObject(peer: target.document, answer ?? RemoteQueryResult(id: 0, outcome: .failure(RemoteQueryError(.sessionClosed, "no answer"))))
-        }
+        let results: [Value] = zip(targets, answers).map { Self.resultObject(peer: $0.document, $1) }
         return .json(JSON.serialize(.object(["result": .array(results)])))
     }
 
