@@ -26,10 +26,14 @@ c_includes=()
 libs=()
 case "$target" in
     CRDTDecode) modules=(Values CRDT) ;;
-    DQLParse) modules=(Values CRDT DQL) ;;
-    RegexMatch) modules=(Values CRDT DQL) ;;
+    DQLParse) modules=(Values Quoting CRDT DQL) ;;
+    RegexMatch) modules=(Values Quoting CRDT DQL) ;;
     JSONParse) modules=(Values) ;;
-    SyncDecode) modules=(Values SyncProtocol) ;;
+    SyncDecode)
+        modules=(Values SyncProtocol)
+        c_includes=(-I "$root/Sources/COpenSSL")  # KnownState's SHA-256
+        libs=(-lcrypto)
+        ;;
     DNSMessage) modules=(Discovery) ;;
     WSFrame)
         modules=(Sockets WebSocket)

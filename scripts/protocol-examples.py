@@ -62,6 +62,13 @@ EXAMPLES = [
          "os": "Linux", "sdk": "bigpeer-1", "cloud": True, "meta": {}, "idmeta": {},
          "links": [{"pk": bytes.fromhex("a1b2c3d4"), "type": "AccessPoint"},
                    {"pk": bytes.fromhex("0000000000000007"), "type": "WebSocket"}]}]}),
+    ("hello-caps", {"t": "hello", "v": 1, "site": 0x1122334455667788, "key": bytes.fromhex("a1b2c3d4"),
+                    "name": "tablet-7", "meta": {}, "caps": ["query"], "credit": 262144, "max": 1048576}),
+    ("query", {"t": "query", "id": 1, "q": "SELECT * FROM cars WHERE color = :c", "args": {"c": "red"},
+               "ms": 10000, "max": 4194304}),
+    ("result", {"t": "result", "id": 1, "ms": 3, "items": [{"_id": "car-1", "color": "red"}]}),
+    ("result-error", {"t": "result", "id": 2, "ms": 0,
+                      "err": {"code": "not_allowed", "msg": "remote queries are not allowed by this peer"}}),
 ]
 
 def fnv1a64(collection, id_value):

@@ -15,14 +15,21 @@ import DQL
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDQLParse(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    checkRoundTrip(text, parse: { text throws(DQLSyntaxError) in try DQL.parse(text) }, print: Printer.print)
+    // `SYNC CONTEXT (PEERS ...) SELECT ...`, which only remote_execute parses.
+    checkRoundTrip(text, parse: { text throws(DQLSyntaxError) in try DQL.parseSyncContext(text) }, print: Printer.print)
+    return 0
+}
+
+/// `text` parses or fails with a positioned error; what parses prints to text that parses back to it.
+func checkRoundTrip<S: Equatable>(_ text: String, parse: (String) throws(DQLSyntaxError) -> S, print: (S) -> String) {
     do {
-        let statement = try DQL.parse(text)
-        let printed = Printer.print(statement)
-        guard let again = try? DQL.parse(printed), again == statement else {
+        let statement = try parse(text)
+        let printed = print(statement)
+        guard let again = try? parse(printed), again == statement else {
             fatalError("print/parse mismatch:\n\(text)\n---\n\(printed)")
         }
     } catch {
         precondition(error.location.line >= 1 && error.location.column >= 1, "unpositioned error: \(error)")
     }
-    return 0
 }

@@ -30,6 +30,10 @@ private let seeds: [SyncMessage] = [
     .want([DocumentRef(collection: "c", id: "a")]),
     .welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20000, maxMessageSize: 1 << 24, credit: 1 << 20)),
     .bye(code: 1000, reason: "bye"),
+    .hello(Hello(site: 8, peerKey: [3], deviceName: "", credentials: nil, credit: 65536, maxMessageSize: 65536, capabilities: ["query"])),
+    .query(RemoteQuery(id: 1, statement: "SELECT * FROM c WHERE a = :a", arguments: ["a": 1], timeoutMillis: 10_000, maxResultBytes: 4096)),
+    .result(RemoteQueryResult(id: 1, outcome: .success([["_id": "a", "n": [1, 2.5, nil, true]]]), warnings: ["w"], elapsedMillis: 3)),
+    .result(RemoteQueryResult(id: 2, outcome: .failure(.notAllowedByPeer))),
 ]
 
 @_cdecl("LLVMFuzzerInitialize")

@@ -199,6 +199,8 @@ public final class BigPeerService: Sendable {
             syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
         }
         let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
+        RemoteExecuteRoute(registry: syncSessions, presence: presence, auth: auth, timeout: configuration.remoteQueryTimeout, logger: logger)
+            .register(on: &router)
         webSocketEndpoints.append(syncEndpoint)
         if configuration.enableEcho {
             logger.critical("""

@@ -564,6 +564,34 @@ paths:
               schema: { $ref: "#/components/schemas/PresenceGraph" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
+  /api/v4/sync/remote_execute:
+    post:
+      tags: [replication]
+      summary: Run a SELECT on connected peers
+      description: |
+        `SYNC CONTEXT (PEERS [WHERE condition]) SELECT ...` (docs/DQL.md): the SELECT runs on each
+        connected peer whose presence fields (`peerKey`, `deviceName`, `os`, `sdkVersion`,
+        `peerMetadata`) match the condition, on the peer's own store, and each answers separately
+        (Ditto's shape). Only peers that allow remote queries answer with items; the others, and
+        peers that do not answer within the server's `--remote-query-timeout`, get an `error`.
+        No matching peer: an empty `result`. Needs a key that may read every collection
+        (docs/API.md, "POST /api/v4/sync/remote_execute").
+      operationId: remoteExecute
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/ExecuteRequest" }
+            example: { statement: "SYNC CONTEXT (PEERS WHERE peerKey = :pk) SELECT * FROM orders", args: { pk: pkobKzg } }
+      responses:
+        "200":
+          description: one result per matching peer, in peer-key order
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/RemoteExecuteResponse" }
+        "400": { $ref: "#/components/responses/Error" }
+        "401": { $ref: "#/components/responses/Error" }
+        "403": { $ref: "#/components/responses/Error" }
   /api/v4/openapi.yaml:
     get:
       tags: [meta]
@@ -717,6 +745,37 @@ components:
           format: int64
           minimum: 0
           description: the content's length in bytes
+    RemoteExecuteResponse:
+      type: object
+      required: [result]
+      properties:
+        result:
+          type: array
+          items: { $ref: "#/components/schemas/RemoteExecutePeerResult" }
+    RemoteExecutePeerResult:
+      type: object
+      required: [peer, deviceName, items, error, warnings, totalWarningsCount, elapsedMilliseconds]
+      properties:
+        peer: { type: string, description: "the peer key: `pk` and the key in base64url" }
+        deviceName: { type: string }
+        items:
+          type: array
+          items: {}
+          description: the SELECT's result on that peer (empty with an error)
+        error:
+          type: object
+          nullable: true
+          required: [code, description]
+          properties:
+            code:
+              type: string
+              description: not_allowed, invalid_query, failed (from the peer); unsupported, timeout, session_closed, busy, too_large (from the server)
+            description: { type: string }
+        warnings:
+          type: array
+          items: { $ref: "#/components/schemas/Warning" }
+        totalWarningsCount: { type: integer, minimum: 0 }
+        elapsedMilliseconds: { type: integer, minimum: 0 }
     PresenceGraph:
       type: object
       required: [localPeer, remotePeers]

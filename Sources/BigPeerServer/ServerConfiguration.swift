@@ -71,6 +71,8 @@ public struct ServerConfiguration: Sendable {
     public var syncCredentialRecheck: Duration = .seconds(1)
     /// Sync heartbeat interval announced in `welcome` (a silent peer is closed after twice this).
     public var syncHeartbeat: Duration = .seconds(20)
+    /// How long `POST /api/v4/sync/remote_execute` waits for the peers' answers (`--remote-query-timeout`).
+    public var remoteQueryTimeout: Duration = .seconds(10)
     /// WebSocket limits of the sync endpoint (nil: `SyncRoute.webSocketLimits`, sized for the
     /// protocol's largest message). Tests lower the queue cap and stall timeout.
     public var syncWebSocket: WebSocketConfiguration?

@@ -43,18 +43,10 @@ struct StoreRoutes {
         }
         // At return, so the background task's reference outlives this handler's (`LateRelease`).
         defer { if request.body.count >= LateRelease.threshold { LateRelease.hold((request.body, body)) } }
-        func refuse(_ description: String) -> HTTPResponse {
-            APIError(.badRequest, description).executeResponse(to: request, logger: logger)
-        }
-        guard case .object(let fields) = body else { return refuse("the request body must be an object") }
-        guard case .string(let statement)? = fields["statement"] else {
-            return refuse("\"statement\" (a string holding one DQL statement) is required")
-        }
-        var arguments: [String: Value] = [:]
-        switch fields["args"] {
-        case nil, .null?: break
-        case .object(let a)?: arguments = a
-        default: return refuse("\"args\" must be an object of named parameters")
+        let statement: String, arguments: [String: Value]
+        switch Self.statementAndArguments(body) {
+        case .success(let r): (statement, arguments) = r
+        case .failure(let why): return why.executeResponse(to: request, logger: logger)
         }
         let minimum: Int64?
         switch APIEncoding.minimumTransaction(request) {
@@ -82,6 +74,19 @@ struct StoreRoutes {
             return APIEncoding.respond(Self.body(r), to: request)
         } catch {
             return APIError(error).executeResponse(to: request, logger: logger)
+        }
+    }
+
+    /// `{"statement": text, "args": object or null}` (this route's and `/sync/remote_execute`'s body).
+    static func statementAndArguments(_ body: Value) -> Result<(String, [String: Value]), APIError> {
+        guard case .object(let fields) = body else { return .failure(APIError(.badRequest, "the request body must be an object")) }
+        guard case .string(let statement)? = fields["statement"] else {
+            return .failure(APIError(.badRequest, "\"statement\" (a string holding one DQL statement) is required"))
+        }
+        switch fields["args"] {
+        case nil, .null?: return .success((statement, [:]))
+        case .object(let a)?: return .success((statement, a))
+        default: return .failure(APIError(.badRequest, "\"args\" must be an object of named parameters"))
         }
     }
 

@@ -109,6 +109,11 @@ final class SyncSessionRegistry: Sendable {
         }
     }
 
+    /// The sessions whose credentials were accepted (remote queries go to these).
+    func admittedConnections() -> [SyncConnection] {
+        state.withLock { s in s.entries.values.filter(\.admitted).map(\.connection) }
+    }
+
     /// Per open session: bytes waiting for its socket now, and the most there ever were.
     func queueStatistics() -> [(queued: Int, peak: Int)] {
         state.withLock { s in s.entries.values.map { ($0.outbox.queuedBytes, $0.outbox.peakQueuedBytes) } }

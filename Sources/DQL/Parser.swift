@@ -156,6 +156,9 @@ struct Parser {
         if allowExplain, skipWord("EXPLAIN") {
             return .explain(try parseStatement(allowExplain: false))
         }
+        if current.isWord("SYNC") {
+            throw error(expected: "a statement without SYNC CONTEXT (it runs on connected peers: POST /api/v4/sync/remote_execute)")
+        }
         throw error(expected: "a statement (SELECT, INSERT, UPDATE, DELETE, EVICT, ALTER SYSTEM, SHOW, CREATE INDEX" + (allowExplain ? ", DROP INDEX or EXPLAIN)" : " or DROP INDEX)"))
     }
 

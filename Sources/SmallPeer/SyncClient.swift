@@ -30,6 +30,9 @@ public final class SyncClient: Sendable {
         public var quietMillis: UInt64 = 750
         /// CA file for `wss://` in addition to the system's.
         public var additionalCAFile: String?
+        /// Run the server's remote queries (a SELECT on this peer's store, PROTOCOL.md §4.15;
+        /// `bigpeer peer --allow-remote-query`). Off: they are answered "not allowed".
+        public var allowRemoteQueries = false
 
         public init(url: String, apiKey: String?) {
             self.url = url

@@ -66,6 +66,7 @@ final class SyncClientCore: SyncLinkDelegate {
         sessionCredentials = credentials
         refreshInFlight = nil
         c.metadata = ["client": .string("SmallPeer")]
+        c.remoteQueries = configuration.allowRemoteQueries ? .allowed : .refused
         peer.presence.identify(peerKey: c.peerKey, deviceName: c.deviceName)
         var s = Session(configuration: c)
         let actions = s.start(now: Self.nowMillis())
@@ -208,6 +209,14 @@ final class SyncClientCore: SyncLinkDelegate {
                 sendRefreshIfNeeded()  // updated again meanwhile
             case .presence(let records):
                 peer.presenceReceived(records, link: linkID)
+            case .remoteQuery(let query):
+                // On the loop, under an evaluation budget (`SmallPeer.remoteQuerySteps`): the store is in memory.
+                let (outcome, warnings) = peer.runRemoteQuery(query)
+                if var s = session {
+                    let more = s.answerQuery(id: query.id, outcome, warnings: warnings, now: Self.nowMillis())
+                    session = s
+                    perform(more)
+                }
             case .fullResyncFinished(let key, let delivered):
                 guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
                 do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }

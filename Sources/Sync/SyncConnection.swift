@@ -67,6 +67,8 @@ public final class SyncConnection: Sendable {
     /// The instance's presence gossip (PROTOCOL.md §4.14), told when the session becomes ready,
     /// what presence it receives, and when it ends; nil: presence messages are ignored.
     let presence: PresencePort?
+    /// Callers of `remoteQuery` waiting for their answers (SyncConnection+RemoteQuery.swift).
+    let queryWaiters = Mutex(RemoteQueryWaiters())
 
     /// How a session reaches the instance's presence gossip. Called with no lock held.
     public struct PresencePort: Sendable {
@@ -180,6 +182,8 @@ public final class SyncConnection: Sendable {
             break  // sent in order inside `deliver`
         case .presenceReceived(let records):
             presence?.received(records)
+        case .queryAnswered(let result):
+            answerQuery(result)
         case .close(let code, let reason):
             transport.close(code, reason)
         case .authenticate(let hello):

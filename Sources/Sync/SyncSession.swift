@@ -49,6 +49,8 @@ public struct SyncSession: Sendable {
         /// checked: without a bound, repeated `sub`s with 16 MiB `have`s (2 million hashes each)
         /// would grow the server's memory without end (~16 bytes a hash as a set member).
         public var maxTrackedDocuments = 1 << 22
+        /// Remote queries (`query`, PROTOCOL.md §4.15) the session has outstanding at once.
+        public var maxOutstandingQueries = 4
 
         public init(serverSite: UInt64, sessionID: String) {
             self.serverSite = serverSite
@@ -169,6 +171,8 @@ public struct SyncSession: Sendable {
     public internal(set) var statesAlreadyKnown = 0
     /// Uploads in the order received, with their size and, once committed, their ack.
     var uploads: [PendingUpload] = []
+    /// Remote queries sent and not yet answered (`SyncSession+RemoteQuery.swift`).
+    var remoteQueries: [UInt32: PendingRemoteQuery] = [:]
 
     public init(configuration: Configuration, now: UInt64) {
         self.configuration = configuration
@@ -199,6 +203,7 @@ public struct SyncSession: Sendable {
             var next = lastReceived + 3 * hb
             next = min(next, max(lastReceived, lastPingSent) + hb)
             if let credentialDeadline { next = min(next, credentialDeadline) }
+            if let queryDeadline = remoteQueries.values.map(\.deadline).min() { next = min(next, queryDeadline) }
             // The same conditions as in `tick`: a deadline `tick` would not act on stays in the
             // past, and the driver's timer loop would spin on it (it did, for a whole initial sync).
             if let cursor, cursor > lastCheckpointSent, suspended == nil, !isSyncing {
@@ -214,8 +219,11 @@ public struct SyncSession: Sendable {
 
     /// Feeds one input; returns what to do, in order.
     public mutating func handle(_ input: SyncSessionInput, now: UInt64) -> [SyncSessionAction] {
-        guard state != .closed else { return [] }
         var out: [SyncSessionAction] = []
+        guard state != .closed else {
+            if case .sendQuery(let query) = input { sendQuery(query, now: now, into: &out) }  // answered: not open
+            return out
+        }
         switch input {
         case .received(let bytes):
             lastReceived = now
@@ -251,6 +259,8 @@ public struct SyncSession: Sendable {
             reauthenticated(decision, epoch: epoch, now: now, into: &out)
         case .sendPresence(let records):
             if state == .ready, !records.isEmpty { send(.presence(records), into: &out) }
+        case .sendQuery(let query):
+            sendQuery(query, now: now, into: &out)
         case .credentialsChecked(let decision, let epoch):
             guard epoch == credentialEpoch, refreshInFlight == nil else { break }
             switch decision {
@@ -259,6 +269,7 @@ public struct SyncSession: Sendable {
             }
         }
         if state == .ready { pump(now: now, into: &out) }
+        if state == .closed { answerPendingQueriesAtClose(now: now, into: &out) }
         return out
     }
 
@@ -314,6 +325,8 @@ public struct SyncSession: Sendable {
             break  // any message counts as a sign of life (lastReceived)
         case (.ready, .presence(let records)):
             out.append(.presenceReceived(records))  // control traffic: no credit (PROTOCOL.md §4.14)
+        case (.ready, .result(let result)):
+            queryAnswered(result, size: size, now: now, into: &out)
         case (.ready, .refreshAuth(let credentials)):
             guard refreshInFlight == nil else {
                 return close(.protocolViolation, "auth sent while the previous auth is being checked", into: &out)
@@ -408,6 +421,7 @@ public struct SyncSession: Sendable {
             if let credentialDeadline, now >= credentialDeadline {
                 return close(.unauthorized, "credentials expired", into: &out)
             }
+            expireQueries(now: now, into: &out)
             let hb = configuration.heartbeatMillis
             let idle = now >= lastReceived ? now - lastReceived : 0
             if idle >= 3 * hb { return close(.timeout, "nothing received for \(idle) ms", into: &out) }

@@ -207,6 +207,10 @@ public enum SyncSessionInput: Sendable {
     case credentialsChecked(AuthDecision, epoch: UInt64)
     /// Send these presence records (PROTOCOL.md §4.14) if the session is ready; dropped otherwise.
     case sendPresence([PresenceRecord])
+    /// Ask the peer to run this query (PROTOCOL.md §4.15). Answered exactly once with
+    /// `.queryAnswered`: the peer's result, or an error (not ready, no `query` capability, too many
+    /// outstanding, timed out, session closed).
+    case sendQuery(RemoteQuery)
 }
 
 public enum SyncSessionAction: Sendable, Equatable {
@@ -235,6 +239,8 @@ public enum SyncSessionAction: Sendable, Equatable {
     case close(code: UInt16, reason: String)
     /// The peer sent presence records: hand them to the instance's presence gossip.
     case presenceReceived([PresenceRecord])
+    /// The answer to a `.sendQuery` (the peer's, or the session's error for it).
+    case queryAnswered(RemoteQueryResult)
 }
 
 /// Wraps a `SubscriptionQuery` so actions stay `Equatable` (compared by collection and statement).

@@ -40,6 +40,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         public var uploadBatchBytes = 512 << 10
         /// Uploads in flight at once (each waits for its ack).
         public var uploadsInFlight = 4
+        /// Whether the peer announces remote queries (`hello.caps`) and runs them (PROTOCOL.md §4.15).
+        public var remoteQueries = RemoteQuerySupport.unsupported
 
         public init(site: UInt64, peerKey: [UInt8], deviceName: String, credentials: SyncCredentials?) {
             self.site = site
@@ -77,6 +79,9 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         case credentialsRefreshed
         /// Presence records from the server (PROTOCOL.md §4.14): hand them to the peer's gossip.
         case presence([PresenceRecord])
+        /// Run this SELECT on the local store and hand the outcome to `answerQuery` (only with
+        /// `remoteQueries` `.allowed`; PROTOCOL.md §4.15).
+        case remoteQuery(RemoteQuery)
     }
 
     public private(set) var state: State = .idle
@@ -119,6 +124,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     /// one would list that document in `have` with a history it lacks.
     private var ackedThrough: Int64 = -1
     private var checkpointThrough: Int64 = -1
+    /// Remote queries handed to the driver and not answered yet (SyncClientSession+RemoteQuery.swift).
+    var queriesRunning: [UInt32: RunningQuery] = [:]
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -143,7 +150,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         lastReceivedAt = now
         let hello = Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
                           metadata: configuration.metadata, credentials: configuration.credentials,
-                          credit: configuration.credit, maxMessageSize: configuration.maxMessageSize)
+                          credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
+                          capabilities: configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery])
         return [.send(SyncMessage.hello(hello).encode())]
     }
 
@@ -228,7 +236,9 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             return [.credentialsRefreshed]
         case .presence(let records):
             return [.presence(records)]
-        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth:
+        case .query(let query):
+            return received(query, now: now)
+        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth, .result:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }
     }

@@ -34,11 +34,15 @@ public struct SyncLimits: Sendable, Equatable {
 
     /// `reason` cut to `maxReasonBytes` (what a `bye`/`refuse` and a WebSocket close frame hold),
     /// between characters.
-    public func closeReason(_ reason: String) -> String {
+    public func closeReason(_ reason: String) -> String { Self.prefix(reason, utf8Bytes: maxReasonBytes) }
+
+    /// The longest prefix of `s` of at most `utf8Bytes` bytes that ends between characters.
+    public static func prefix(_ s: String, utf8Bytes: Int) -> String {
+        guard s.utf8.count > utf8Bytes else { return s }
         var out = "", bytes = 0
-        for ch in reason {
+        for ch in s {
             bytes += ch.utf8.count
-            if bytes > maxReasonBytes { break }
+            if bytes > utf8Bytes { break }
             out.append(ch)
         }
         return out

@@ -98,9 +98,13 @@ public struct Hello: Sendable, Equatable {
     public var credit: UInt64
     /// The largest message the peer accepts.
     public var maxMessageSize: UInt64
+    /// Optional messages the peer understands (`SyncCapability`; PROTOCOL.md §4.1): the server
+    /// sends such a message only to a peer that lists it.
+    public var capabilities: [String]
 
     public init(version: UInt64 = SyncProtocol.version, site: UInt64, peerKey: [UInt8], deviceName: String,
-                metadata: [String: Value] = [:], credentials: SyncCredentials?, credit: UInt64, maxMessageSize: UInt64) {
+                metadata: [String: Value] = [:], credentials: SyncCredentials?, credit: UInt64, maxMessageSize: UInt64,
+                capabilities: [String] = []) {
         self.version = version
         self.site = site
         self.peerKey = peerKey
@@ -109,6 +113,7 @@ public struct Hello: Sendable, Equatable {
         self.credentials = credentials
         self.credit = credit
         self.maxMessageSize = maxMessageSize
+        self.capabilities = capabilities
     }
 }
 
@@ -180,6 +185,10 @@ public enum SyncMessage: Sendable, Equatable {
     case authRefreshed                                            // "auth_ok"
     /// Presence records forwarded by gossip (PROTOCOL.md §4.14); control traffic, both directions.
     case presence([PresenceRecord])                               // "presence"
+    /// The server asks the peer to run a SELECT on its local store (PROTOCOL.md §4.15).
+    case query(RemoteQuery)                                       // "query"
+    /// The peer's answer to `query`.
+    case result(RemoteQueryResult)                                // "result"
 
     /// The `"t"` value on the wire.
     public var typeName: String {
@@ -204,6 +213,8 @@ public enum SyncMessage: Sendable, Equatable {
         case .refreshAuth: "auth"
         case .authRefreshed: "auth_ok"
         case .presence: "presence"
+        case .query: "query"
+        case .result: "result"
         }
     }
 

@@ -42,12 +42,17 @@ extension CBORWriter {
     mutating func write(_ m: SyncMessage) {
         switch m {
         case .hello(let h):
-            // t, v, key, max, cred, meta, name, site, credit
-            mapHeader(h.credentials == nil ? 8 : 9)
+            // t, v, key, max, caps, cred, meta, name, site, credit
+            mapHeader(8 + (h.credentials == nil ? 0 : 1) + (h.capabilities.isEmpty ? 0 : 1))
             type("hello")
             key("v"); unsigned(h.version)
             key("key"); byteString(h.peerKey)
             key("max"); unsigned(h.maxMessageSize)
+            if !h.capabilities.isEmpty {
+                key("caps")
+                arrayHeader(h.capabilities.count)
+                for c in h.capabilities { text(c) }
+            }
             if let c = h.credentials { key("cred"); write(c) }
             key("meta"); value(.object(h.metadata))
             key("name"); text(h.deviceName)
@@ -183,6 +188,10 @@ extension CBORWriter {
             type("auth_ok")
         case .presence(let records):
             write(presence: records)
+        case .query(let q):
+            write(query: q)
+        case .result(let r):
+            write(result: r)
         }
     }
 

@@ -41,6 +41,8 @@ struct Fields {
             return .refreshAuth(c)
         case "auth_ok": return .authRefreshed
         case "presence": return .presence(try presenceRecords())
+        case "query": return .query(try remoteQuery())
+        case "result": return .result(try remoteQueryResult())
         default: throw .unknownType(type)
         }
     }
@@ -59,7 +61,23 @@ struct Fields {
         let key = try bytes("key", max: limits.maxPeerKeyBytes)
         guard !key.isEmpty else { throw .outOfRange(type: type, field: "key", reason: "must not be empty") }
         return Hello(version: try uint("v"), site: site, peerKey: key, deviceName: try text("name", max: limits.maxDeviceNameBytes),
-                     metadata: meta, credentials: credentials, credit: try uint("credit"), maxMessageSize: try uint("max"))
+                     metadata: meta, credentials: credentials, credit: try uint("credit"), maxMessageSize: try uint("max"),
+                     capabilities: try capabilities())
+    }
+
+    /// `hello.caps`: at most 16 names of 1...32 bytes (absent: none).
+    func capabilities() throws(E) -> [String] {
+        guard items["caps"] != nil else { return [] }
+        let list = try array("caps", minCount: 0)
+        guard list.count <= 16 else { throw .outOfRange(type: type, field: "caps", reason: "at most 16 capabilities") }
+        var out: [String] = []
+        for item in list {
+            guard case .text(let c) = item, (1...32).contains(c.utf8.count) else {
+                throw .wrongType(type: type, field: "caps[]", expected: "a text string of 1...32 bytes")
+            }
+            out.append(c)
+        }
+        return out
     }
 
     /// `cred` of `hello` and `auth` (nil when absent).

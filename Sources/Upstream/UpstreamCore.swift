@@ -305,6 +305,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 logger.info("full re-sync of a subscription finished", metadata: ["subscription": "\(key)", "documents": "\(delivered.count)"])
             case .presence(let records):
                 presence?.received(records)
+            case .remoteQuery:
+                break  // not produced: the upstream link leaves remote queries unsupported (answered `not_allowed`)
             case .credentialsRefreshed:
                 refreshInFlight = false
                 sessionCredentials = credentials

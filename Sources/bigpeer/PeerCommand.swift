@@ -67,6 +67,8 @@ struct PeerCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("presence-metadata"), help: "A JSON object this peer publishes in presence (peerMetadata, at most 4 KiB).")
     var presenceMetadata: String?
+    @Flag(name: .customLong("allow-remote-query"), help: "Answer the server's remote queries (POST /api/v4/sync/remote_execute: a SELECT run on this peer's store); off: they are answered \"not allowed\".")
+    var allowRemoteQuery = false
 
     func validate() throws {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
@@ -135,6 +137,7 @@ struct PeerCommand: AsyncParsableCommand {
         }
         var config = SyncClient.Configuration(url: url, apiKey: key)
         config.deviceName = name
+        config.allowRemoteQueries = allowRemoteQuery
         config.jwt = jwt
         if let jwtFile {
             guard let token = Self.readToken(jwtFile) else {

@@ -65,6 +65,8 @@ struct ServeCommand: AsyncParsableCommand {
     var upstreamBatchDocuments = 1000
     @Option(name: .customLong("upstream-retry-max"), help: "Longest wait, in seconds, between attempts to reach --upstream (exponential backoff with jitter up to it).")
     var upstreamRetryMaxSeconds = 30
+    @Option(name: .customLong("remote-query-timeout"), help: "Seconds POST /api/v4/sync/remote_execute waits for the peers' answers (1...300); a peer that has not answered by then gets an error in the result.")
+    var remoteQueryTimeoutSeconds = 10
 
     func validate() throws {
         if upstream == nil && (upstreamKey != nil || upstreamJWTFile != nil || !upstreamSubscriptions.isEmpty || upstreamRelaySubscriptions) {
@@ -74,6 +76,7 @@ struct ServeCommand: AsyncParsableCommand {
         if !(1...10_000).contains(upstreamBatchDocuments) { throw ValidationError("--upstream-batch-documents must be 1...10000") }
         if !(0...86_400).contains(upstreamRelayLingerSeconds) { throw ValidationError("--upstream-relay-linger must be 0...86400 seconds") }
         if !(1...86_400).contains(upstreamRetryMaxSeconds) { throw ValidationError("--upstream-retry-max must be 1...86400 seconds") }
+        if !(1...300).contains(remoteQueryTimeoutSeconds) { throw ValidationError("--remote-query-timeout must be 1...300 seconds") }
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
@@ -112,6 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.statementTimeout = .seconds(max(1, statementTimeoutSeconds))
         config.maintenanceInterval = .seconds(max(0, maintenanceIntervalSeconds))
+        config.remoteQueryTimeout = .seconds(remoteQueryTimeoutSeconds)
         config.insecureDevelopment = insecureDevelopment
         config.maxAttachmentBytes = maxAttachmentBytes
         config.enableEcho = enableEcho

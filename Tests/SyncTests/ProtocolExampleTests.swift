@@ -47,6 +47,11 @@ import Values
                            links: [PresenceLink(peerKey: [0xA1, 0xB2, 0xC3, 0xD4], type: .accessPoint),
                                    PresenceLink(peerKey: [0, 0, 0, 0, 0, 0, 0, 7], type: .webSocket)]),
         ]),
+        "hello-caps": .hello(Hello(site: 0x1122_3344_5566_7788, peerKey: [0xA1, 0xB2, 0xC3, 0xD4], deviceName: "tablet-7",
+                                   credentials: nil, credit: 262_144, maxMessageSize: 1_048_576, capabilities: ["query"])),
+        "query": .query(RemoteQuery(id: 1, statement: redCars, arguments: ["c": "red"], timeoutMillis: 10_000, maxResultBytes: 4 << 20)),
+        "result": .result(RemoteQueryResult(id: 1, outcome: .success([["_id": "car-1", "color": "red"]]), elapsedMillis: 3)),
+        "result-error": .result(RemoteQueryResult(id: 2, outcome: .failure(.notAllowedByPeer))),
     ]
 
     /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.

@@ -13,7 +13,7 @@ import Values
             #expect(decoded.encode() == bytes)
             types.insert(m.typeName)
         }
-        #expect(types.count == 18, "every message type is covered")
+        #expect(types.count == 20, "every message type is covered")
     }
 
     @Test func entrySize_matchesEncoding() {
@@ -209,5 +209,57 @@ import Values
                 #expect((try? SyncMessageDecoder.decode(Array(bytes.prefix(n)))) == nil)
             }
         }
+    }
+}
+
+/// `query` / `result` and `hello.caps` (PROTOCOL.md §4.1, §4.15): bounds and the peer's truncation.
+@Suite struct RemoteQueryCodecTests {
+    func rejects(_ v: Value, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(throws: SyncProtocolError.self, sourceLocation: sourceLocation) { try SyncMessageDecoder.decode(CBORValueCodec.encode(v)) }
+    }
+
+    @Test func malformedQueriesAndResults_areRejected() {
+        rejects(["t": "query", "id": 1, "q": "SELECT * FROM c", "ms": 1, "max": 1023])
+        rejects(["t": "query", "id": 1, "q": "", "ms": 1, "max": 4096])
+        rejects(["t": "result", "id": 1, "ms": 0])
+        rejects(["t": "result", "id": 1, "ms": 0, "items": [], "err": ["code": "x", "msg": ""]])
+        rejects(["t": "result", "id": 1, "ms": 0, "err": ["code": "", "msg": ""]])
+        rejects(["t": "result", "id": 1, "ms": 0, "items": [], "warn": .array(Array(repeating: "w", count: 17))])
+        rejects(["t": "result", "id": 1, "ms": 0, "items": [], "warn": [.string(String(repeating: "w", count: 1025))]])
+    }
+
+    @Test func capabilities_areBounded() {
+        func hello(_ caps: [Value]) -> Value {
+            ["t": "hello", "v": 1, "site": 1, "key": .string("k"), "name": "", "meta": [:], "credit": 65536, "max": 65536, "caps": .array(caps)]
+        }
+        rejects(hello(Array(repeating: "a", count: 17)))
+        rejects(hello([""]))
+        rejects(hello([.string(String(repeating: "a", count: 33))]))
+        rejects(hello([1]))
+    }
+
+    @Test func fitting_cutsItemsFromTheEnd_withAWarning() {
+        let items: [Value] = (0..<100).map { .object(["_id": .string("doc-\($0)"), "pad": .string(String(repeating: "p", count: 100))]) }
+        let whole = RemoteQueryResult(id: 1, outcome: .success(items), elapsedMillis: 5)
+        for max: UInt64 in [1024, 4096, 9000] {
+            let cut = whole.fitting(maxBytes: max)
+            #expect(SyncMessage.result(cut).encode().count <= Int(max))
+            guard case .success(let kept) = cut.outcome else { Issue.record("\(cut)"); continue }
+            #expect(!kept.isEmpty && kept.count < items.count)
+            #expect(kept == Array(items.prefix(kept.count)))
+            #expect(cut.warnings == ["result truncated to \(kept.count) of 100 items (the server accepts at most \(max) bytes)"])
+            // Not much room wasted: one more item would not have fit.
+            var more = cut
+            more.outcome = .success(Array(items.prefix(kept.count + 1)))
+            #expect(SyncMessage.result(more).encode().count > Int(max) - 16)
+        }
+        #expect(whole.fitting(maxBytes: 1 << 20) == whole, "what fits is left alone")
+    }
+
+    @Test func fitting_cutsALongErrorMessage() {
+        let r = RemoteQueryResult(id: 1, outcome: .failure(RemoteQueryError(.failed, String(repeating: "é", count: 5000))))
+        let cut = r.fitting(maxBytes: 1024)
+        #expect(SyncMessage.result(cut).encode().count <= 1024)
+        #expect(throws: Never.self) { try SyncMessageDecoder.decode(SyncMessage.result(cut).encode()) }
     }
 }

@@ -15,6 +15,8 @@ enum SampleMessages {
                      credit: 1 << 18, maxMessageSize: 1 << 20)),
         .hello(Hello(site: 1, peerKey: [0], deviceName: "", credentials: .jwt("a.b.c"), credit: 65536, maxMessageSize: 65536)),
         .hello(Hello(site: UInt64.max, peerKey: [9], deviceName: "ñ", credentials: nil, credit: 65536, maxMessageSize: 65536)),
+        .hello(Hello(site: 3, peerKey: [9], deviceName: "", credentials: .apiKey("k"), credit: 65536, maxMessageSize: 65536,
+                     capabilities: [SyncCapability.remoteQuery, "later"])),
         .welcome(Welcome(site: 42, sessionID: "s-1", heartbeatMillis: 20000, maxMessageSize: 16 << 20, credit: 1 << 20)),
         .refuse(code: 4001, reason: "invalid API key"),
         .subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")),
@@ -41,5 +43,12 @@ enum SampleMessages {
                                   isConnectedToBigPeer: false, metadata: ["nested": ["a": [1, 2.5, nil, true]]], identityMetadata: ["id": "x"],
                                   links: [PresenceLink(peerKey: [4], type: .bluetooth), PresenceLink(peerKey: [5, 6], type: .webSocket)]),
                    PresenceRecord(peerKey: [7], epoch: 1, seq: 2, ttlMillis: 60_000, deviceName: "")]),
+        .query(RemoteQuery(id: 1, statement: "SELECT * FROM cars", timeoutMillis: 10_000, maxResultBytes: 1 << 20)),
+        .query(RemoteQuery(id: UInt32.max, statement: "SELECT * FROM cars WHERE color = :c", arguments: ["c": "red"],
+                           timeoutMillis: 0, maxResultBytes: 1024)),
+        .result(RemoteQueryResult(id: 1, outcome: .success([["_id": "car-1", "n": [1, 2.5, nil, true]], "x"]), elapsedMillis: 3)),
+        .result(RemoteQueryResult(id: 2, outcome: .success([]), warnings: ["w1", "ñ"], elapsedMillis: 0)),
+        .result(RemoteQueryResult(id: 3, outcome: .failure(.notAllowedByPeer), warnings: ["w"], elapsedMillis: UInt64.max)),
+        .result(RemoteQueryResult(id: 4, outcome: .failure(RemoteQueryError(.other("from_the_future"), "")))),
     ]
 }
