@@ -76,7 +76,7 @@ let package = Package(
         // LAN discovery: the sans-I/O mDNS/DNS-SD codec, responder and browser (RFC 6762/6763); the
         // socket layer that drives them lives with whoever owns the event loop.
         .target(name: "Discovery", swiftSettings: strict),
-        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
+        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
             dependencies: ["BigPeerServer", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
