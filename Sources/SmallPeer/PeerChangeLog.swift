@@ -10,6 +10,9 @@
 // previous one's by `PeerState.commit`), so numbers only grow, across restarts too: the commit
 // records persist the clock, and the log starts empty at open with `from` = `head` = the clock then.
 // A session whose checkpoint is older than `from` syncs again (its `have` spares the states it holds).
+// Rows are kept from the peer's first `serve` on (`keepsRows`); before, only the numbers advance:
+// a peer that never serves pays nothing for the log, and one that starts serving loses nothing (a
+// checkpoint from before can only come from an earlier run, whose rows are gone anyway).
 
 import CRDT
 import Sync
@@ -37,6 +40,8 @@ struct PeerChangeLog: Sendable {
     private(set) var head: Int64
     /// Every commit after this one is in the log.
     private(set) var from: Int64
+    /// Whether commits' rows are kept (from the first session served on).
+    var keepsRows = false
 
     init(head: Int64, maxRows: Int, maxBytes: Int) {
         self.head = head
@@ -50,9 +55,15 @@ struct PeerChangeLog: Sendable {
     static func size(_ row: Row) -> Int { 64 + (row.delta?.count ?? 0) }
 
     /// Appends one commit's rows as transaction `txn` (above `head`), then drops the oldest
-    /// commits, whole, while the log is over its bounds (the newest one always stays).
+    /// commits, whole, while the log is over its bounds (the newest one always stays). While no
+    /// rows are kept, only the numbers move.
     mutating func append(txn: Int64, _ new: [Row]) {
-        guard !new.isEmpty, txn > head else { return }
+        guard txn > head else { return }
+        guard keepsRows, !new.isEmpty else {
+            head = txn
+            from = txn
+            return
+        }
         for var row in new {
             row.position.txn = txn
             bytes += Self.size(row)

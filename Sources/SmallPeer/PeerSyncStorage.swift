@@ -53,13 +53,16 @@ struct PeerSyncStorage: SyncStorage {
     }
 
     /// The rows after `after` with their documents' current values (as the server's feed reads
-    /// them: a later change is included, which merging still handles). No states: a session
-    /// fetches the few it needs (documents entering a subscription).
+    /// them: a later change is included, which merging still handles). States only for changes
+    /// that came from another peer: a session needs it to tell that its own peer's upload is the
+    /// whole document (not sent back); others fetch the few they need (documents entering a
+    /// subscription).
     static func read(_ s: PeerState, after: ChangeLogPosition, maxBytes: Int) -> LogBatch? {
         guard let read = s.log.read(after: after, maxRows: logReadRows, maxBytes: maxBytes) else { return nil }
         let entries = read.rows.map { r in
             LogEntry(txn: r.position.txn, seq: r.position.seq, document: r.document, kind: r.kind, delta: r.delta,
-                     value: r.kind == .delete ? nil : s.store.value(r.document), origin: r.origin)
+                     value: r.kind == .delete ? nil : s.store.value(r.document), origin: r.origin,
+                     state: r.origin == nil ? nil : s.store.document(r.document)?.encode())
         }
         return LogBatch(entries: entries, end: read.end)
     }

@@ -40,6 +40,7 @@ extension SmallPeer {
     /// asked; `transport.send` must not block. `executor`: the link's event loop if it has one.
     public func serve(transport: SyncConnection.Transport, configuration: ServeConfiguration = ServeConfiguration(),
                       executor: (any TaskExecutor)? = nil) -> SyncConnection {
+        state.withLock { $0.log.keepsRows = true }
         var session = configuration.session
         session.serverSite = siteID.rawValue
         let linkID = PeerPresence.nextLinkID()

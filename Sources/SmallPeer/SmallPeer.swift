@@ -174,15 +174,17 @@ struct PeerState {
                          origin: UInt64? = nil) throws(SmallPeerError) {
         guard let storage else { throw .closed }
         var commit = commit, replica = replica
-        let logged = PeerChangeLog.rows(commit, documents, origin: origin)
-        if !logged.isEmpty, Int64(clamping: commit.clock) <= log.head {
+        let logged = commit.documents.contains { if case .evict = $0.op { false } else { true } }
+        if logged, Int64(clamping: commit.clock) <= log.head {
             // Each logged commit's clock is its transaction number: above the previous one's.
             var r = replica ?? store.replica
             commit.clock = r.clock.tick(wallMillis: r.wallClock()).rawValue
             replica = r
         }
         do { try storage.append(commit) } catch { throw .storage(error) }
-        log.append(txn: Int64(clamping: commit.clock), logged)
+        if logged {
+            log.append(txn: Int64(clamping: commit.clock), log.keepsRows ? PeerChangeLog.rows(commit, documents, origin: origin) : [])
+        }
         for (ref, doc) in documents { store.install(ref, doc) }
         if let replica { store.replica = replica }
         store.finish(commit)
