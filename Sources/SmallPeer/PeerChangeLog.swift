@@ -84,8 +84,22 @@ struct PeerChangeLog: Sendable {
         }
     }
 
-    /// Whether every commit after `checkpoint` is here (a checkpoint above `head` is not this log's).
-    func reaches(back checkpoint: Int64) -> Bool { checkpoint >= from && checkpoint <= head }
+    /// Whether every commit after `checkpoint` is here. Numbers are sparse (HLC values), so only
+    /// those this log can have handed out count: `from`, a commit's, or the one just before a
+    /// commit's (a read that ended inside it). A checkpoint another peer handed out — a client
+    /// that moved from one peer to another with the same subscription — is then almost never
+    /// taken for one of this log's, and its subscription syncs again instead of missing changes.
+    func reaches(back checkpoint: Int64) -> Bool {
+        guard checkpoint >= from, checkpoint <= head else { return false }
+        if checkpoint == from { return true }
+        var lo = start, hi = rows.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if rows[mid].position.txn <= checkpoint { lo = mid + 1 } else { hi = mid }
+        }
+        // `lo`: the first row of a later commit. The checkpoint is the commit before it, or just below it.
+        return (lo > start && rows[lo - 1].position.txn == checkpoint) || (lo < rows.count && rows[lo].position.txn - 1 == checkpoint)
+    }
 
     /// The rows after `after`, at most `maxRows` and about `maxBytes` (the first always), and where
     /// the next read starts; nil when the log no longer reaches back to `after`.

@@ -175,8 +175,10 @@ struct PeerState {
         guard let storage else { throw .closed }
         var commit = commit, replica = replica
         let logged = commit.documents.contains { if case .evict = $0.op { false } else { true } }
-        if logged, Int64(clamping: commit.clock) <= log.head {
-            // Each logged commit's clock is its transaction number: above the previous one's.
+        if logged, origin != nil || Int64(clamping: commit.clock) <= log.head {
+            // Each logged commit's clock is its transaction number: above the previous one's, and
+            // for another peer's change a tick of this peer's own, not the clock it adopted from
+            // that change (the number that peer may have logged it under).
             var r = replica ?? store.replica
             commit.clock = r.clock.tick(wallMillis: r.wallClock()).rawValue
             replica = r
