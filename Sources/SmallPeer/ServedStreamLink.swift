@@ -1,5 +1,6 @@
 import Sockets
 import Sync
+import SyncPeer
 import SyncProtocol
 import Synchronization
 
@@ -35,18 +36,8 @@ public final class ServedStreamLink: ConnectionDelegate {
         self.configuration = configuration
         self.onClose = onClose
         decoder = StreamFrameDecoder(maxMessageSize: configuration.session.limits.maxMessageSize)
-        var limits = WriteLimits()
-        // As a node's LAN links: the session stops producing at the high-water mark; a peer that
-        // stops reading is dropped past a message and 4 MiB more.
-        limits.highWaterMark = 1 << 20
-        limits.lowWaterMark = 256 << 10
-        limits.dropLimit = configuration.session.limits.maxMessageSize + (4 << 20)
-        do {
-            tcp = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop, limits: limits, tls: tls)
-        } catch {
-            Syscall.close(fd)
-            throw error
-        }
+        tcp = try TCPConnection.servedSyncLink(fd: fd, remote: remote, loop: loop, tls: tls,
+                                               maxMessageSize: configuration.session.limits.maxMessageSize)
     }
 
     /// Starts reading; the session starts once the link is ready (after the TLS handshake, if any).
