@@ -46,6 +46,11 @@ import Values
         try await client.waitUntilCaughtUp(timeout: .seconds(30))
         #expect(try Self.ids(b) == ["a1", "a2", "b1"])
         #expect(try await eventually(within: .seconds(30)) { Self.has(a, "b1") }, "b's write was uploaded to a")
+        // The served session is a presence link of a's (not a BigPeer link), and b sees a through it.
+        let keyA = PresenceGraph.keyString(SyncClientCore.peerKey(0xA)), keyB = PresenceGraph.keyString(SyncClientCore.peerKey(0xB))
+        #expect(try await eventually(within: .seconds(30)) { a.presenceGraph.peer(keyB)?.deviceName == "smallpeer" })
+        #expect(!a.presenceGraph.localPeer.isConnectedToBigPeer)
+        #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyA) != nil })
 
         _ = try a.execute("UPDATE cars SET n = 10 WHERE _id = 'a1'")
         #expect(try await eventually(within: .seconds(30)) { try b.execute("SELECT n FROM cars WHERE _id = 'a1'").items == [["n": 10]] })
