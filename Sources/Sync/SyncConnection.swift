@@ -9,8 +9,9 @@
 // Storage requests run as tasks and feed their results back as inputs. No storage call is made
 // under the session's mutex, and the feed calls back (a new head) with no lock of its own held.
 //
-// Those tasks run on an event loop (`executor`: the transport's loop, or the storage's preferred one),
-// not on Swift's cooperative pool. A page read is a chain of awaits (start, two statements, the
+// Those tasks run on an event loop (`executor`: the transport's loop, or the storage's preferred
+// one, for the store one of its pool's), not on Swift's cooperative pool (only a small peer's
+// in-memory storage, served on a link without a loop, uses the pool). A page read is a chain of awaits (start, two statements, the
 // page), and on the cooperative pool every step waits for one of its threads: two on a 2-core
 // machine, held by any long synchronous work for as long as it runs. Under a loaded full test
 // suite a page read waited up to 1.3 s to start and 3.5 s for its statements that way, and a
