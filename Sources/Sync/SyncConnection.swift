@@ -12,13 +12,13 @@
 // Those tasks run on an event loop (`executor`: the transport's loop, or the storage's preferred
 // one, for the store one of its pool's), not on Swift's cooperative pool (only a small peer's
 // in-memory storage, served on a link without a loop, uses the pool). A page read is a chain of
-// awaits (start, two statements, the page), and on the cooperative pool every step waits for one
-// of its threads: two on a 2-core machine, held by any long synchronous work for as long as it runs. Under a loaded full test
-// suite a page read waited up to 1.3 s to start and 3.5 s for its statements that way, and a
-// 120-page initial sync overran its test's 10 s (the "initial-sync stall"; docs/ARCHITECTURE.md,
-// "Sync sessions"). On a loop whose sessions the pool prefers, a statement starts and resumes on
-// the same thread with no hop; credentials are still checked on the cooperative pool (a check may
-// hash or wait, which must not hold a loop).
+// awaits (start, two statements, the page), and on the cooperative pool every step waits for one of
+// its threads: two on a 2-core machine, held by any long synchronous work for as long as it runs.
+// Under a loaded full test suite a page read waited up to 1.3 s to start and 3.5 s for its
+// statements that way, and a 120-page initial sync overran its test's 10 s (the "initial-sync
+// stall"; docs/ARCHITECTURE.md, "Sync sessions"). On a loop whose sessions the pool prefers, a
+// statement starts and resumes on the same thread with no hop; credentials are still checked on the
+// cooperative pool (a check may hash or wait, which must not hold a loop).
 
 import SyncProtocol
 import DQL
