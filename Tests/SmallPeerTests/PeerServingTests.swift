@@ -96,10 +96,28 @@ import Values
         // Each peer logged each change once: its own write, or the one merge that brought it.
         for peer in [a, b, c] { #expect(Self.log(peer).rows == 3) }
         #expect([bToA.status.receivedEntries, cToB.status.receivedEntries] == [2, 2], "A's two changes, once each; no change came back")
+        // Presence crosses B too: A and C see each other two hops away.
+        let keyA = PresenceGraph.keyString(SyncClientCore.peerKey(0xA)), keyC = PresenceGraph.keyString(SyncClientCore.peerKey(0xC))
+        #expect(try await eventually(within: .seconds(30)) { c.presenceGraph.peer(keyA) != nil && a.presenceGraph.peer(keyC) != nil })
         await cToB.stop()
         await bToA.stop()
         await servesC.stop()
         await servesB.stop()
+    }
+
+    @Test func aPeerThatOnlyServes_relaysPresenceBetweenItsPeers() async throws {
+        let dirs = [TempDirectory(), TempDirectory(), TempDirectory()]
+        defer { for d in dirs { d.cleanup() } }
+        let a = try openPeer(dirs[0].path, site: 0xA), b = try openPeer(dirs[1].path, site: 0xB), c = try openPeer(dirs[2].path, site: 0xC)
+        let listener = try await PeerListener.start(a)
+        let bToA = try Self.client(b, listener), cToA = try Self.client(c, listener)
+        // A has no sync client of its own (no timer ticks its gossip): what its served links
+        // receive drives it, and it passes B's record on to C and C's to B.
+        let keyB = PresenceGraph.keyString(SyncClientCore.peerKey(0xB)), keyC = PresenceGraph.keyString(SyncClientCore.peerKey(0xC))
+        #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyC) != nil && c.presenceGraph.peer(keyB) != nil })
+        await bToA.stop()
+        await cToA.stop()
+        await listener.stop()
     }
 
     @Test func restartOfTheServingPeer_keepsPositionsMonotone_andTheClientCatchesUp() async throws {
