@@ -25,6 +25,31 @@ import Values
     /// The serving peer's log rows and head.
     static func log(_ peer: SmallPeer) -> (rows: Int, head: Int64) { peer.state.withLock { ($0.log.count, $0.log.head) } }
 
+    /// Peers A, B and C (sites 0xA, 0xB, 0xC) in `dirs`.
+    static func threePeers(_ dirs: [TempDirectory]) throws -> (SmallPeer, SmallPeer, SmallPeer) {
+        (try openPeer(dirs[0].path, site: 0xA), try openPeer(dirs[1].path, site: 0xB), try openPeer(dirs[2].path, site: 0xC))
+    }
+
+    /// A peer's key in presence graphs (the site id's bytes: the sync client's default).
+    static func key(_ site: UInt64) -> String { PresenceGraph.keyString(SyncClientCore.peerKey(site)) }
+
+    /// `a` writes one document and serves `b`, which subscribes to everything and catches up:
+    /// the listener, the client, and `b`'s checkpoint then.
+    static func firstSync(_ a: SmallPeer, _ b: SmallPeer, inserting id: String) async throws -> (PeerListener, SyncClient, Int64) {
+        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': :id, 'n': 0})", arguments: ["id": .string(id)])
+        let listener = try await PeerListener.start(a)
+        _ = try b.subscribe(Self.all)
+        let client = try Self.client(b, listener)
+        try await client.waitUntilCaughtUp(timeout: .seconds(30))
+        return (listener, client, try #require(b.checkpoint(for: b.subscriptions[0])))
+    }
+
+    /// Stops the clients, then the listeners.
+    static func stop(_ clients: [SyncClient], _ listeners: [PeerListener]) async {
+        for c in clients { await c.stop() }
+        for l in listeners { await l.stop() }
+    }
+
     static func client(_ peer: SmallPeer, _ listener: PeerListener) throws -> SyncClient {
         var c = SyncClient.Configuration(url: "tcp://127.0.0.1:\(listener.port)", apiKey: nil)
         c.reconnectBase = .milliseconds(20)
@@ -47,7 +72,7 @@ import Values
         #expect(try Self.ids(b) == ["a1", "a2", "b1"])
         #expect(try await eventually(within: .seconds(30)) { Self.has(a, "b1") }, "b's write was uploaded to a")
         // The served session is a presence link of a's (not a BigPeer link), and b sees a through it.
-        let keyA = PresenceGraph.keyString(SyncClientCore.peerKey(0xA)), keyB = PresenceGraph.keyString(SyncClientCore.peerKey(0xB))
+        let keyA = Self.key(0xA), keyB = Self.key(0xB)
         #expect(try await eventually(within: .seconds(30)) { a.presenceGraph.peer(keyB)?.deviceName == "smallpeer" })
         #expect(!a.presenceGraph.localPeer.isConnectedToBigPeer)
         #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyA) != nil })
@@ -67,14 +92,13 @@ import Values
         #expect(client.status.receivedEntries == received + 1)
         #expect(Self.log(b).rows == logB.rows + 2)
         #expect(try await eventually(within: .seconds(30)) { b.pendingUploadCount == 0 })
-        await client.stop()
-        await listener.stop()
+        await Self.stop([client], [listener])
     }
 
     @Test func chain_aChangeCrossesTheMiddlePeerBothWays_andNothingLoops() async throws {
         let dirs = [TempDirectory(), TempDirectory(), TempDirectory()]
         defer { for d in dirs { d.cleanup() } }
-        let a = try openPeer(dirs[0].path, site: 0xA), b = try openPeer(dirs[1].path, site: 0xB), c = try openPeer(dirs[2].path, site: 0xC)
+        let (a, b, c) = try Self.threePeers(dirs)
         // A serves B, B serves C; B and C subscribe to what they are served.
         let servesB = try await PeerListener.start(a), servesC = try await PeerListener.start(b)
         _ = try b.subscribe(Self.all)
@@ -97,27 +121,22 @@ import Values
         for peer in [a, b, c] { #expect(Self.log(peer).rows == 3) }
         #expect([bToA.status.receivedEntries, cToB.status.receivedEntries] == [2, 2], "A's two changes, once each; no change came back")
         // Presence crosses B too: A and C see each other two hops away.
-        let keyA = PresenceGraph.keyString(SyncClientCore.peerKey(0xA)), keyC = PresenceGraph.keyString(SyncClientCore.peerKey(0xC))
+        let keyA = Self.key(0xA), keyC = Self.key(0xC)
         #expect(try await eventually(within: .seconds(30)) { c.presenceGraph.peer(keyA) != nil && a.presenceGraph.peer(keyC) != nil })
-        await cToB.stop()
-        await bToA.stop()
-        await servesC.stop()
-        await servesB.stop()
+        await Self.stop([cToB, bToA], [servesC, servesB])
     }
 
     @Test func aPeerThatOnlyServes_relaysPresenceBetweenItsPeers() async throws {
         let dirs = [TempDirectory(), TempDirectory(), TempDirectory()]
         defer { for d in dirs { d.cleanup() } }
-        let a = try openPeer(dirs[0].path, site: 0xA), b = try openPeer(dirs[1].path, site: 0xB), c = try openPeer(dirs[2].path, site: 0xC)
+        let (a, b, c) = try Self.threePeers(dirs)
         let listener = try await PeerListener.start(a)
         let bToA = try Self.client(b, listener), cToA = try Self.client(c, listener)
         // A has no sync client of its own (no timer ticks its gossip): what its served links
         // receive drives it, and it passes B's record on to C and C's to B.
-        let keyB = PresenceGraph.keyString(SyncClientCore.peerKey(0xB)), keyC = PresenceGraph.keyString(SyncClientCore.peerKey(0xC))
+        let keyB = Self.key(0xB), keyC = Self.key(0xC)
         #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyC) != nil && c.presenceGraph.peer(keyB) != nil })
-        await bToA.stop()
-        await cToA.stop()
-        await listener.stop()
+        await Self.stop([bToA, cToA], [listener])
     }
 
     @Test func restartOfTheServingPeer_keepsPositionsMonotone_andTheClientCatchesUp() async throws {
@@ -126,12 +145,7 @@ import Values
         let clock = ManualWallClock()
         var a = try openPeer(dirA.path, site: 0xA, clock: clock)
         let b = try openPeer(dirB.path, site: 0xB)
-        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'before', 'n': 1})")
-        var listener = try await PeerListener.start(a)
-        _ = try b.subscribe(Self.all)
-        let client = try Self.client(b, listener)
-        try await client.waitUntilCaughtUp(timeout: .seconds(30))
-        let checkpoint = try #require(b.checkpoint(for: b.subscriptions[0]))
+        var (listener, client, checkpoint) = try await Self.firstSync(a, b, inserting: "before")
         let headBefore = Self.log(a).head
         #expect(checkpoint == headBefore)
 
@@ -149,8 +163,7 @@ import Values
         try await again.waitUntilCaughtUp(timeout: .seconds(30))
         #expect(try Self.ids(b) == ["after", "before"])
         #expect(try #require(b.checkpoint(for: b.subscriptions[0])) > checkpoint)
-        await again.stop()
-        await listener.stop()
+        await Self.stop([again], [listener])
     }
 
     @Test func checkpointOlderThanTheLog_resyncs() async throws {
@@ -161,13 +174,8 @@ import Values
         configuration.changeLogRows = 2
         let a = try SmallPeer(directory: dirA.path, configuration: configuration)
         let b = try openPeer(dirB.path, site: 0xB)
-        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'k0', 'n': 0})")
-        let listener = try await PeerListener.start(a)
-        _ = try b.subscribe(Self.all)
-        let first = try Self.client(b, listener)
-        try await first.waitUntilCaughtUp(timeout: .seconds(30))
+        let (listener, first, checkpoint) = try await Self.firstSync(a, b, inserting: "k0")
         await first.stop()
-        let checkpoint = try #require(b.checkpoint(for: b.subscriptions[0]))
 
         for i in 1...5 { _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'k\(i)', 'n': \(i)})") }
         #expect(Self.log(a).rows == 2, "the log keeps the newest commits")
@@ -177,8 +185,7 @@ import Values
         try await second.waitUntilCaughtUp(timeout: .seconds(30))
         #expect(try Self.ids(b) == (0...5).map { .string("k\($0)") })
         #expect(try #require(b.checkpoint(for: b.subscriptions[0])) == Self.log(a).head)
-        await second.stop()
-        await listener.stop()
+        await Self.stop([second], [listener])
     }
 
     @Test func aDeltaThePeerAlreadyHas_isNeitherStoredNorLogged() throws {
