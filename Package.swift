@@ -50,12 +50,13 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting"], swiftSettings: strict),
         // BigPeer's schema: the migrations the binary carries (server and test harness alike).
         .target(name: "Migrations", dependencies: ["Postgres"], swiftSettings: strict),
-        .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL"], swiftSettings: strict),
+        // The store implements Sync's `SyncStorage` (DocumentSyncStorage): it sees Sync, not the reverse.
+        .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL", "Sync", "SyncProtocol"], swiftSettings: strict),
         // Replication and auth.
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
         .target(name: "SyncProtocol", dependencies: ["Values", "COpenSSL"], swiftSettings: strict),
-        // Server-side sync sessions over the store and its change log.
-        .target(name: "Sync", dependencies: ["SyncProtocol", "Store", "CRDT", "DQL", "Values"], swiftSettings: strict),
+        // The serving side of sync sessions over any `SyncStorage`: BigPeer's store or a small peer's.
+        .target(name: "Sync", dependencies: ["SyncProtocol", "CRDT", "DQL", "Values"], swiftSettings: strict),
         .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
         // Which peers may sync: rules from a policy file and a connection webhook, for every link type.
         .target(name: "ConnectionPolicy", dependencies: ["HTTP", "Sockets", "SyncProtocol", "Values"], swiftSettings: strict),
@@ -75,7 +76,7 @@ let package = Package(
         // LAN discovery: the sans-I/O mDNS/DNS-SD codec, responder and browser (RFC 6762/6763); the
         // socket layer that drives them lives with whoever owns the event loop.
         .target(name: "Discovery", swiftSettings: strict),
-        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
+        .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
             dependencies: ["BigPeerServer", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
@@ -98,7 +99,7 @@ let package = Package(
                                                           .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["TestRandomness", "CRDT", "Values"], swiftSettings: strict),
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values", "Quoting"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
@@ -110,7 +111,7 @@ let package = Package(
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
-        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "SyncPeer", "SyncProtocol", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
+        .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "Sync", "SyncPeer", "SyncProtocol", "Sockets", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "Migrations",
                                                              "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",

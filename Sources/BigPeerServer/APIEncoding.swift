@@ -1,3 +1,4 @@
+import DQL
 import Foundation
 import HTTP
 import Store

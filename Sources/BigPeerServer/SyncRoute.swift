@@ -317,7 +317,7 @@ extension SyncRoute {
         let authentication = self.authentication, logger = self.logger
         let sessionID = configuration.sessionID
         let connection = SyncConnection(
-            configuration: configuration, store: store, transport: transport, executor: executor,
+            configuration: configuration, storage: DocumentSyncStorage(store), transport: transport, executor: executor,
             reauthenticate: { credentials, epoch in
                 let decision = await authentication.decide(credentials)
                 if case .accept(let granted) = decision {

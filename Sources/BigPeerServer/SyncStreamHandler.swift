@@ -2,6 +2,7 @@ import ConnectionPolicy
 import Logging
 import Sockets
 import Sync
+import SyncPeer
 import SyncProtocol
 
 /// One LAN TCP peer link (`LANPeerListener`): the bridge between a `TCPConnection` (loop-owned)
@@ -35,16 +36,11 @@ final class SyncStreamHandler: ConnectionDelegate {
         self.registry = registry
         self.onClose = onClose
         decoder = StreamFrameDecoder(maxMessageSize: route.session.limits.maxMessageSize)
-        var limits = WriteLimits()
-        // As the WebSocket's (`SyncRoute.webSocketLimits`): the session stops producing at the
-        // high-water mark; a peer that stops reading is dropped past a message and 4 MiB more.
-        limits.highWaterMark = 1 << 20
-        limits.lowWaterMark = 256 << 10
-        limits.dropLimit = route.session.limits.maxMessageSize + (4 << 20)
         do {
-            tcp = try TCPConnection(acceptedFD: fd, remoteAddress: remote, loop: loop, limits: limits, tls: tls)
+            // Write limits as the WebSocket's (`SyncRoute.webSocketLimits`).
+            tcp = try TCPConnection.servedSyncLink(fd: fd, remote: remote, loop: loop, tls: tls,
+                                                   maxMessageSize: route.session.limits.maxMessageSize)
         } catch {
-            Syscall.close(fd)
             route.logger.warning("cannot adopt a LAN peer link", metadata: ["remote": "\(remote)", "error": "\(error)"])
             return nil
         }

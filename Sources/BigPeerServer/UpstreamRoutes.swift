@@ -7,6 +7,7 @@ import CRDT
 import HTTP
 import Logging
 import Store
+import SyncProtocol
 import Upstream
 import Values
 

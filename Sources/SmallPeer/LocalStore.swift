@@ -149,6 +149,14 @@ struct LocalCollection: Sendable {
         order.removeAll { $0 == id }  // not reached while `order` is sorted; keeps it consistent anyway
     }
 
+    /// The ids after `after` in DQL order (all of them for nil): where an initial-sync page starts.
+    func ids(after: Value?) -> ArraySlice<Value> {
+        guard let after else { return order[...] }
+        var i = lowerBound(after)
+        while i < order.count, DQLValueOrder.compare(order[i], after) == 0 { i += 1 }
+        return order[i...]
+    }
+
     /// The first index whose id is not below `id`.
     private func lowerBound(_ id: Value) -> Int {
         var lo = 0, hi = order.count

@@ -14,6 +14,8 @@ final class PeerPresence: Sendable {
     private struct State {
         var gossip: PresenceGossip
         var sends: [UInt64: @Sendable ([PresenceRecord]) -> Void] = [:]
+        /// Links of peers this one serves (not links to a BigPeer).
+        var served: Set<UInt64> = []
         var observers: [UInt64: @Sendable (PresenceGraph) -> Void] = [:]
         var nextObserver: UInt64 = 0
         /// The graph observers were last given, and the gossip's revision it was computed at.
@@ -58,15 +60,18 @@ final class PeerPresence: Sendable {
         }
     }
 
-    func linkUp(_ id: UInt64, peerKey: [UInt8], type: LinkType, send: @escaping @Sendable ([PresenceRecord]) -> Void) {
+    /// `served`: a peer this one serves (`SmallPeer.serve`), which says nothing of a BigPeer link.
+    func linkUp(_ id: UInt64, peerKey: [UInt8], type: LinkType, peer: DirectPeer? = nil, served: Bool = false,
+                send: @escaping @Sendable ([PresenceRecord]) -> Void) {
         update { s in
             s.sends[id] = send
+            if served { s.served.insert(id) }
             var local = s.gossip.localInfo
-            if !local.isConnectedToBigPeer {
+            if !served, !local.isConnectedToBigPeer {
                 local.isConnectedToBigPeer = true
                 try? s.gossip.setLocal(local, now: Self.now())
             }
-            s.gossip.linkUp(id, peerKey: peerKey, type: type, now: Self.now())
+            s.gossip.linkUp(id, peerKey: peerKey, type: type, peer: peer, now: Self.now())
         }
     }
 
@@ -75,7 +80,8 @@ final class PeerPresence: Sendable {
             guard s.sends.removeValue(forKey: id) != nil else { return }
             s.gossip.linkDown(id, now: Self.now())
             var local = s.gossip.localInfo
-            if s.sends.isEmpty, local.isConnectedToBigPeer {
+            s.served.remove(id)
+            if s.sends.count == s.served.count, local.isConnectedToBigPeer {
                 local.isConnectedToBigPeer = false
                 try? s.gossip.setLocal(local, now: Self.now())
             }

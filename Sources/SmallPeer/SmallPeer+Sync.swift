@@ -61,9 +61,11 @@ extension SmallPeer {
         }
     }
 
-    /// Merges entries of `docs` / `changes` into the store in one commit. Returns the documents
-    /// whose delta could not be applied (not held, or a gap): the client asks for them with `want`.
-    func applyFromServer(_ entries: [ChangeEntry]) throws(SmallPeerError) -> [DocumentRef] {
+    /// Merges entries of `docs` / `changes` into the store in one commit, logged with `origin` (the
+    /// server's site: the sessions this peer serves do not send them back to it). Returns the
+    /// documents whose delta could not be applied (not held, or a gap): the client asks for them
+    /// with `want`. A delta this peer already had changes nothing and is neither stored nor logged.
+    func applyFromServer(_ entries: [ChangeEntry], origin: UInt64? = nil) throws(SmallPeerError) -> [DocumentRef] {
         let wanted = try state.withLock { st throws(SmallPeerError) -> [DocumentRef] in
             var wanted: [DocumentRef] = []
             var commit = Commit(clock: 0)
@@ -90,7 +92,8 @@ extension SmallPeer {
                     case .delta(let bytes):
                         guard var doc = local else { wanted.append(e.document); continue }
                         let delta = try Delta.decode(bytes)
-                        _ = try doc.merge(delta)
+                        let before = doc.versionVector
+                        guard !(try doc.merge(delta)).isEmpty || doc.versionVector != before else { continue }
                         installed[e.document] = doc
                         commit.documents.append((e.document, .merge(delta)))
                         if let dot = delta.newestDot { replica.clock.observe(dot, wallMillis: replica.wallClock()) }
@@ -102,10 +105,12 @@ extension SmallPeer {
             }
             if commit.documents.isEmpty { return wanted }
             commit.clock = replica.clock.last.rawValue
-            try st.commit(commit, documents: commit.documents.compactMap { ref, _ in installed[ref].map { (ref, $0) } }, replica: replica)
+            try st.commit(commit, documents: commit.documents.compactMap { ref, _ in installed[ref].map { (ref, $0) } },
+                          replica: replica, origin: origin)
             return wanted
         }
         deliverObserverEvents()
+        announceLogHead()
         return wanted
     }
 

@@ -25,6 +25,10 @@ public final class SmallPeer: Sendable {
         public var generateID: @Sendable () -> Value = SmallPeer.randomID
         /// Site id for a new directory (nil: random). An existing directory keeps its own.
         public var site: UInt64?
+        /// Bounds of the in-memory change log the sync sessions this peer serves read
+        /// (PeerChangeLog.swift): a peer whose checkpoint is older syncs its subscriptions again.
+        public var changeLogRows = 4096
+        public var changeLogBytes = 8 << 20
 
         public init() {}
     }
@@ -60,7 +64,9 @@ public final class SmallPeer: Sendable {
         self.siteID = SiteID(storage.header.site)
         self.configuration = configuration
         self.presence = PeerPresence(peerKey: SyncClientCore.peerKey(storage.header.site), deviceName: "smallpeer")
-        self.state = Mutex(PeerState(store: store, storage: storage))
+        let log = PeerChangeLog(head: Int64(clamping: store.replica.clock.last.rawValue),
+                                maxRows: configuration.changeLogRows, maxBytes: configuration.changeLogBytes)
+        self.state = Mutex(PeerState(store: store, storage: storage, log: log))
     }
 
     /// Releases the directory (its lock) and stops delivering to observers (presence ones too). Later calls fail with `.closed`.
@@ -69,6 +75,7 @@ public final class SmallPeer: Sendable {
             s.storage = nil
             s.observers = [:]
             s.syncListener = nil
+            s.headListeners = [:]
         }
         presence.removeObservers()
     }
@@ -109,6 +116,7 @@ public final class SmallPeer: Sendable {
                 return planned.result
             }
             deliverObserverEvents()
+            announceLogHead()
             notifySync()
             return result
         case .system, .createIndex, .dropIndex, .explain:
@@ -145,17 +153,40 @@ struct PeerState {
     /// Sync subscriptions, in the order they were added.
     var subscriptions: [SyncSubscription] = []
     var syncListener: (@Sendable () -> Void)?
+    /// The documents recent commits changed, for the sync sessions this peer serves.
+    var log: PeerChangeLog
+    /// Called with each new `log.head` (sessions served), and the last head they were told.
+    var headListeners: [UInt64: @Sendable (Int64) -> Void] = [:]
+    var nextHeadListener: UInt64 = 0
+    var announcedHead: Int64
 
-    init(store: LocalStore, storage: PeerStorage) {
+    init(store: LocalStore, storage: PeerStorage, log: PeerChangeLog) {
         self.store = store
         self.storage = storage
+        self.log = log
+        self.announcedHead = log.head
     }
 
     /// Persists `commit`, then installs it; on a storage error nothing changes. Queues events for
-    /// the observers of the collections it touched.
-    mutating func commit(_ commit: Commit, documents: [(ref: DocumentRef, document: Document?)], replica: Replica? = nil) throws(SmallPeerError) {
+    /// the observers of the collections it touched, and logs the documents it changed (`origin`:
+    /// the site they came from, nil for a local write) for the sessions this peer serves.
+    mutating func commit(_ commit: Commit, documents: [(ref: DocumentRef, document: Document?)], replica: Replica? = nil,
+                         origin: UInt64? = nil) throws(SmallPeerError) {
         guard let storage else { throw .closed }
+        var commit = commit, replica = replica
+        let logged = commit.documents.contains { if case .evict = $0.op { false } else { true } }
+        if logged, origin != nil || Int64(clamping: commit.clock) <= log.head {
+            // Each logged commit's clock is its transaction number: above the previous one's, and
+            // for another peer's change a tick of this peer's own, not the clock it adopted from
+            // that change (the number that peer may have logged it under).
+            var r = replica ?? store.replica
+            commit.clock = r.clock.tick(wallMillis: r.wallClock()).rawValue
+            replica = r
+        }
         do { try storage.append(commit) } catch { throw .storage(error) }
+        if logged {
+            log.append(txn: Int64(clamping: commit.clock), log.keepsRows ? PeerChangeLog.rows(commit, documents, origin: origin) : [])
+        }
         for (ref, doc) in documents { store.install(ref, doc) }
         if let replica { store.replica = replica }
         store.finish(commit)

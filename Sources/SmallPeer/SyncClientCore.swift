@@ -38,6 +38,9 @@ final class SyncClientCore: SyncLinkDelegate {
     private var refreshInFlight: SyncCredentials?
     /// This client's link in the peer's presence gossip.
     let linkID = PeerPresence.nextLinkID()
+    /// The site of the server this link's session runs with: what it sends is logged with it as
+    /// origin, so the sessions the peer serves do not echo it back there.
+    private var serverSite: UInt64?
 
     init(peer: SmallPeer, configuration: SyncClient.Configuration, link: SyncLink, status: Locked<SyncClient.Status>) {
         self.peer = peer
@@ -158,6 +161,7 @@ final class SyncClientCore: SyncLinkDelegate {
             case .close(let code, let reason):
                 link.close(code: code, reason: reason)
             case .connected(let welcome):
+                serverSite = welcome.site
                 link.sessionWasAccepted()
                 presenceLinkUp(welcome)
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
@@ -180,7 +184,7 @@ final class SyncClientCore: SyncLinkDelegate {
             case .apply(let entries, let bytes):
                 status.withLock { $0.receivedEntries += entries.count }
                 do {
-                    let wanted = try peer.applyFromServer(entries)
+                    let wanted = try peer.applyFromServer(entries, origin: serverSite)
                     if var s = session {
                         let more = s.applied(bytes: bytes, wanted: wanted)
                         session = s

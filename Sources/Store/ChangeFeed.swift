@@ -29,6 +29,7 @@
 // (a leaf). Listeners are called with no lock held (docs/ARCHITECTURE.md, "Lock order").
 
 import Postgres
+import SyncProtocol
 import Synchronization
 import Values
 

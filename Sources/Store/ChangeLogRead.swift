@@ -1,13 +1,5 @@
 // Reading the change log in bounded pages (docs/STORAGE.md "What sync reads and writes").
-//
-// A position is a place between two rows, in the log's (txn, seq) order:
-//
-//        txn 7           txn 8 (3 rows)              txn 9
-//   ... ─┬──────┬──────┬───────┬───────┬───────┬──────┬─────
-//        │ 7/0  │ 7/1  │  8/0  │  8/1  │  8/2  │ 9/0  │ ...
-//   ... ─┴──────┴──────┴───────┴───────┴───────┴──────┴─────
-//                      ▲               ▲               ▲
-//              end of 7: (7, max)   (8, 1): 8 partly   end of 8: (8, max)
+// Pages start and end at positions (`ChangeLogPosition`, SyncProtocol: a place between two rows).
 //
 // A page never holds more than `maxRows` rows or (about) `maxBytes` bytes, however large one
 // transaction is; it ends at a row (the next read continues after it) or at the end of a
@@ -15,34 +7,8 @@
 // may be reported as delivered (checkpoints, the feed's head, the read cache's position).
 
 import Postgres
+import SyncProtocol
 import Values
-
-/// A place in the change log: after every row up to and including `(txn, seq)` in (txn, seq)
-/// order. `seq == Int32.max` is the end of transaction `txn` (a real `seq` is a row's index in
-/// its transaction: never that large).
-public struct ChangeLogPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var txn: Int64
-    public var seq: Int32
-
-    public init(txn: Int64, seq: Int32) {
-        self.txn = txn
-        self.seq = seq
-    }
-
-    /// After the last row of transaction `txn`.
-    public static func end(of txn: Int64) -> ChangeLogPosition { ChangeLogPosition(txn: txn, seq: .max) }
-
-    public var isTransactionEnd: Bool { seq == .max }
-
-    /// The newest transaction whose rows all lie at or before this position.
-    public var completeThrough: Int64 { isTransactionEnd ? txn : txn - 1 }
-
-    public static func < (a: ChangeLogPosition, b: ChangeLogPosition) -> Bool {
-        (a.txn, a.seq) < (b.txn, b.seq)
-    }
-
-    public var description: String { isTransactionEnd ? "end of \(txn)" : "\(txn)/\(seq)" }
-}
 
 /// One change-log row joined with the document's current value.
 public struct ChangeLogRow: Sendable {

@@ -1,3 +1,4 @@
+import SyncProtocol
 import Synchronization
 import Values
 

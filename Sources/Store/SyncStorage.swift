@@ -7,6 +7,7 @@ import CRDT
 import DQL
 import Postgres
 import Synchronization
+import SyncProtocol
 import Values
 
 /// One uploaded delta for `mergeDeltas`.
@@ -32,7 +33,7 @@ public struct StoredDocument: Sendable {
 extension DocumentStore {
     /// Why `mergeDeltas` rejects a delta that does not follow the stored version (`deltaGap`):
     /// the sender must send the full state. Also the wire text of that rejection (PROTOCOL.md §4.8).
-    public static let deltaGapRejection = "delta does not follow the stored version: send the full state"
+    public static let deltaGapRejection = UploadRejection.deltaGapMessage
 
     /// Merges uploaded deltas in one write transaction (group-committed with other writes) and
     /// returns after COMMIT: the transaction number and the entries that were not applied.

@@ -7,6 +7,7 @@
 import CRDT
 import DQL
 import Postgres
+import SyncProtocol
 import Values
 
 /// The replication state of one upstream as stored.

@@ -9,7 +9,6 @@
 // batch when done: an expensive subscription delays its own session, not the loop.
 
 import DQL
-import Store
 import SyncProtocol
 import Values
 

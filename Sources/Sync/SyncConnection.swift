@@ -1,27 +1,28 @@
 // The driver of one server-side session: connects a `SyncSession` (pure state machine) to the
-// store, its change feed (`ChangeSource`), a clock, and a transport given as two closures. Transport
-// adapters (WebSocket endpoint, TCP, BLE, the in-memory link of the tests) call `receive` with each
-// complete protocol message and `transportClosed` when the link goes away.
+// storage behind it and its change feed (`SyncStorage`: BigPeer's store or a small peer's), a
+// clock, and a transport given as two closures. Transport adapters (WebSocket endpoint, TCP, BLE,
+// the in-memory link of the tests) call `receive` with each complete protocol message and
+// `transportClosed` when the link goes away.
 //
 // Ordering: the session runs under a mutex, and the transport's `send` is called inside it, so
 // messages leave in exactly the order the session produced them. `send` must not block (it queues).
-// Store requests run as tasks and feed their results back as inputs. No Store call is made under
-// the session's mutex, and the feed calls back (a new head) with no lock of its own held.
+// Storage requests run as tasks and feed their results back as inputs. No storage call is made
+// under the session's mutex, and the feed calls back (a new head) with no lock of its own held.
 //
-// Those tasks run on an event loop (`executor`: the transport's loop, or one of the store pool's),
-// not on Swift's cooperative pool. A page read is a chain of awaits (start, two statements, the
-// page), and on the cooperative pool every step waits for one of its threads: two on a 2-core
-// machine, held by any long synchronous work for as long as it runs. Under a loaded full test
-// suite a page read waited up to 1.3 s to start and 3.5 s for its statements that way, and a
-// 120-page initial sync overran its test's 10 s (the "initial-sync stall"; docs/ARCHITECTURE.md,
-// "Sync sessions"). On a loop whose sessions the pool prefers, a statement starts and resumes on
-// the same thread with no hop; credentials are still checked on the cooperative pool (a check may
-// hash or wait, which must not hold a loop).
+// Those tasks run on an event loop (`executor`: the transport's loop, or the storage's preferred
+// one, for the store one of its pool's), not on Swift's cooperative pool (only a small peer's
+// in-memory storage, served on a link without a loop, uses the pool). A page read is a chain of
+// awaits (start, two statements, the page), and on the cooperative pool every step waits for one of
+// its threads: two on a 2-core machine, held by any long synchronous work for as long as it runs.
+// Under a loaded full test suite a page read waited up to 1.3 s to start and 3.5 s for its
+// statements that way, and a 120-page initial sync overran its test's 10 s (the "initial-sync
+// stall"; docs/ARCHITECTURE.md, "Sync sessions"). On a loop whose sessions the pool prefers, a
+// statement starts and resumes on the same thread with no hop; credentials are still checked on the
+// cooperative pool (a check may hash or wait, which must not hold a loop).
 
 import SyncProtocol
 import DQL
 import Glibc
-import Store
 import Synchronization
 import Values
 
@@ -45,14 +46,13 @@ public final class SyncConnection: Sendable {
     }
 
     let session: Mutex<SyncSession>
-    let store: DocumentStore
-    let changes: ChangeSource
+    let storage: any SyncStorage
     let transport: Transport
     let authenticate: @Sendable (Hello) async -> AuthDecision
     /// Checks credentials the peer sends with `auth` (for credential epoch `UInt64`).
     let reauthenticate: @Sendable (SyncCredentials, UInt64) async -> AuthDecision
     let clock: @Sendable () -> UInt64
-    /// Where store requests, page reads and the heartbeat run (see the top of this file).
+    /// Where storage requests, page reads and the heartbeat run (see the top of this file).
     let executor: any TaskExecutor
     let feedToken = Mutex<UInt64?>(nil)
     let timer = Mutex<Task<Void, Never>?>(nil)
@@ -84,8 +84,8 @@ public final class SyncConnection: Sendable {
     }
 
     /// `executor`: the transport's event loop when it has one (its sends then need no thread
-    /// hop either), else one of the store pool's loops is chosen.
-    public init(configuration: SyncSession.Configuration, store: DocumentStore, transport: Transport,
+    /// hop either), else the storage's `preferredExecutor` (for the store, one of its pool's loops).
+    public init(configuration: SyncSession.Configuration, storage: any SyncStorage, transport: Transport,
                 executor: (any TaskExecutor)? = nil,
                 clock: @escaping @Sendable () -> UInt64 = SyncConnection.monotonicMillis,
                 reauthenticate: @escaping @Sendable (SyncCredentials, UInt64) async -> AuthDecision = { _, _ in
@@ -98,10 +98,9 @@ public final class SyncConnection: Sendable {
         self.reauthenticate = reauthenticate
         self.subscriptionsChanged = subscriptionsChanged
         self.presence = presence
-        self.executor = executor ?? store.preferredExecutor
+        self.executor = executor ?? storage.preferredExecutor
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
-        self.store = store
-        self.changes = ChangeSource(feed: store.changeFeed)
+        self.storage = storage
         self.transport = transport
         self.authenticate = authenticate
     }
@@ -115,9 +114,9 @@ public final class SyncConnection: Sendable {
 
     /// Starts the heartbeat timer and the change-feed subscription.
     public func start() {
-        let token = changes.onHead { [weak self] head in self?.deliver(.logHead(head)) }
+        let token = storage.addHeadListener { [weak self] head in self?.deliver(.logHead(head)) }
         feedToken.withLock { $0 = token }
-        deliver(.logHead(changes.head))
+        deliver(.logHead(storage.logHead))
         let task = Task(executorPreference: executor) { [weak self] in
             while !Task.isCancelled {
                 guard let self else { return }
@@ -151,7 +150,7 @@ public final class SyncConnection: Sendable {
 
     func stop() {
         presence?.ended()
-        if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { changes.stopHeads(token) }
+        if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { storage.removeHeadListener(token) }
         timer.withLock { $0?.cancel(); $0 = nil }
     }
 
@@ -196,32 +195,28 @@ public final class SyncConnection: Sendable {
         case .readPage(let id, let generation, let query, let after, let limit, let maxBytes):
             readPage(id, generation, query.value, after: after, limit: limit, maxBytes: maxBytes)
         case .checkResume(let id, let generation, let checkpoint):
-            run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.store.changeLogReaches(back: checkpoint)) }
+            run { .resumeChecked(subscription: id, generation: generation, reachable: try await self.storage.changeLogReaches(back: checkpoint)) }
         case .readLog(let after):
             // About what the peer's credit lets the session send, at most the feed's page: a large
             // transaction is read in pieces the peer can take. At least 256 KiB: rows read past
             // the credit are dropped and read again, but a read per few rows costs more.
             let window = session.withLock { $0.sendWindow }
-            let budget = Int(clamping: min(max(window, 256 << 10), Int64(changes.maxReadBytes)))
+            let budget = Int(clamping: min(max(window, 256 << 10), Int64(storage.maxLogReadBytes)))
             // Up-to-date sessions are served from the ring at once; only laggards need a task.
-            if let batch = changes.cachedRead(after: after, maxBytes: budget) { return deliverLog(batch) }
+            if let batch = storage.cachedLogRead(after: after, maxBytes: budget) { return deliverLog(batch) }
             Task(executorPreference: executor) {
                 do {
-                    self.deliverLog(try await self.changes.read(after: after, maxBytes: budget))
+                    self.deliverLog(try await self.storage.readLog(after: after, maxBytes: budget))
                 } catch {
                     self.deliver(Self.failure(error))
                 }
             }
         case .fetchDocuments(let request, let refs):
-            run {
-                let docs = try await self.store.fetchDocuments(refs.map { ($0.collection, $0.id) })
-                return .fetched(request: request, docs.map { FetchedDocument(document: DocumentRef(collection: $0.collection, id: $0.id), state: $0.state, value: $0.value) })
-            }
+            run { .fetched(request: request, try await self.storage.fetchDocuments(refs)) }
         case .applyUpload(let seq, let origin, let entries):
             run {
-                let items = entries.map { MergeItem(collection: $0.document.collection, id: $0.document.id, delta: $0.delta) }
-                let r = try await self.store.mergeDeltas(items, origin: Int64(bitPattern: origin))
-                return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected.map { UploadRejection(index: $0.index, message: $0.message) })
+                let r = try await self.storage.mergeDeltas(entries, origin: origin)
+                return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected)
             }
         }
     }
@@ -251,7 +246,7 @@ public final class SyncConnection: Sendable {
         }
     }
 
-    /// Runs a store request and feeds its result (or the failure, as a close) back to the session.
+    /// Runs a storage request and feeds its result (or the failure, as a close) back to the session.
     func run(_ body: @escaping @Sendable () async throws -> SyncSessionInput) {
         Task(executorPreference: executor) {
             do {
@@ -264,7 +259,7 @@ public final class SyncConnection: Sendable {
 
     static func failure(_ error: any Error) -> SyncSessionInput {
         switch error {
-        case StoreError.unavailable, StoreError.timeout:
+        case SyncStorageError.unavailable:
             .storeFailed(code: .tryAgainLater, reason: "the database is unavailable; retry later")
         default:
             .storeFailed(code: .internalError, reason: "internal error")
@@ -285,17 +280,16 @@ public final class SyncConnection: Sendable {
             chain = Task(executorPreference: executor) {
                 self.pageReadTrace.withLock { $0.set(n, .querying) }
                 do {
-                    let read = try await self.store.readSyncPage(query.statement, arguments: query.arguments,
-                                                                 after: after, limit: limit, maxBytes: maxBytes)
+                    let read = try await self.storage.readSyncPage(query, after: after, limit: limit, maxBytes: maxBytes)
+                    let boundary = read.boundary
                     self.pageReadTrace.withLock { $0.set(n, .queried) }
-                    self.deliver(.pageBoundary(subscription: id, generation: generation, PageBoundary(
-                        nextAfter: read.nextAfter, isLast: read.isLast, rows: read.rowCount, stateBytes: read.stateBytes)))
+                    self.deliver(.pageBoundary(subscription: id, generation: generation, boundary))
                     self.pageReadTrace.withLock { $0.set(n, .decoding) }
-                    let rows = try await read.documents().map { DocumentPage.Row(id: $0.id, state: $0.state) }
+                    let rows = try await read.rows()
                     self.pageReadTrace.withLock { $0.set(n, .waitingForPrevious) }
                     await previous?.value
                     self.deliver(.page(subscription: id, generation: generation,
-                                       DocumentPage(rows: rows, txn: read.txn, isLast: read.isLast, nextAfter: read.nextAfter)))
+                                       DocumentPage(rows: rows, txn: read.txn, isLast: boundary.isLast, nextAfter: boundary.nextAfter)))
                     self.pageReadTrace.withLock { $0.set(n, .delivered) }
                 } catch {
                     self.pageReadTrace.withLock { $0.set(n, .failed) }

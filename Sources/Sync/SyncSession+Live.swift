@@ -9,7 +9,6 @@
 // the document enters a subscription the peer did not hold it for).
 
 import CRDT
-import Store
 import SyncProtocol
 import Values
 

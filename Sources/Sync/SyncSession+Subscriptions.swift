@@ -3,7 +3,6 @@
 
 import SyncProtocol
 import DQL
-import Store
 import Values
 
 extension SyncSession {

@@ -21,7 +21,6 @@
 
 import SyncProtocol
 import DQL
-import Store
 import Values
 
 public struct SyncSession: Sendable {

@@ -4,7 +4,6 @@
 
 import SyncProtocol
 import DQL
-import Store
 import Values
 
 /// A subscription's query, validated: a plain `SELECT *` over one collection with a WHERE clause.

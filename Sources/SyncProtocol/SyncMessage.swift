@@ -80,6 +80,10 @@ public struct UploadRejection: Sendable, Equatable {
         self.index = index
         self.message = message
     }
+
+    /// The message of a delta that does not follow the version the receiver holds: the sender
+    /// must send the full state (PROTOCOL.md §4.8).
+    public static let deltaGapMessage = "delta does not follow the stored version: send the full state"
 }
 
 public enum SyncCredentials: Sendable, Equatable {

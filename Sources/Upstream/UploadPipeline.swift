@@ -10,6 +10,7 @@
 // that ends forgets what was in flight and reads again from `acknowledged`.
 
 import Store
+import SyncProtocol
 
 struct UploadPipeline {
     private(set) var acknowledged = ChangeLogPosition(txn: 0, seq: -1)

@@ -1,6 +1,7 @@
 // What `GET /api/v4/upstream` shows of a replicator (docs/LOCAL-NODE.md, "Status").
 
 import Store
+import SyncProtocol
 
 public struct UpstreamStatus: Sendable, Equatable {
     public enum State: String, Sendable {

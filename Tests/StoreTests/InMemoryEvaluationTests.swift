@@ -1,4 +1,4 @@
-import DQL
+@testable import DQL
 import Glibc
 import Testing
 import Values

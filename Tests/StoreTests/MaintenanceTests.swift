@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import Postgres
+import SyncProtocol
 import Testing
 import Values
 @testable import Store

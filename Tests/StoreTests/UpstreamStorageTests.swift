@@ -1,6 +1,7 @@
 import BigPeerTestSupport
 import CRDT
 import Postgres
+import SyncProtocol
 import Testing
 import Values
 @testable import Store

@@ -2,6 +2,7 @@ import BigPeerTestSupport
 import CRDT
 import Postgres
 import Synchronization
+import SyncProtocol
 import Testing
 import Values
 @testable import Store

@@ -2,9 +2,9 @@ import BigPeerTestSupport
 import CRDT
 import DQL
 import Postgres
-import Store
 import Testing
 import Values
+@testable import Store
 @testable import Sync
 @testable import SyncProtocol
 
@@ -125,7 +125,7 @@ import Values
             await small.refresh()  // what a notification or a reconnect triggers: catch up from the log
             #expect(small.head == 8)
             #expect(small.cachedRead(after: .end(of: 6)) != nil && small.cachedRead(after: .end(of: 4)) == nil, "the ring keeps 6...8")
-            // As a session reads them (`ChangeSource`).
+            // As a session reads them (`DocumentSyncStorage`).
             let fromRing = LogBatch(try await small.read(after: .end(of: 6)))
             let fromDatabase = LogBatch(try await small.read(after: .end(of: 0)))
             #expect(fromRing.entries.map(\.txn) == [7, 8] && fromRing.through == 8)

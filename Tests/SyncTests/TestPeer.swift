@@ -38,7 +38,7 @@ actor TestPeer {
                                                  close: { code, _ in closeBox.withLock { $0 = code }; continuation.finish() })
         var config = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: "t-\(site)")
         config.pageRows = 2  // several pages even for small test collections
-        let conn = SyncConnection(configuration: config, store: store, transport: transport, executor: executor) { hello in
+        let conn = SyncConnection(configuration: config, storage: DocumentSyncStorage(store), transport: transport, executor: executor) { hello in
             hello.credentials == .apiKey("test-key") ? .accept(.everything) : .refuse(code: .unauthorized, reason: "invalid API key")
         }
         connection = conn
@@ -162,13 +162,13 @@ enum TestPeerError: Error { case timeout(String) }
 extension TestPeer {
     /// The server session's scheduling state, for a timeout's message (what it was waiting for).
     func sessionDump() async -> String {
-        guard let connection else { return "no connection" }
-        let leased = await connection.store.pool.leasedSessionStates()
+        guard let connection, let store = (connection.storage as? DocumentSyncStorage)?.store else { return "no connection" }
+        let leased = await store.pool.leasedSessionStates()
         return connection.inspect { s in
             "session: state \(s.state), credit \(s.credit), outstanding \(String(describing: s.outstanding)), "
                 + "pageReads \(s.pageReads), phases \(s.subscriptions.values.map { "\($0.id)/\($0.generation): \($0.phase)" }), "
                 + "cursor \(String(describing: s.cursor)), partialSeq \(String(describing: s.partialSeq)), logHead \(s.logHead), suspended \(s.suspended != nil), wants \(s.pendingWants.count)"
-        } + "; pool: open \(connection.store.pool.openConnections), idle \(connection.store.pool.idleConnections), waiting \(connection.store.pool.waitingCount), connecting \(connection.store.pool.connectingCount), opens \(connection.store.pool.openStatistics), leased \(leased); page reads: \(connection.pageReadProgress)"
+        } + "; pool: open \(store.pool.openConnections), idle \(store.pool.idleConnections), waiting \(store.pool.waitingCount), connecting \(store.pool.connectingCount), opens \(store.pool.openStatistics), leased \(leased); page reads: \(connection.pageReadProgress)"
     }
 }
 

@@ -1,4 +1,5 @@
-// Where the store's in-memory DQL work runs (docs/ARCHITECTURE.md, "In-memory evaluation").
+// Where in-memory DQL work runs: the store's statements and the matching of sync subscriptions
+// (docs/ARCHITECTURE.md, "In-memory evaluation").
 //
 // Requests run on event loops, and a loop serves every other connection it owns: a filter, sort or
 // grouping that runs for a second there stalls them all (`/healthz` included). So every in-memory
@@ -9,7 +10,6 @@
 // deadline it fails with `.deadlineExceeded` (408), like a statement PostgreSQL cancels.
 
 import Dispatch
-import DQL
 import Glibc
 import Synchronization
 import Values
