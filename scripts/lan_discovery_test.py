@@ -15,6 +15,8 @@ joined by a bridge (multicast snooping off), python-zeroconf as the independent 
   7. Two nodes of one sync group (`bigpeer serve --lan --lan-subscribe ...`) find each other:
      exactly one dials (the lower peer key), a document written on either reaches the other,
      and `GET /api/v4/upstream` shows one dialling link and one accepting side.
+  8. Two small peers with `bigpeer peer --lan --listen` find each other: exactly one dials the
+     other (the lower peer key), and the other receives the link.
 Exits non-zero on the first failure."""
 import ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 from zeroconf import DNSIncoming, IPVersion, ServiceBrowser, ServiceInfo, ServiceListener, Zeroconf
@@ -298,6 +300,27 @@ try:
         fail(f"{linking} links dialled between two nodes")
     print(f"==> two nodes of one group: one link ({dialling[0]['deviceName']} dialled at {dialling[0]['url']}), "
           f"both documents on both in {time.time() - started:.2f} s", flush=True)
+
+    # 8. Two small peers of group 13 with --listen, one in each namespace: one link between them.
+    peers = []
+    for n, name in ((f, "peer-f"), (g, "peer-g")):
+        log = open(os.path.join(WORK, f"{name}.log"), "w")
+        p = subprocess.Popen(["ip", "netns", "exec", n, BIN, "peer", "--data", os.path.join(WORK, name), "--lan", "--sync-group", "13",
+                              "--listen", "--name", name], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)
+        processes.append(p)
+        peers.append(name)
+    dialled = None
+    deadline = time.time() + 30
+    while time.time() < deadline and dialled is None:
+        logs = {name: open(os.path.join(WORK, f"{name}.log")).read() for name in peers}
+        dialling = [name for name in peers if "linking with a LAN peer" in logs[name]]
+        received = [name for name in peers if "LAN peer link accepted" in logs[name]]
+        if dialling and received:
+            dialled = (dialling, received)
+        time.sleep(0.1)
+    if dialled is None or len(dialled[0]) != 1 or dialled[0] == dialled[1]:
+        fail(f"two listening peers: dialling {dialled}")
+    print(f"==> two small peers with --listen: {dialled[0][0]} dials, {dialled[1][0]} receives the link", flush=True)
     print("==> LAN discovery: all checks passed", flush=True)
 finally:
     cleanup()

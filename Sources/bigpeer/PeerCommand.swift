@@ -201,7 +201,7 @@ struct PeerCommand: AsyncParsableCommand {
         if listen {
             do {
                 peerLinks = try await PeerLANLinks.start(peer: peer, client: config, syncGroup: syncGroup, interfaces: lanInterfaces, listenPort: listenPort,
-                                                         logger: Logger(label: "bigpeer.peer.lan") { StreamLogHandler.standardError(label: $0) })
+                                                         logger: Self.lanLogger())
             } catch {
                 await client.stop()
                 Output.error("--listen: \(error)")
@@ -211,6 +211,13 @@ struct PeerCommand: AsyncParsableCommand {
         prompt(peer, local: local)
         await peerLinks?.stop()
         await client.stop()
+    }
+
+    /// What `--listen` logs goes to stderr (stdout carries the JSON lines), from `notice` up.
+    static func lanLogger() -> Logger {
+        var logger = Logger(label: "bigpeer.peer.lan") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .notice
+        return logger
     }
 
     /// The token in `path` without surrounding whitespace; nil when unreadable or empty.

@@ -42,6 +42,7 @@ final class PeerLANLinks: Sendable {
             let address = try SocketAddress(ip: "::", port: listenPort)
             listener = try await loop.submit { () throws -> LoopBound<TCPListener> in
                 LoopBound(try TCPListener(address: address, loop: loop) { fd, remote in
+                    logger.notice("LAN peer link accepted", metadata: ["from": "\(remote)"])
                     PeerLinkServing.serve(fd: fd, remote: remote, peer: peer, logger: logger)
                 }, loop: loop)
             }
@@ -101,7 +102,7 @@ enum PeerLinkServing {
     static let unavailable = "serving links needs SmallPeer's serving API (a SmallPeer that serves an accepted framed stream); this build only dials"
 
     static func serve(fd: Int32, remote: SocketAddress, peer: SmallPeer, logger: Logger) {
-        logger.error("\(unavailable): link refused", metadata: ["from": "\(remote)"])
+        logger.error("\(unavailable): link closed", metadata: ["from": "\(remote)"])
         Glibc.close(fd)
     }
 }
