@@ -170,30 +170,31 @@ public final class BigPeerService: Sendable {
             logger.notice("replicating with the upstream", metadata: ["upstream": "\(upstreamConfiguration.displayURL)",
                                                                        "subscriptions": "\(upstreamConfiguration.subscriptions.count)"])
         }
-        var mesh: LANMesh?
-        if let lanConfiguration = configuration.lan, let meshConfiguration = lanConfiguration.mesh {
-            let rule = LANLinkRule(peerKey: LANAdvertisement.siteKey(store.siteID.rawValue), syncGroup: lanConfiguration.syncGroup,
-                                   protocolVersion: SyncProtocol.version, role: .node)
-            do {
-                mesh = try LANMesh(configuration: meshConfiguration, rule: rule, store: store, lockSession: sessionConfig,
-                                   deviceName: lanConfiguration.deviceName ?? LANAdvertiser.hostName(), logger: logger)
-            } catch {
-                await releaseOnFailure(upstream)
-                throw error
-            }
-        }
         var router = HTTPRouter()
         HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
-        UpstreamRoutes(replicator: upstream, mesh: mesh, store: store, auth: auth, logger: logger).register(on: &router)
         let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),
                                    local: PresenceGossip.LocalInfo(deviceName: configuration.lan?.deviceName ?? LANAdvertiser.hostName(), isConnectedToBigPeer: true))
         PresenceRoute(hub: presence, auth: auth, logger: logger).register(on: &router)
         presence.start()
         if let upstream { presence.carry(upstream) }
+        var mesh: LANMesh?
+        if let lanConfiguration = configuration.lan, let meshConfiguration = lanConfiguration.mesh {
+            let rule = LANLinkRule(peerKey: LANAdvertisement.siteKey(store.siteID.rawValue), syncGroup: lanConfiguration.syncGroup,
+                                   protocolVersion: SyncProtocol.version, role: .node)
+            do {
+                mesh = try LANMesh(configuration: meshConfiguration, rule: rule, store: store, lockSession: sessionConfig,
+                                   deviceName: lanConfiguration.deviceName ?? LANAdvertiser.hostName(), presence: presence, logger: logger)
+            } catch {
+                await presence.stop()
+                await releaseOnFailure(upstream)
+                throw error
+            }
+        }
+        UpstreamRoutes(replicator: upstream, mesh: mesh, store: store, auth: auth, logger: logger).register(on: &router)
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())

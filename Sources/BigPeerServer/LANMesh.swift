@@ -32,8 +32,8 @@ public final class LANMesh: Sendable {
 
     /// Starts deciding; links form once browser events arrive (`browse`, or `links.seen` in
     /// tests). Fails on a `--lan-subscribe` that is not a plain SELECT.
-    public init(configuration: LANMeshConfiguration, rule: LANLinkRule, store: DocumentStore, lockSession: PostgresConfiguration?,
-                deviceName: String, logger: Logger) throws {
+    init(configuration: LANMeshConfiguration, rule: LANLinkRule, store: DocumentStore, lockSession: PostgresConfiguration?,
+         deviceName: String, presence: PresenceHub?, logger: Logger) throws {
         _ = try UpstreamReplicator.parseSubscriptions(configuration.subscriptions)
         var logger = logger
         logger[metadataKey: "lan"] = "mesh"
@@ -56,6 +56,7 @@ public final class LANMesh: Sendable {
                 return nil
             }
             replicator.relay(relayed.value)
+            presence?.carryLANLink(replicator)
             logger.notice("linking with a LAN node", metadata: ["peer": "\(neighbour.peerKey)", "name": "\(neighbour.name)", "url": "\(neighbour.url)"])
             await Self.markSeen([neighbour.peerKey], store: store, logger: logger)
             return replicator

@@ -15,7 +15,7 @@ import Values
 /// the other, the link ends after the grace once the other stops advertising, and the row it held
 /// is deleted after `forgetAfter`.
 @Suite struct LANMeshTests {
-    static func node(_ db: TestDatabase) async throws -> InProcessServer {
+    static func node(_ db: TestDatabase, name: String) async throws -> InProcessServer {
         try await InProcessServer.start(on: db) { config in
             config.insecureDevelopment = true
             var lan = LANConfiguration()
@@ -23,11 +23,13 @@ import Values
             lan.port = 0
             lan.advertise = false
             lan.syncGroup = 7
+            lan.deviceName = name
             var mesh = LANMeshConfiguration()
             mesh.subscriptions = ["SELECT * FROM crew"]
             mesh.grace = .milliseconds(200)
             mesh.forgetAfter = .seconds(1)
             mesh.reconnectMax = .seconds(1)
+            mesh.leaseRetryInterval = .milliseconds(300)
             lan.mesh = mesh
             config.lan = lan
         }
@@ -50,15 +52,62 @@ import Values
     @Test func twoNodesLinkOnce_replicateBothWays_andForgetEachOtherAfterTheyPart() async throws {
         try await TestPostgres.withDatabase { dbA in
             try await TestPostgres.withDatabase { dbB in
-                let a = try await Self.node(dbA)
+                let a = try await Self.node(dbA, name: "node-a")
                 try await afterwards({ await a.stop() }) {
-                    let b = try await Self.node(dbB)
+                    let b = try await Self.node(dbB, name: "node-b")
                     try await afterwards({ await b.stop() }) {
                         try await Self.linkAndPart(a, b)
                     }
                 }
             }
         }
+    }
+
+    /// Two instances of the dialling node on one database: both see the other node, one dials it
+    /// (it holds the link's replication lock), the other stands by and takes over when it stops.
+    @Test func ofTwoInstancesOnOneDatabaseOnlyTheLockHolderDials() async throws {
+        try await TestPostgres.withDatabase { dbA in
+            try await TestPostgres.withDatabase { dbB in
+                let a = try await Self.node(dbA, name: "node-a")
+                try await afterwards({ await a.stop() }) {
+                    let b = try await Self.node(dbB, name: "node-b")
+                    try await afterwards({ await b.stop() }) {
+                        let (adA, adB) = (Self.advertisement(a, name: "node-a"), Self.advertisement(b, name: "node-b"))
+                        let aDials = LANLinkRule.dials(adA.peerKey, adB.peerKey)
+                        let (dialler, acceptor, acceptorAd) = aDials ? (a, b, adB) : (b, a, adA)
+                        let second = try await Self.node(aDials ? dbA : dbB, name: aDials ? "node-a" : "node-b")
+                        try await afterwards({ await second.stop() }) {
+                            try await Self.onlyTheLockHolderDials([dialler, second], acceptor: acceptor, acceptorAd: acceptorAd)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    static func onlyTheLockHolderDials(_ instances: [InProcessServer], acceptor: InProcessServer, acceptorAd: LANAdvertisement) async throws {
+        for instance in instances { instance.service.mesh?.links.seen(acceptorAd, url: "tcp://127.0.0.1:\(acceptorAd.port)") }
+        func states() async -> [String] {
+            var out: [String] = []
+            for instance in instances {
+                let links = try? await instance.rest().get("/api/v4/upstream").body["lanLinks"]?.arrayValue
+                out.append(links?.first?["state"]?.stringValue ?? "none")
+            }
+            return out
+        }
+        #expect(await eventually(within: .seconds(30)) { await states().sorted() == ["connected", "standby"] })
+        #expect(acceptor.service.syncSessionCount == 1, "one link between the two databases")
+        try await instances[0].rest().executeOK("INSERT INTO crew DOCUMENTS ({'_id': 'one'})")
+        try await instances[1].rest().executeOK("INSERT INTO crew DOCUMENTS ({'_id': 'two'})")
+        #expect(await eventually(within: .seconds(30)) { await count(acceptor, "crew") == 2 }, "writes on either instance go over the one link")
+        // The holder's links end (as when it stops): its lock goes with them.
+        let holder = await states()[0] == "connected" ? 0 : 1
+        await instances[holder].service.mesh?.stop()
+        let survivor = instances[1 - holder]
+        #expect(await eventually(within: .seconds(30)) {
+            let links = try? await survivor.rest().get("/api/v4/upstream").body["lanLinks"]?.arrayValue
+            return links?.first?["state"]?.stringValue == "connected" && acceptor.service.syncSessionCount == 1
+        }, "the standby took the link over")
     }
 
     static func linkAndPart(_ a: InProcessServer, _ b: InProcessServer) async throws {
@@ -90,6 +139,15 @@ import Values
         let otherKey = LANAdvertisement.hex(dialler.port == a.port ? adB.peerKey : adA.peerKey)
         #expect(try await discoveredRows(dialler) == ["lan:\(otherKey)"])
         #expect(try await discoveredRows(acceptor).isEmpty)
+        // Each shows the other in its presence graph, over a LAN TCP link.
+        for (node, other) in [(dialler, acceptor), (acceptor, dialler)] {
+            let otherName = other.port == a.port ? "node-a" : "node-b"
+            #expect(await eventually(within: .seconds(30)) {
+                let graph = try? await node.rest().get("/api/v4/presence").body
+                let peer = graph?["remotePeers"]?.arrayValue?.first { $0["deviceName"]?.stringValue == otherName }
+                return peer?["connections"]?.arrayValue?.first?["type"]?.stringValue == "AccessPoint"
+            }, "\(otherName) in the presence of the other")
+        }
 
         // The acceptor stops advertising: after the grace the link ends, after forgetAfter its row goes.
         diallerMesh.links.lost(name: dialler.port == a.port ? "node-b" : "node-a")
