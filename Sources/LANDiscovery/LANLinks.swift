@@ -12,8 +12,8 @@ import Synchronization
 ///   both, the old link ended before the new one starts)
 ///   one task ticks the grace periods every `tickInterval`
 ///
-/// **Threading.** `state` is held only to step the neighbours and to take or put a link, never
-/// across a handler.
+/// **Threading.** `state` is held only to step the neighbours (and queue their actions, the
+/// stream's own lock nested inside) and to take or put a link, never across a handler.
 public final class LANLinks<Link: Sendable>: Sendable {
     /// Makes a link to a partner (nil: it could not be made; logged by the handler).
     public typealias Dial = @Sendable (LANNeighbours.Neighbour) async -> Link?
@@ -94,10 +94,14 @@ public final class LANLinks<Link: Sendable>: Sendable {
 
     static func nowMillis() -> Int64 { Int64(NanoTime.now().nanoseconds / 1_000_000) }
 
+    /// Steps the neighbours and queues what they decide, under the lock: decisions of two threads
+    /// (a browser event and a tick) then reach the applying task in the order they were made.
     private func step(_ body: (inout LANNeighbours, Int64) -> [LANNeighbours.Action]) {
         let now = Self.nowMillis()
-        let due = state.withLock { s in s.stopped ? [] : body(&s.neighbours, now) }
-        for action in due { actions.yield(action) }
+        state.withLock { s in
+            guard !s.stopped else { return }
+            for action in body(&s.neighbours, now) { actions.yield(action) }
+        }
     }
 
     private func apply(_ action: LANNeighbours.Action) async {
