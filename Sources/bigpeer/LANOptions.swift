@@ -5,7 +5,7 @@ import Upstream
 
 /// `bigpeer serve --lan ...`: a local node's LAN side (docs/LOCAL-NODE.md, "LAN").
 struct LANOptions: ParsableArguments {
-    @Flag(name: .customLong("lan"), help: "Accept LAN TCP peer links (the sync protocol over TCP, docs/PROTOCOL.md §2) on --lan-port.")
+    @Flag(name: .customLong("lan"), help: "Accept LAN TCP peer links (the sync protocol over TCP, docs/PROTOCOL.md §2) on --lan-port, advertise them with mDNS, and link with the other nodes of --sync-group found on the LAN.")
     var enabled = false
     @Option(name: .customLong("lan-port"), help: "TCP port of LAN peer links (0: any free port).")
     var port = LANConfiguration().port
