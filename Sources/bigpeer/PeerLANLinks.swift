@@ -43,7 +43,7 @@ final class PeerLANLinks: Sendable {
             listener = try await loop.submit { () throws -> LoopBound<TCPListener> in
                 LoopBound(try TCPListener(address: address, loop: loop) { fd, remote in
                     logger.notice("LAN peer link accepted", metadata: ["from": "\(remote)"])
-                    PeerLinkServing.serve(fd: fd, remote: remote, peer: peer, logger: logger)
+                    PeerLinkServing.serve(fd: fd, remote: remote, loop: loop, peer: peer, logger: logger)
                 }, loop: loop)
             }
             var configuration = MDNSDaemon.Configuration(hostName: "bigpeer-peer-\(UInt32.random(in: 0...UInt32.max))")
@@ -97,11 +97,11 @@ final class PeerLANLinks: Sendable {
 
 /// Where a link another small peer dialled is served: the one call site that hands an accepted
 /// connection to the SmallPeer (the sync protocol with the stream framing of PROTOCOL.md §2, the
-/// peer serving as a `SyncSession` serves at a node).
+/// peer serving as a `SyncSession` serves at a node). Runs on `loop`, the listener's.
 enum PeerLinkServing {
     static let unavailable = "serving links needs SmallPeer's serving API (a SmallPeer that serves an accepted framed stream); this build only dials"
 
-    static func serve(fd: Int32, remote: SocketAddress, peer: SmallPeer, logger: Logger) {
+    static func serve(fd: Int32, remote: SocketAddress, loop: EventLoop, peer: SmallPeer, logger: Logger) {
         logger.error("\(unavailable): link closed", metadata: ["from": "\(remote)"])
         Glibc.close(fd)
     }
