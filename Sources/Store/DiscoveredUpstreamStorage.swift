@@ -32,14 +32,4 @@ extension DocumentStore {
             throw StoreError.from(error)
         }
     }
-
-    /// The peer keys of the discovered nodes this database has a row for.
-    public func discoveredUpstreamKeys() async throws(StoreError) -> [String] {
-        do {
-            return try await pool.query("SELECT discovered_peer_key FROM bigpeer_upstream WHERE discovered_peer_key IS NOT NULL ORDER BY 1")
-                .map { try $0.decode(0, as: String.self) }
-        } catch {
-            throw StoreError.from(error)
-        }
-    }
 }
