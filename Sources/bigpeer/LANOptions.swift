@@ -1,6 +1,7 @@
 import ArgumentParser
 import BigPeerServer
 import Glibc
+import Sockets
 import Upstream
 
 /// `bigpeer serve --lan ...`: a local node's LAN side (docs/LOCAL-NODE.md, "LAN").
@@ -70,6 +71,7 @@ struct LANOptions: ParsableArguments {
             mesh.subscriptions = subscriptions
             let lanKey = key ?? getenv("BIGPEER_LAN_KEY").map { String(cString: $0) }
             mesh.credentials = jwtFile.map { .jwtFile($0) } ?? lanKey.map { .apiKey($0) }
+            if let jwtFile, FileBytes.read(jwtFile, maxBytes: 16 << 10) == nil { throw ValidationError("cannot read --lan-jwt-file \(jwtFile)") }
             mesh.grace = .seconds(graceSeconds)
             mesh.forgetAfter = .seconds(forgetAfterSeconds)
             c.mesh = mesh
