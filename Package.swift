@@ -113,7 +113,7 @@ let package = Package(
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "Sync", "SyncPeer", "SyncProtocol", "Sockets", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "Migrations",
+        .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "LANDiscovery", "Migrations",
                                                              "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]

@@ -12,6 +12,11 @@ joined by a bridge (multicast snooping off), python-zeroconf as the independent 
      node is still found and synced with, and its name is not taken as a conflict.
   6. An IPv6-only link (link-local addresses alone): the peer dials the node at
      tcp://[fe80::…%25IFINDEX]:4040 and syncs.
+  7. Two nodes of one sync group (`bigpeer serve --lan --lan-subscribe ...`) find each other:
+     exactly one dials (the lower peer key), a document written on either reaches the other,
+     and `GET /api/v4/upstream` shows one dialling link and one accepting side.
+  8. Two small peers with `bigpeer peer --lan --listen` find each other: exactly one dials the
+     other (the lower peer key), and the other receives the link.
 Exits non-zero on the first failure."""
 import ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 from zeroconf import DNSIncoming, IPVersion, ServiceBrowser, ServiceInfo, ServiceListener, Zeroconf
@@ -78,13 +83,26 @@ def in_ns(ns, fn):
         os.close(home)
 
 
-def serve(ns, name, device, group, http_port):
+def serve(ns, name, device, group, http_port, extra=()):
     log = open(os.path.join(WORK, f"{name}.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "serve", "--port", str(http_port), "--threads", "1", "--insecure-dev",
                           "--data-dir", os.path.join(WORK, name), "--log-level", "info",
-                          "--lan", "--device-name", device, "--sync-group", str(group)], stdout=log, stderr=subprocess.STDOUT)
+                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT)
     processes.append(p)
     return p
+
+
+def rest(ns, port, method, path, body=None):
+    args = ["ip", "netns", "exec", ns, "curl", "-sf", f"http://127.0.0.1:{port}{path}"]
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    r = run(*args, check=False)
+    return json.loads(r.stdout) if r.returncode == 0 and r.stdout else None
+
+
+def crew_ids(ns, port):
+    r = rest(ns, port, "POST", "/api/v4/store/execute", {"statement": "SELECT * FROM crew ORDER BY _id"})
+    return [d["_id"] for d in r["items"]] if r else None
 
 
 def wait_log(name, text, timeout):
@@ -250,6 +268,59 @@ try:
     if peer.returncode != 0 or "over-link-local" not in peer.stdout or "%25" not in peer.stderr:
         fail(f"IPv6 link-local only: exit {peer.returncode}, out {peer.stdout!r}, err {peer.stderr!r}")
     print(f"==> IPv6 link-local only: {peer.stderr.strip()}", flush=True)
+
+    # 7. Two nodes of sync group 13 on a link of their own: they pair up by themselves.
+    f, g = ns_add(f"{TAG}f"), ns_add(f"{TAG}g")
+    run("ip", "link", "add", f"{TAG}vf", "netns", f, "type", "veth", "peer", "name", f"{TAG}vg", "netns", g)
+    for n, dev, address in ((f, f"{TAG}vf", "10.98.0.1/24"), (g, f"{TAG}vg", "10.98.0.2/24")):
+        run("ip", "netns", "exec", n, "ip", "addr", "add", address, "dev", dev)
+        run("ip", "netns", "exec", n, "ip", "link", "set", dev, "up")
+    mesh = ["--lan-subscribe", "SELECT * FROM crew", "--lan-link-grace", "5"]
+    serve(f, "mesh-f", "mesh-f", 13, 18084, mesh)
+    serve(g, "mesh-g", "mesh-g", 13, 18085, mesh)
+    for name in ("mesh-f", "mesh-g"):
+        wait_log(name, "advertised on the LAN", 60)
+    rest(f, 18084, "POST", "/api/v4/store/execute", {"statement": "INSERT INTO crew DOCUMENTS ({'_id': 'from-f'})"})
+    rest(g, 18085, "POST", "/api/v4/store/execute", {"statement": "INSERT INTO crew DOCUMENTS ({'_id': 'from-g'})"})
+    started = time.time()
+    while time.time() < started + 30 and not (crew_ids(f, 18084) == crew_ids(g, 18085) == ["from-f", "from-g"]):
+        time.sleep(0.1)
+    if not (crew_ids(f, 18084) == crew_ids(g, 18085) == ["from-f", "from-g"]):
+        fail(f"two nodes of one group did not replicate: f {crew_ids(f, 18084)}, g {crew_ids(g, 18085)}")
+    statuses = [rest(f, 18084, "GET", "/api/v4/upstream"), rest(g, 18085, "GET", "/api/v4/upstream")]
+    links = [s["lanLinks"] if s else None for s in statuses]
+    if any(l is None or len(l) != 1 for l in links):
+        fail(f"lanLinks: {links}")
+    dialling = [l[0] for l in links if l[0]["dials"]]
+    accepting = [l[0] for l in links if not l[0]["dials"] and l[0]["state"] == "accepting"]
+    if len(dialling) != 1 or len(accepting) != 1 or dialling[0]["state"] != "connected":
+        fail(f"not exactly one link: {links}")
+    linking = sum(open(os.path.join(WORK, f"{n}.log")).read().count("linking with a LAN node") for n in ("mesh-f", "mesh-g"))
+    if linking != 1:
+        fail(f"{linking} links dialled between two nodes")
+    print(f"==> two nodes of one group: one link ({dialling[0]['deviceName']} dialled at {dialling[0]['url']}), "
+          f"both documents on both in {time.time() - started:.2f} s", flush=True)
+
+    # 8. Two small peers of group 13 with --listen, one in each namespace: one link between them.
+    peers = []
+    for n, name in ((f, "peer-f"), (g, "peer-g")):
+        log = open(os.path.join(WORK, f"{name}.log"), "w")
+        p = subprocess.Popen(["ip", "netns", "exec", n, BIN, "peer", "--data", os.path.join(WORK, name), "--lan", "--sync-group", "13",
+                              "--listen", "--name", name], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)
+        processes.append(p)
+        peers.append(name)
+    dialled = None
+    deadline = time.time() + 30
+    while time.time() < deadline and dialled is None:
+        logs = {name: open(os.path.join(WORK, f"{name}.log")).read() for name in peers}
+        dialling = [name for name in peers if "linking with a LAN peer" in logs[name]]
+        received = [name for name in peers if "LAN peer link accepted" in logs[name]]
+        if dialling and received:
+            dialled = (dialling, received)
+        time.sleep(0.1)
+    if dialled is None or len(dialled[0]) != 1 or dialled[0] == dialled[1]:
+        fail(f"two listening peers: dialling {dialled}")
+    print(f"==> two small peers with --listen: {dialled[0][0]} dials, {dialled[1][0]} receives the link", flush=True)
     print("==> LAN discovery: all checks passed", flush=True)
 finally:
     cleanup()

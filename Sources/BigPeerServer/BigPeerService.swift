@@ -2,6 +2,7 @@ import Auth
 import ConnectionPolicy
 import CRDT
 import HTTP
+import LANDiscovery
 import Logging
 import Postgres
 import Store
@@ -43,6 +44,8 @@ public final class BigPeerService: Sendable {
     /// LAN TCP peer links (`--lan`), when configured, and their mDNS advertisement.
     private let lan: LANPeerListener?
     private let advertiser: LANAdvertiser?
+    /// Links with the other nodes of the sync group found on the LAN (`--lan`, advertising).
+    public let mesh: LANMesh?
     /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
     /// links ask the same one), and the task re-reading its file.
     let connectionPolicy: SyncConnectionPolicy
@@ -54,12 +57,13 @@ public final class BigPeerService: Sendable {
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, connectionPolicy: SyncConnectionPolicy,
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, mesh: LANMesh?, connectionPolicy: SyncConnectionPolicy,
                  policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
         self.upstream = upstream
         self.presence = presence
         self.lan = lan
         self.advertiser = advertiser
+        self.mesh = mesh
         self.connectionPolicy = connectionPolicy
         self.policyWatch = policyWatch
         self.maintenance = configuration.maintenanceInterval > .zero
@@ -134,7 +138,8 @@ public final class BigPeerService: Sendable {
         // shared cooperative pool every commit cost several thread switches (docs/performance-history.md).
         let follower = Task(executorPreference: listenerLoop) { await store.changeFeed.follow(listener) }
         // What a start that fails from here on releases, in this order.
-        func releaseOnFailure(_ upstream: UpstreamReplicator?) async {
+        func releaseOnFailure(_ upstream: UpstreamReplicator?, _ mesh: LANMesh? = nil) async {
+            await mesh?.stop()
             await upstream?.stop()
             follower.cancel()
             await listener.stop()
@@ -171,12 +176,25 @@ public final class BigPeerService: Sendable {
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
-        UpstreamRoutes(replicator: upstream, store: store, auth: auth, logger: logger).register(on: &router)
         let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),
                                    local: PresenceGossip.LocalInfo(deviceName: configuration.lan?.deviceName ?? LANAdvertiser.hostName(), isConnectedToBigPeer: true))
         PresenceRoute(hub: presence, auth: auth, logger: logger).register(on: &router)
         presence.start()
         if let upstream { presence.carry(upstream) }
+        var mesh: LANMesh?
+        if let lanConfiguration = configuration.lan, let meshConfiguration = lanConfiguration.mesh {
+            let rule = LANLinkRule(peerKey: LANAdvertisement.siteKey(store.siteID.rawValue), syncGroup: lanConfiguration.syncGroup,
+                                   protocolVersion: SyncProtocol.version, role: .node)
+            do {
+                mesh = try LANMesh(configuration: meshConfiguration, rule: rule, store: store, lockSession: sessionConfig,
+                                   deviceName: lanConfiguration.deviceName ?? LANAdvertiser.hostName(), presence: presence, logger: logger)
+            } catch {
+                await presence.stop()
+                await releaseOnFailure(upstream)
+                throw error
+            }
+        }
+        UpstreamRoutes(replicator: upstream, mesh: mesh, store: store, auth: auth, logger: logger).register(on: &router)
         openAPI.register(on: &router)
         var webSocketEndpoints: [WebSocketEndpoint] = []
         var syncSession = SyncSession.Configuration(serverSite: store.siteID.rawValue, sessionID: Self.instanceTag())
@@ -195,8 +213,13 @@ public final class BigPeerService: Sendable {
         if !policy.isEmpty { syncRoute.policy = connectionPolicy }
         syncRoute.presence = presence
         presence.shareThroughDatabase(store, instance: syncSession.sessionID, logger: logger)
-        if let upstream, upstream.configuration.relaySubscriptions {
-            syncRoute.relay = SubscriptionRelay { upstream.relay($0) }
+        let relayUpstream = upstream?.configuration.relaySubscriptions == true ? upstream : nil
+        if relayUpstream != nil || mesh != nil {
+            let relayMesh = mesh
+            syncRoute.relay = SubscriptionRelay { union in
+                relayUpstream?.relay(union)
+                relayMesh?.relay(union)
+            }
         }
         let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
         RemoteExecuteRoute(registry: syncSessions, presence: presence, auth: auth, timeout: configuration.remoteQueryTimeout, logger: logger)
@@ -222,7 +245,7 @@ public final class BigPeerService: Sendable {
             http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)
             try await http.start()
         } catch {
-            await releaseOnFailure(upstream)
+            await releaseOnFailure(upstream, mesh)
             throw error
         }
         let policyWatch = connectionPolicy.watch(every: configuration.peerPolicyPollInterval)
@@ -243,12 +266,15 @@ public final class BigPeerService: Sendable {
                                                                registry: syncSessions, group: group)
                 lan = listener
                 if lanConfiguration.advertise {
-                    advertiser = try await LANAdvertiser.start(lanConfiguration, port: listener.port, site: store.siteID.rawValue, logger: logger)
+                    let started = try await LANAdvertiser.start(lanConfiguration, port: listener.port, site: store.siteID.rawValue, logger: logger)
+                    advertiser = started
+                    try await mesh?.browse(on: started.daemon)
                 }
             } catch {
+                await advertiser?.stop()
                 await lan?.stop()
                 await http.shutdown(deadline: .zero)
-                await releaseOnFailure(upstream)
+                await releaseOnFailure(upstream, mesh)
                 throw error
             }
             logger.notice("accepting LAN peer links", metadata: [
@@ -257,7 +283,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
+                              upstream: upstream, lan: lan, advertiser: advertiser, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
                               presence: presence, logger: logger)
     }
 
@@ -290,6 +316,7 @@ public final class BigPeerService: Sendable {
         }
         await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
         await lan?.stop()
+        await mesh?.stop()  // links this node dials say `bye`; their merges in flight commit
         await http.shutdown(deadline: configuration.shutdownGrace)
         // After the HTTP drain (writes acknowledged by then are in the change log, and the next
         // start uploads them), before the pool: merges in flight commit first.

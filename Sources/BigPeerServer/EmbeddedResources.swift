@@ -531,15 +531,23 @@ paths:
       summary: Upstream replication status
       description: |
         How this server's replication with its upstream BigPeer stands, when it runs as a local
-        node (`bigpeer serve --upstream`, docs/LOCAL-NODE.md). Needs a key that may read every
-        collection. 404 on a server without an upstream.
+        node (`bigpeer serve --upstream`, docs/LOCAL-NODE.md), and its links with the other nodes
+        of its sync group found on the LAN (`lanLinks`, `bigpeer serve --lan`). Needs a key that
+        may read every collection. Without an upstream, only `lanLinks`. 404 on a server with
+        neither an upstream nor LAN links.
       operationId: upstreamStatus
       responses:
         "200":
           description: the replication status
           content:
             application/json:
-              schema: { $ref: "#/components/schemas/UpstreamStatus" }
+              schema:
+                anyOf:
+                  - { $ref: "#/components/schemas/UpstreamStatus" }
+                  - type: object
+                    required: [lanLinks]
+                    properties:
+                      lanLinks: { $ref: "#/components/schemas/LANLinks" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -811,6 +819,26 @@ components:
         peerKeyString2: { type: string }
         type: { type: string, enum: [WebSocket, AccessPoint, Bluetooth], description: AccessPoint is a LAN TCP link }
         connectionType: { type: string, enum: [WebSocket, AccessPoint, Bluetooth], description: the same (Ditto's name) }
+    LANLinks:
+      type: array
+      description: the nodes of this node's sync group found on the LAN; of each pair the one with the lower peer key dials the other (docs/LOCAL-NODE.md, "Two nodes on one ship")
+      items:
+        type: object
+        required: [peerKey, deviceName, url, dials, advertised, state]
+        properties:
+          peerKey: { type: string, description: "the node's peer key (TXT pk, hex)" }
+          deviceName: { type: string, description: its advertised instance name }
+          url: { type: string, description: "where it is dialled: tcp://ADDRESS:PORT" }
+          dials: { type: boolean, description: "true: this node dials it and replicates with it as with an upstream; false: it dials this node" }
+          advertised: { type: boolean, description: "false: its advertisement went (goodbye or expiry); the link ends after --lan-link-grace unless it comes back" }
+          state:
+            type: string
+            enum: [connected, connecting, refused, offline, standby, accepting]
+            description: the replication's state on the dialling side; accepting when the other node dials
+          replication:
+            nullable: true
+            description: on the dialling side, the replication's status (the fields of UpstreamStatus; pendingUploads is null)
+            type: object
     UpstreamStatus:
       type: object
       required: [state, url, sessions, uploadedThrough, subscriptions, subscriptionErrors, uploadedChanges, downloadedEntries, rejectedUploads]
@@ -853,9 +881,10 @@ components:
               args: { type: object }
               synced: { type: boolean }
         subscriptionErrors: { type: object, additionalProperties: { type: string } }
+        lanLinks: { $ref: "#/components/schemas/LANLinks" }
         otherUpstreams:
           type: array
-          description: rows of upstream URLs this server no longer replicates with; each keeps the change log and tombstones it has not acknowledged (delete its row in bigpeer_upstream to let maintenance go on)
+          description: rows of upstream URLs this server no longer replicates with (rows of nodes found on the LAN are not listed; they expire after --lan-forget-after); each keeps the change log and tombstones it has not acknowledged (delete its row in bigpeer_upstream to let maintenance go on)
           items:
             type: object
             required: [url, uploadedThrough]

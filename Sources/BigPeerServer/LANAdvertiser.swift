@@ -30,7 +30,7 @@ final class LANAdvertiser: Sendable {
             throw error
         }
         let advertisement = LANAdvertisement(name: name, port: UInt16(truncatingIfNeeded: port), protocolVersion: SyncProtocol.version,
-                                             peerKey: (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) },
+                                             peerKey: LANAdvertisement.siteKey(site),
                                              syncGroup: configuration.syncGroup, role: .node)
         do {
             _ = try await daemon.advertise(try advertisement.service) { final in

@@ -24,6 +24,8 @@ final class PresenceHub: Sendable {
     /// This server's peer key (what its record and its instances' rows are published under).
     let peerKey: [UInt8]
     private let timer = Mutex<Task<Void, Never>?>(nil)
+    /// The next link id for a link to a node found on the LAN (counting down below `upstreamLink`).
+    private let lanLinkIDs = Atomic<UInt64>(upstreamLink)
     /// Sharing with the other instances of the database (PresenceHub+Siblings.swift), when started.
     let siblings = Mutex<(task: Task<Void, Never>, withdraw: @Sendable () async -> Void)?>(nil)
 
@@ -101,12 +103,18 @@ final class PresenceHub: Sendable {
     static let upstreamLink = UInt64.max
 
     /// Makes a local node's upstream link one of the gossip's links (records go up and come down).
-    func carry(_ upstream: UpstreamReplicator) {
+    func carry(_ upstream: UpstreamReplicator, link: UInt64 = upstreamLink) {
         let type: LinkType = upstream.configuration.url.hasPrefix("tcp://") || upstream.configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
         upstream.attachPresence(UpstreamPresence(
-            linkUp: { [weak self] key, send in self?.linkUp(Self.upstreamLink, peerKey: key, type: type, send: send) },
-            received: { [weak self] records in self?.received(records, from: Self.upstreamLink) },
-            linkDown: { [weak self] in self?.linkDown(Self.upstreamLink) }))
+            linkUp: { [weak self] key, send in self?.linkUp(link, peerKey: key, type: type, send: send) },
+            received: { [weak self] records in self?.received(records, from: link) },
+            linkDown: { [weak self] in self?.linkDown(link) }))
+    }
+
+    /// The same for a link this node dials to another node found on the LAN (`LANMesh`), under
+    /// an id of its own.
+    func carryLANLink(_ replicator: UpstreamReplicator) {
+        carry(replicator, link: lanLinkIDs.subtract(1, ordering: .relaxed).newValue)
     }
 
     /// Runs the gossip's timers and sends what is due.

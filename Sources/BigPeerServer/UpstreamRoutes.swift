@@ -1,10 +1,12 @@
 // `GET /api/v4/upstream`: how a local node's replication with its upstream stands
-// (docs/LOCAL-NODE.md, "Status"). It needs a key that may read every collection (what it shows
-// is server-wide: the upstream, what waits to go up). 404 when this server has no upstream.
+// (docs/LOCAL-NODE.md, "Status"), and its links with the other nodes found on the LAN
+// (`lanLinks`). It needs a key that may read every collection (what it shows is server-wide: the
+// upstream, what waits to go up). 404 when this server has neither an upstream nor LAN links.
 
 import Auth
 import CRDT
 import HTTP
+import LANDiscovery
 import Logging
 import Store
 import SyncProtocol
@@ -13,6 +15,7 @@ import Values
 
 struct UpstreamRoutes {
     let replicator: UpstreamReplicator?
+    let mesh: LANMesh?
     let store: DocumentStore
     let auth: Authenticator
     let logger: Logger
@@ -20,11 +23,14 @@ struct UpstreamRoutes {
     static let path = "/api/v4/upstream"
 
     func register(on router: inout HTTPRouter) {
-        let replicator = self.replicator, store = self.store, auth = self.auth, logger = self.logger
+        let replicator = self.replicator, mesh = self.mesh, store = self.store, auth = self.auth, logger = self.logger
         router.get(Self.path, .respond { request in
             if let refused = await PresenceRoute.refuseUnlessReadAll(request, auth: auth, logger: logger) { return refused }
+            let now = Double(Replica.systemMillis()) / 1000
             guard let replicator else {
-                return APIError(.notFound, "this server has no upstream (bigpeer serve --upstream URL)").response(to: request, logger: logger, negotiated: false)
+                if let mesh { return .json(JSON.serialize(.object(["lanLinks": Self.lanLinks(mesh, now: now)]))) }
+                return APIError(.notFound, "this server has no upstream (bigpeer serve --upstream URL) and no LAN links (--lan)")
+                    .response(to: request, logger: logger, negotiated: false)
             }
             let status = replicator.status
             // What waits to go up is counted in the database, so it is right even before the
@@ -35,7 +41,7 @@ struct UpstreamRoutes {
             } catch {
                 backlog = nil
             }
-            var body = Self.body(status, backlog: backlog, now: Double(Replica.systemMillis()) / 1000)
+            var body = Self.body(status, backlog: backlog, now: now)
             // Rows of URLs no longer configured: each holds the change log and tombstones back.
             if case .object(var fields) = body, let others = try? await store.otherUpstreams(than: status.url) {
                 fields["otherUpstreams"] = .array(others.map {
@@ -43,7 +49,29 @@ struct UpstreamRoutes {
                 })
                 body = .object(fields)
             }
+            if case .object(var fields) = body, let mesh {
+                fields["lanLinks"] = Self.lanLinks(mesh, now: now)
+                body = .object(fields)
+            }
             return .json(JSON.serialize(body))
+        })
+    }
+
+    /// The nodes of the sync group found on the LAN: the ones this node dials with their
+    /// replication (the fields of an upstream's status), the ones that dial it as `accepting`.
+    static func lanLinks(_ mesh: LANMesh, now: Double) -> Value {
+        .array(mesh.links.partners.map { partner in
+            let n = partner.neighbour, replication = partner.link?.status
+            return .object([
+                "peerKey": .string(n.peerKey),
+                "deviceName": .string(n.name),
+                "url": .string(n.url),
+                "dials": .bool(n.dials),
+                // Stopped advertising (goodbye or expiry): the link ends after --lan-link-grace.
+                "advertised": .bool(n.vanishedAt == nil),
+                "state": .string(replication?.state.rawValue ?? (n.dials ? "connecting" : "accepting")),
+                "replication": replication.map { body($0, backlog: nil, now: now) } ?? .null,
+            ])
         })
     }
 

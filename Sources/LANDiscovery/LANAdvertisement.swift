@@ -38,7 +38,12 @@ public struct LANAdvertisement: Sendable, Equatable {
         self.init(name: found.instanceName, port: found.port, protocolVersion: v, peerKey: pk, syncGroup: g, role: role)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// The key a replica advertises (TXT `pk`): its CRDT site id, 8 bytes big-endian.
+    public static func siteKey(_ site: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) }
+    }
+
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef")
         return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
     }

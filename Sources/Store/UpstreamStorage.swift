@@ -224,12 +224,14 @@ extension DocumentStore {
         }
     }
 
-    /// The other upstreams this database has a row for (a URL no longer used still holds
-    /// retention back: maintenance keeps what it has not acknowledged), with their positions.
+    /// The other configured upstreams this database has a row for (a URL no longer used still
+    /// holds retention back: maintenance keeps what it has not acknowledged), with their
+    /// positions. Rows of nodes found on the LAN are not listed: they expire by themselves.
     public func otherUpstreams(than upstream: String) async throws(StoreError) -> [(upstream: String, uploaded: ChangeLogPosition)] {
         do {
             return try await pool.query("""
-                SELECT upstream, uploaded_txn, uploaded_seq FROM bigpeer_upstream WHERE upstream <> \(upstream) ORDER BY upstream
+                SELECT upstream, uploaded_txn, uploaded_seq FROM bigpeer_upstream
+                WHERE upstream <> \(upstream) AND discovered_peer_key IS NULL ORDER BY upstream
                 """).map { row in
                 (try row.decode(0, as: String.self), ChangeLogPosition(txn: try row.decode(1, as: Int64.self), seq: try row.decode(2, as: Int32.self)))
             }

@@ -45,6 +45,10 @@ public struct UpstreamConfiguration: Sendable {
     /// tries to take the replication lock, and how often the holder checks it still holds it.
     public var leaseRetryInterval: Duration = .seconds(5)
     public var leaseProbeInterval: Duration = .seconds(2)
+    /// The upstream's row in `bigpeer_upstream` and the name of its replication lock; nil: the
+    /// URL without user information. A node found on the LAN is named by its peer key instead
+    /// (`lan:<pk>`), since its address changes and its key does not.
+    public var storageKey: String?
     /// The name this node gives upstream (`hello.name`).
     public var deviceName = "bigpeer-local-node"
 
@@ -56,6 +60,9 @@ public struct UpstreamConfiguration: Sendable {
     /// The URL without user information (what the status shows and the database row is named
     /// by): `ws://user:secret@host/...` must not leak a secret into logs or responses.
     public var displayURL: String { Self.withoutUserInfo(url) }
+
+    /// What the upstream's stored state and lease are named by.
+    public var rowKey: String { storageKey ?? displayURL }
 
     static func withoutUserInfo(_ url: String) -> String {
         let chars = Array(url)

@@ -112,7 +112,7 @@ final class UpstreamCore: SyncLinkDelegate {
          status: StatusBox, logger: Logger) {
         self.store = store
         self.configuration = configuration
-        self.upstreamKey = configuration.displayURL
+        self.upstreamKey = configuration.rowKey
         self.configured = subscriptions
         self.link = link
         self.loop = link.loop

@@ -35,7 +35,8 @@ final class UpstreamLease: Sendable {
     private let logger: Logger
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    /// `upstream` names the lock (the URL without user information, as `bigpeer_upstream` stores it).
+    /// `upstream` names the lock (the upstream's key in `bigpeer_upstream`: its URL without user
+    /// information, or `lan:<pk>` for a node found on the LAN).
     init(configuration: PostgresConfiguration, upstream: String, loop: EventLoop, timing: Timing, logger: Logger) {
         self.configuration = configuration
         self.upstream = upstream

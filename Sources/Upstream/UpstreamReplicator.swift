@@ -41,10 +41,7 @@ public final class UpstreamReplicator: Sendable {
             // Said without the URL: it holds a secret, and this message is printed and logged.
             throw .invalid("--upstream: credentials in the URL are not supported (\(configuration.displayURL)); use --upstream-key or --upstream-jwt-file")
         }
-        let subscriptions: [SyncSubscription]
-        do { subscriptions = try configuration.subscriptions.map { q throws(UpstreamError) in try UpstreamSubscriptions.parse(q) } } catch {
-            throw .invalid(error.description)
-        }
+        let subscriptions = try Self.parseSubscriptions(configuration.subscriptions)
         let (link, group): (SyncLink, EventLoopGroup)
         do {
             (link, group) = try SyncLink.onOwnLoop(SyncLink.Configuration(url: configuration.url, reconnectBase: configuration.reconnectBase,
@@ -62,9 +59,16 @@ public final class UpstreamReplicator: Sendable {
         link.delegate = core
         self.core = LoopBound(core, loop: loop)
         let bound = self.core
-        lease = lockSession.map { UpstreamLease(configuration: $0, upstream: configuration.displayURL, loop: loop, timing: UpstreamLease.Timing(probeInterval: configuration.leaseProbeInterval, retryInterval: configuration.leaseRetryInterval), logger: logger) }
+        lease = lockSession.map { UpstreamLease(configuration: $0, upstream: configuration.rowKey, loop: loop, timing: UpstreamLease.Timing(probeInterval: configuration.leaseProbeInterval, retryInterval: configuration.leaseRetryInterval), logger: logger) }
         loop.execute { bound.value.start(leading: lockSession == nil) }
         lease?.start { held, why in bound.loop.execute { bound.value.lead(held, why: why) } }
+    }
+
+    /// The subscriptions `queries` name, or why one cannot be one (not a plain SELECT).
+    public static func parseSubscriptions(_ queries: [String]) throws(StartError) -> [SyncSubscription] {
+        do { return try queries.map { q throws(UpstreamError) in try UpstreamSubscriptions.parse(q) } } catch {
+            throw .invalid(error.description)
+        }
     }
 
     public var status: UpstreamStatus { statusBox.value }

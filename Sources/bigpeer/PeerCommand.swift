@@ -62,6 +62,11 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
     var lanInterfaces: [String] = []
 
+    @Flag(name: .customLong("listen"), help: "With --lan: also advertise this peer (role=peer) and link with the other small peers of the sync group found on the LAN, one link per pair: it dials those with a higher peer key and accepts the others on --listen-port.")
+    var listen = false
+    @Option(name: .customLong("listen-port"), help: "With --listen: the TCP port other small peers link to (0: any free port).")
+    var listenPort = 0
+
     @Flag(help: "Print the presence graph as JSON ({\"presence\": graph}): with --sync-once once after syncing, else whenever it changes (docs/LOCAL-NODE.md, \"Presence\").")
     var presence = false
 
@@ -74,7 +79,10 @@ struct PeerCommand: AsyncParsableCommand {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if lan && url != nil { throw ValidationError("--lan and --url exclude each other") }
         if lan && offline { throw ValidationError("--lan and --offline exclude each other") }
-        if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty) { throw ValidationError("--sync-group and --lan-interface need --lan") }
+        if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
+        if !listen && listenPort != 0 { throw ValidationError("--listen-port needs --listen") }
+        if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
+        if !(0...65535).contains(listenPort) { throw ValidationError("--listen-port must be 0...65535") }
         if syncOnce && url == nil && !lan { throw ValidationError("--sync-once needs --url or --lan") }
         if [key != nil, jwt != nil, jwtFile != nil].filter({ $0 }).count > 1 { throw ValidationError("--key, --jwt and --jwt-file exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
@@ -192,8 +200,27 @@ struct PeerCommand: AsyncParsableCommand {
         }
         let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
         defer { presenceObserver?.cancel() }
+        var peerLinks: PeerLANLinks?
+        if listen {
+            do {
+                peerLinks = try await PeerLANLinks.start(peer: peer, client: config, syncGroup: syncGroup, interfaces: lanInterfaces, listenPort: listenPort,
+                                                         logger: Self.lanLogger())
+            } catch {
+                await client.stop()
+                Output.error("--listen: \(error)")
+                throw ExitCode.failure
+            }
+        }
         prompt(peer, local: local)
+        await peerLinks?.stop()
         await client.stop()
+    }
+
+    /// What `--listen` logs goes to stderr (stdout carries the JSON lines), from `notice` up.
+    static func lanLogger() -> Logger {
+        var logger = Logger(label: "bigpeer.peer.lan") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .notice
+        return logger
     }
 
     /// The token in `path` without surrounding whitespace; nil when unreadable or empty.
