@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConnectionPolicy
 import LANDiscovery
 import Logging
 import Glibc
@@ -62,10 +63,12 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
     var lanInterfaces: [String] = []
 
-    @Flag(name: .customLong("listen"), help: "With --lan: also advertise this peer (role=peer) and link with the other small peers of the sync group found on the LAN, one link per pair: it dials those with a higher peer key and accepts the others on --listen-port.")
+    @Flag(name: .customLong("listen"), help: "With --lan: advertise this peer (role=peer) and link with every node and small peer of the sync group found on the LAN, one link per pair, with no one server: it dials the nodes and the peers with a higher peer key, and serves the links the others dial on --listen-port.")
     var listen = false
     @Option(name: .customLong("listen-port"), help: "With --listen: the TCP port other small peers link to (0: any free port).")
     var listenPort = 0
+    @Option(name: .customLong("peer-policy"), help: "With --listen: a connection policy file (the format of `bigpeer serve --peer-policy`, docs/LOCAL-NODE.md) deciding which peers that dial this one may sync.")
+    var peerPolicy: String?
 
     @Flag(help: "Print the presence graph as JSON ({\"presence\": graph}): with --sync-once once after syncing, else whenever it changes (docs/LOCAL-NODE.md, \"Presence\").")
     var presence = false
@@ -80,7 +83,7 @@ struct PeerCommand: AsyncParsableCommand {
         if lan && url != nil { throw ValidationError("--lan and --url exclude each other") }
         if lan && offline { throw ValidationError("--lan and --offline exclude each other") }
         if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
-        if !listen && listenPort != 0 { throw ValidationError("--listen-port needs --listen") }
+        if !listen && (listenPort != 0 || peerPolicy != nil) { throw ValidationError("--listen-port and --peer-policy need --listen") }
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
         if !(0...65535).contains(listenPort) { throw ValidationError("--listen-port must be 0...65535") }
         if syncOnce && url == nil && !lan { throw ValidationError("--sync-once needs --url or --lan") }
@@ -118,7 +121,7 @@ struct PeerCommand: AsyncParsableCommand {
         defer { observers.forEach { $0.cancel() } }
 
         var target = url
-        if lan {
+        if lan && !listen {
             do {
                 let found = try await LANNodeFinder.find(syncGroup: syncGroup, interfaces: lanInterfaces, timeout: .seconds(timeout),
                                                          logger: Logger(label: "bigpeer.peer.lan") { _ in SwiftLogNoOpLogHandler() })
@@ -129,7 +132,7 @@ struct PeerCommand: AsyncParsableCommand {
                 throw ExitCode.failure
             }
         }
-        guard let url = target, !offline else {
+        guard target != nil || listen, !offline else {
             if offline && !statements.isEmpty { return }
             return prompt(peer, local: local)
         }
@@ -143,7 +146,8 @@ struct PeerCommand: AsyncParsableCommand {
                 throw ExitCode.failure
             }
         }
-        var config = SyncClient.Configuration(url: url, apiKey: key)
+        // With --listen every link's URL comes from discovery (`PeerLANLinks` sets it per dial).
+        var config = SyncClient.Configuration(url: target ?? "", apiKey: key)
         config.deviceName = name
         config.allowRemoteQueries = allowRemoteQuery
         config.jwt = jwt
@@ -155,6 +159,7 @@ struct PeerCommand: AsyncParsableCommand {
             config.jwt = token
         }
         if syncOnce { config.maxConnectAttempts = 3 }
+        guard let url = target else { return try await runLinked(peer, client: config, local: local) }
         let client: SyncClient
         do { client = try SyncClient(peer: peer, configuration: config) } catch {
             Output.error("\(error)")
@@ -200,20 +205,31 @@ struct PeerCommand: AsyncParsableCommand {
         }
         let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
         defer { presenceObserver?.cancel() }
-        var peerLinks: PeerLANLinks?
-        if listen {
-            do {
-                peerLinks = try await PeerLANLinks.start(peer: peer, client: config, syncGroup: syncGroup, interfaces: lanInterfaces, listenPort: listenPort,
-                                                         logger: Self.lanLogger())
-            } catch {
-                await client.stop()
-                Output.error("--listen: \(error)")
-                throw ExitCode.failure
-            }
+        prompt(peer, local: local)
+        await client.stop()
+    }
+
+    /// `--lan --listen`: no one server; this peer links with every node and small peer of its
+    /// sync group it finds (`PeerLANLinks`: it dials nodes and the peers with a higher key, and
+    /// serves the links the others dial), reads DQL from stdin, and prints what changes.
+    private func runLinked(_ peer: SmallPeer, client: SyncClient.Configuration, local: LocalFlag) async throws {
+        let policy: PeerPolicy
+        do { policy = PeerPolicy(ruleFile: try peerPolicy.map { path throws(PolicyConfigurationError) in try PolicyRulesFile(path: path) }, webhook: nil) } catch {
+            Output.error("--peer-policy: \(error)")
+            throw ExitCode.failure
+        }
+        let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
+        defer { presenceObserver?.cancel() }
+        let links: PeerLANLinks
+        do {
+            links = try await PeerLANLinks.start(peer: peer, client: client, syncGroup: syncGroup, interfaces: lanInterfaces, listenPort: listenPort,
+                                                 policy: policy, logger: Self.lanLogger())
+        } catch {
+            Output.error("--listen: \(error)")
+            throw ExitCode.failure
         }
         prompt(peer, local: local)
-        await peerLinks?.stop()
-        await client.stop()
+        await links.stop()
     }
 
     /// What `--listen` logs goes to stderr (stdout carries the JSON lines), from `notice` up.

@@ -1,3 +1,4 @@
+import ConnectionPolicy
 import CRDT
 import Discovery
 import Glibc
@@ -5,6 +6,8 @@ import LANDiscovery
 import Logging
 import SmallPeer
 import Sockets
+import Sync
+import Synchronization
 import SyncProtocol
 
 /// `bigpeer peer --lan --listen` (docs/LOCAL-NODE.md, "Small peers with each other"): the peer
@@ -21,21 +24,26 @@ final class PeerLANLinks: Sendable {
     private let listener: LoopBound<TCPListener>
     private let daemon: MDNSDaemon
     private let links: LANLinks<SyncClient>
+    private let served: LoopBound<ServedPeerLinks>
 
-    private init(port: Int, group: EventLoopGroup, listener: LoopBound<TCPListener>, daemon: MDNSDaemon, links: LANLinks<SyncClient>) {
+    private init(port: Int, group: EventLoopGroup, listener: LoopBound<TCPListener>, daemon: MDNSDaemon, links: LANLinks<SyncClient>,
+                 served: LoopBound<ServedPeerLinks>) {
         self.port = port
         self.group = group
         self.listener = listener
         self.daemon = daemon
         self.links = links
+        self.served = served
     }
 
     /// Listens on `listenPort` (0: any), advertises, browses and links. `client` is the
     /// configuration each dialled link starts from (credentials, device name); its URL is replaced.
+    /// `policy` decides which peers that dial this one may sync.
     static func start(peer: SmallPeer, client: SyncClient.Configuration, syncGroup: UInt32, interfaces: [String], listenPort: Int,
-                      logger: Logger) async throws -> PeerLANLinks {
+                      policy: PeerPolicy, logger: Logger) async throws -> PeerLANLinks {
         let group = try EventLoopGroup(threads: 1)
         let loop = group.next()
+        let served = LoopBound(ServedPeerLinks(loop: loop, peer: peer, policy: policy, logger: logger), loop: loop)
         let listener: LoopBound<TCPListener>
         let daemon: MDNSDaemon
         do {
@@ -43,7 +51,7 @@ final class PeerLANLinks: Sendable {
             listener = try await loop.submit { () throws -> LoopBound<TCPListener> in
                 LoopBound(try TCPListener(address: address, loop: loop) { fd, remote in
                     logger.notice("LAN peer link accepted", metadata: ["from": "\(remote)"])
-                    PeerLinkServing.serve(fd: fd, remote: remote, loop: loop, peer: peer, logger: logger)
+                    served.value.serve(fd: fd, remote: remote)
                 }, loop: loop)
             }
             var configuration = MDNSDaemon.Configuration(hostName: "bigpeer-peer-\(UInt32.random(in: 0...UInt32.max))")
@@ -82,27 +90,73 @@ final class PeerLANLinks: Sendable {
             group.shutdown()
             throw error
         }
-        return PeerLANLinks(port: port, group: group, listener: listener, daemon: daemon, links: links)
+        return PeerLANLinks(port: port, group: group, listener: listener, daemon: daemon, links: links, served: served)
     }
 
     /// Goodbyes, the links end, the listener closes.
     func stop() async {
         await daemon.stop()
         await links.stop()
-        let listener = self.listener
-        try? await listener.loop.submit { listener.value.close() }
+        let listener = self.listener, served = self.served
+        try? await listener.loop.submit {
+            listener.value.close()
+            served.value.closeAll()
+        }
         group.shutdown()
     }
 }
 
-/// Where a link another small peer dialled is served: the one call site that hands an accepted
-/// connection to the SmallPeer (the sync protocol with the stream framing of PROTOCOL.md §2, the
-/// peer serving as a `SyncSession` serves at a node). Runs on `loop`, the listener's.
-enum PeerLinkServing {
-    static let unavailable = "serving links needs SmallPeer's serving API (a SmallPeer that serves an accepted framed stream); this build only dials"
+/// The links other small peers dialled, served by this peer (the sync protocol with the stream
+/// framing of PROTOCOL.md §2, the peer serving as a `SyncSession` serves at a node): each passes
+/// the connection policy (`--peer-policy`) in the handshake, as a node's links do. Lives on
+/// `loop`, the listener's: created, added to and closed there only.
+final class ServedPeerLinks {
+    let loop: EventLoop
+    private let peer: SmallPeer
+    private let configuration: SmallPeer.ServeConfiguration
+    private let logger: Logger
+    private var links: [ObjectIdentifier: ServedStreamLink] = [:]
 
-    static func serve(fd: Int32, remote: SocketAddress, loop: EventLoop, peer: SmallPeer, logger: Logger) {
-        logger.error("\(unavailable): link closed", metadata: ["from": "\(remote)"])
-        Glibc.close(fd)
+    init(loop: EventLoop, peer: SmallPeer, policy: PeerPolicy, logger: Logger) {
+        self.loop = loop
+        self.peer = peer
+        self.logger = logger
+        var configuration = SmallPeer.ServeConfiguration()
+        configuration.linkType = .accessPoint
+        configuration.authenticate = { hello in
+            let decision = await SmallPeer.acceptAnyPeer(hello)
+            if case .refuse = decision { return decision }
+            guard !policy.isEmpty else { return decision }
+            let candidate = ConnectionCandidate(hello: hello, link: .accessPoint, remoteAddress: "", principal: nil)
+            let verdict = await policy.decide(candidate)
+            guard case .deny(let reason, let retryAfter) = verdict.decision else { return decision }
+            logger.notice("LAN peer denied by the connection policy",
+                          metadata: ["device": "\(hello.deviceName)", "peerKey": "\(candidate.peerKeyHex)", "decidedBy": "\(verdict.source)"])
+            return .refuse(code: .policy, reason: RetryHint.reason(reason, retryAfterSeconds: retryAfter))
+        }
+        self.configuration = configuration
+    }
+
+    /// Serves one accepted descriptor (closed if it cannot be adopted). On `loop`.
+    func serve(fd: Int32, remote: SocketAddress) {
+        let bound = LoopBound(self, loop: loop)
+        let box = Mutex<ObjectIdentifier?>(nil)
+        do {
+            let link = try ServedStreamLink(fd: fd, remote: remote, loop: loop, tls: nil, peer: peer, configuration: configuration) {
+                bound.loop.execute { if let id = box.withLock({ $0 }) { bound.value.links[id] = nil } }
+            }
+            let id = ObjectIdentifier(link)
+            box.withLock { $0 = id }
+            links[id] = link
+            link.start()
+        } catch {
+            logger.error("cannot serve a LAN peer link", metadata: ["from": "\(remote)", "error": "\(error)"])
+        }
+    }
+
+    /// Says `bye` on every served link (the node is going away). On `loop`.
+    func closeAll() {
+        for link in links.values { link.close(code: SyncCloseCode.goingAway.rawValue, reason: "the peer is shutting down") }
+        links = [:]
     }
 }

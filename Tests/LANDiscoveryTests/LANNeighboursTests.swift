@@ -39,13 +39,19 @@ struct LANNeighboursTests {
         #expect(LANLinkRule.dials([0x09, 0xff], [0x0a, 0x00]))
     }
 
-    @Test func ownKeyOtherGroupOtherVersionAndOtherRoleAreIgnored() {
+    @Test func ownKeyOtherGroupOtherVersionAndSmallPeersSeenByANodeAreIgnored() {
         let rule = Self.rule(Self.low)
         #expect(rule.decide(Self.ad("me (2)", Self.low)) == .ignore)
         #expect(rule.decide(Self.ad("x", Self.high, group: 8)) == .ignore)
         #expect(rule.decide(Self.ad("x", Self.high, version: 2)) == .ignore)
         #expect(rule.decide(Self.ad("x", Self.high, role: .peer)) == .ignore)
         #expect(Self.rule(Self.low, role: .peer).decide(Self.ad("x", Self.high, role: .peer)) == .dial)
+    }
+
+    @Test func aSmallPeerDialsEveryNodeOfItsGroup_whateverTheKeys() {
+        #expect(Self.rule(Self.high, role: .peer).decide(Self.ad("node", Self.low, role: .node)) == .dial)
+        #expect(Self.rule(Self.low, role: .peer).decide(Self.ad("node", Self.high, role: .node)) == .dial)
+        #expect(Self.rule(Self.low, role: .peer).decide(Self.ad("node", Self.high, group: 8, role: .node)) == .ignore)
     }
 
     // MARK: - Bookkeeping
