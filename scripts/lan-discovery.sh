@@ -6,7 +6,8 @@
 #   scripts/lan-discovery.sh                       # builds bigpeer unless BIGPEER_BIN is set
 #   BIGPEER_BIN=path/to/bigpeer scripts/lan-discovery.sh
 #
-# The checks are in scripts/lan_discovery_test.py. python-zeroconf is installed once into a venv
+# The checks are in scripts/lan_discovery_test.py (discovery, nodes pairing) and scripts/lan_mesh_test.py
+# (small peers meshing with a node: links, multi-hop sync, presence, policy, remote execution). python-zeroconf is installed once into a venv
 # under $BIGPEER_ZEROCONF_VENV (default /tmp/bigpeer-zeroconf-venv).
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
@@ -25,4 +26,5 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
   swift build --product bigpeer >/dev/null
   bin=$(swift build --show-bin-path)/bigpeer
 fi
-exec "$venv/bin/python" -u scripts/lan_discovery_test.py "$bin"
+"$venv/bin/python" -u scripts/lan_discovery_test.py "$bin"
+exec "$venv/bin/python" -u scripts/lan_mesh_test.py "$bin"

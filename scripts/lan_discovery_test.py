@@ -15,105 +15,12 @@ joined by a bridge (multicast snooping off), python-zeroconf as the independent 
   7. Two nodes of one sync group (`bigpeer serve --lan --lan-subscribe ...`) find each other:
      exactly one dials (the lower peer key), a document written on either reaches the other,
      and `GET /api/v4/upstream` shows one dialling link and one accepting side.
-  8. Two small peers with `bigpeer peer --lan --listen` find each other: exactly one dials the
-     other (the lower peer key), and the other receives the link.
+Small peers linking with each other (`bigpeer peer --lan --listen`) are checked by lan_mesh_test.py.
 Exits non-zero on the first failure."""
-import ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import json, os, signal, socket, subprocess, sys, time
 from zeroconf import DNSIncoming, IPVersion, ServiceBrowser, ServiceInfo, ServiceListener, Zeroconf
 
-BIN = sys.argv[1]
-TAG = f"bl{os.getpid() % 100000}"
-WORK = tempfile.mkdtemp(prefix="bigpeer-lan-")
-os.chmod(WORK, 0o755)
-namespaces, processes = [], []
-
-
-def run(*args, check=True, **kw):
-    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
-
-
-def ns_add(name):
-    run("ip", "netns", "add", name)
-    namespaces.append(name)
-    run("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
-    run("ip", "netns", "exec", name, "sh", "-c",
-        "echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad; echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad")
-    return name
-
-
-def cleanup():
-    for p in processes:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    for n in namespaces:
-        run("ip", "netns", "del", n, check=False)
-    shutil.rmtree(WORK, ignore_errors=True)
-
-
-def fail(message):
-    print(f"==> LAN discovery: FAILED: {message}", flush=True)
-    for name in sorted(os.listdir(WORK)):
-        if name.endswith(".log"):
-            print(f"--- {name}:\n" + open(os.path.join(WORK, name)).read()[-3000:], flush=True)
-    cleanup()
-    sys.exit(1)
-
-
-LIBC = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-def setns(fd):
-    if LIBC.setns(fd, CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "setns")
-
-
-def in_ns(ns, fn):
-    """Runs fn with this thread in namespace ns (sockets made meanwhile belong there, and threads
-    started meanwhile, such as python-zeroconf's, run there)."""
-    fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
-    home = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
-    try:
-        setns(fd)
-        return fn()
-    finally:
-        setns(home)
-        os.close(fd)
-        os.close(home)
-
-
-def serve(ns, name, device, group, http_port, extra=()):
-    log = open(os.path.join(WORK, f"{name}.log"), "w")
-    p = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "serve", "--port", str(http_port), "--threads", "1", "--insecure-dev",
-                          "--data-dir", os.path.join(WORK, name), "--log-level", "info",
-                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT)
-    processes.append(p)
-    return p
-
-
-def rest(ns, port, method, path, body=None):
-    args = ["ip", "netns", "exec", ns, "curl", "-sf", f"http://127.0.0.1:{port}{path}"]
-    if body is not None:
-        args += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
-    r = run(*args, check=False)
-    return json.loads(r.stdout) if r.returncode == 0 and r.stdout else None
-
-
-def crew_ids(ns, port):
-    r = rest(ns, port, "POST", "/api/v4/store/execute", {"statement": "SELECT * FROM crew ORDER BY _id"})
-    return [d["_id"] for d in r["items"]] if r else None
-
-
-def wait_log(name, text, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        content = open(os.path.join(WORK, f"{name}.log")).read()
-        if text in content:
-            return content
-        time.sleep(0.05)
-    fail(f"{name}: no '{text}' within {timeout} s")
-
+from lan_netns import BIN, TAG, WORK, cleanup, crew_ids, fail, in_ns, ns_add, processes, rest, run, serve, wait_log
 
 class Collect(ServiceListener):
     def __init__(self):
@@ -301,26 +208,6 @@ try:
     print(f"==> two nodes of one group: one link ({dialling[0]['deviceName']} dialled at {dialling[0]['url']}), "
           f"both documents on both in {time.time() - started:.2f} s", flush=True)
 
-    # 8. Two small peers of group 13 with --listen, one in each namespace: one link between them.
-    peers = []
-    for n, name in ((f, "peer-f"), (g, "peer-g")):
-        log = open(os.path.join(WORK, f"{name}.log"), "w")
-        p = subprocess.Popen(["ip", "netns", "exec", n, BIN, "peer", "--data", os.path.join(WORK, name), "--lan", "--sync-group", "13",
-                              "--listen", "--name", name], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)
-        processes.append(p)
-        peers.append(name)
-    dialled = None
-    deadline = time.time() + 30
-    while time.time() < deadline and dialled is None:
-        logs = {name: open(os.path.join(WORK, f"{name}.log")).read() for name in peers}
-        dialling = [name for name in peers if "linking with a LAN peer" in logs[name]]
-        received = [name for name in peers if "LAN peer link accepted" in logs[name]]
-        if dialling and received:
-            dialled = (dialling, received)
-        time.sleep(0.1)
-    if dialled is None or len(dialled[0]) != 1 or dialled[0] == dialled[1]:
-        fail(f"two listening peers: dialling {dialled}")
-    print(f"==> two small peers with --listen: {dialled[0][0]} dials, {dialled[1][0]} receives the link", flush=True)
     print("==> LAN discovery: all checks passed", flush=True)
 finally:
     cleanup()
