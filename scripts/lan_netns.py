@@ -36,7 +36,7 @@ def cleanup():
 
 
 def fail(message):
-    print(f"==> LAN discovery: FAILED: {message}", flush=True)
+    print(f"==> {os.path.basename(sys.argv[0])}: FAILED: {message}", flush=True)
     for name in sorted(os.listdir(WORK)):
         if name.endswith(".log"):
             print(f"--- {name}:\n" + open(os.path.join(WORK, name)).read()[-3000:], flush=True)
