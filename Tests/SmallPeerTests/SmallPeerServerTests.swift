@@ -182,7 +182,8 @@ struct SmallPeerServerTests {
                 try await server.syncOnce(peer)
                 #expect(peer.pendingUploadCount == 0)
                 var lost = Commit(clock: 0)
-                lost.outbox = [(DocumentRef(collection: "cars", id: "c0"), before)]
+                let server = try #require(peer.linkedServers.first)
+                lost.outbox = [(server, DocumentRef(collection: "cars", id: "c0"), before)]
                 try peer.state.withLock { st throws(SmallPeerError) in try st.commit(lost, documents: []) }
                 // And one more change made offline, never sent.
                 _ = try peer.execute("UPDATE cars APPLY n INCREMENT BY 1 WHERE _id = 'c1'")
