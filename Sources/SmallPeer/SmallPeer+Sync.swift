@@ -99,7 +99,7 @@ extension SmallPeer {
     /// documents whose delta could not be applied (not held, or a gap): the client asks for them
     /// with `want`. A delta this peer already had changes nothing and is neither stored nor logged.
     func applyFromServer(_ entries: [ChangeEntry], origin: UInt64? = nil) throws(SmallPeerError) -> [DocumentRef] {
-        let wanted = try state.withLock { st throws(SmallPeerError) -> [DocumentRef] in
+        let (wanted, forOthers) = try state.withLock { st throws(SmallPeerError) -> ([DocumentRef], Bool) in
             var wanted: [DocumentRef] = []
             var commit = Commit(clock: 0)
             var installed: [DocumentRef: Document] = [:]
@@ -139,14 +139,16 @@ extension SmallPeer {
                     wanted.append(e.document)
                 }
             }
-            if commit.documents.isEmpty { return wanted }
+            if commit.documents.isEmpty { return (wanted, false) }
             commit.clock = replica.clock.last.rawValue
             try st.commit(commit, documents: commit.documents.compactMap { ref, _ in installed[ref].map { (ref, $0) } },
                           replica: replica, origin: origin)
-            return wanted
+            return (wanted, !commit.outbox.isEmpty || !commit.changedWhilePending.isEmpty)
         }
         deliverObserverEvents()
         announceLogHead()
+        // Pending for another server now: its client uploads it (one server alone never gets here).
+        if forOthers { notifySync() }
         return wanted
     }
 
