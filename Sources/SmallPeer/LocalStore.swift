@@ -1,7 +1,8 @@
 // The small peer's state in memory: every document it holds (CRDT state and materialized value),
 // per server it links with the documents that server may lack and the subscription checkpoints it
-// handed out, and the writer (site id + hybrid logical clock). It is rebuilt at open by replaying the commits of the
-// peer's directory (PeerStorage) and changed only by whole commits, after they are durable.
+// handed out, and the writer (site id + hybrid logical clock). It is rebuilt at open by replaying
+// the commits of the peer's directory (PeerStorage) and changed only by whole commits, after they
+// are durable.
 
 import CRDT
 import SyncProtocol
