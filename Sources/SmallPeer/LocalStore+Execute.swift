@@ -132,7 +132,7 @@ extension LocalStore {
                 planned.documents.append((ref, nil))
                 planned.commit.documents.append((ref, .evict))
                 // Local changes not yet uploaded go with the copy: EVICT means "forget it here".
-                if outbox[ref] != nil { planned.commit.outbox.append((ref, nil)) }
+                forgetUploads(ref, into: &planned.commit)
                 planned.result.mutatedDocumentIDs.append(ref.id)
             }
         case .select, .explain, .system, .createIndex, .dropIndex:
@@ -143,14 +143,14 @@ extension LocalStore {
         return planned
     }
 
-    /// Adds one document's change to the plan: its delta, and its outbox entry (the base is the
-    /// version before this peer's first unacknowledged change to it).
+    /// Adds one document's change to the plan: its delta, and its upload entries (the base is the
+    /// version before the first change a server has not acknowledged).
     private func record(_ ref: DocumentRef, before: Document, after: Document, mutated: Bool, into planned: inout PlannedWrite) {
         let delta = after.delta(since: before.versionVector)
         guard !delta.isEmpty else { return }
         planned.documents.append((ref, after))
         planned.commit.documents.append((ref, .merge(delta)))
-        if outbox[ref] == nil { planned.commit.outbox.append((ref, before.versionVector)) }
+        markChanged(ref, before: before.versionVector, origin: nil, into: &planned.commit)
         if mutated { planned.result.mutatedDocumentIDs.append(ref.id) }
     }
 

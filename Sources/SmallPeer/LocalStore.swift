@@ -1,7 +1,8 @@
 // The small peer's state in memory: every document it holds (CRDT state and materialized value),
-// the outbox of local changes the server has not acknowledged, subscription checkpoints, and the
-// writer (site id + hybrid logical clock). It is rebuilt at open by replaying the commits of the
-// peer's directory (PeerStorage) and changed only by whole commits, after they are durable.
+// per server it links with the documents that server may lack and the subscription checkpoints it
+// handed out, and the writer (site id + hybrid logical clock). It is rebuilt at open by replaying
+// the commits of the peer's directory (PeerStorage) and changed only by whole commits, after they
+// are durable.
 
 import CRDT
 import SyncProtocol
@@ -21,13 +22,30 @@ struct StoredDocument: Sendable {
 struct LocalStore: Sendable {
     var replica: Replica
     var collections: [String: LocalCollection] = [:]
-    /// Documents with local changes to upload, each with the version vector the server is known to
-    /// have of it (everything in it came from the server or was acknowledged). The upload of a
-    /// document is `document.delta(since: base)`.
-    var outbox: [DocumentRef: VersionVector] = [:]
-    /// Per subscription key (query + arguments): the last checkpoint received.
-    var checkpoints: [String: Int64] = [:]
+    /// Server site 0 (no server's, PROTOCOL.md §4.2): the upload state of "the server not yet
+    /// identified" (changes made while no server was ever linked), and the checkpoints of records
+    /// written before checkpoints named their server.
+    static let noServer: UInt64 = 0
+
+    /// Per server site: the documents that server may lack, each with the version vector it is
+    /// known to have of it (everything in it came from that server or was acknowledged by it).
+    /// The upload of a document is `document.delta(since: base)`. A server without pending
+    /// documents has no entry.
+    var outbox: [UInt64: [DocumentRef: VersionVector]] = [:]
+    /// The servers this peer has linked with: every change goes to each of them but its origin.
+    var linkedServers: Set<UInt64> = []
+    /// Per server: pending documents that a change from elsewhere (another server, a served peer)
+    /// reached since their upload was taken; the upload does not carry it, so its ack must not
+    /// clear them. In memory: after a restart every pending document is taken anew.
+    var changedSinceTaken: [UInt64: Set<DocumentRef>] = [:]
+    /// Per server and subscription key (query + arguments): the last checkpoint that server sent.
+    var checkpoints: [CheckpointKey: Int64] = [:]
     var nextUploadSeq: UInt64 = 1
+
+    struct CheckpointKey: Hashable, Sendable {
+        var server: UInt64
+        var key: String
+    }
 
     init(site: SiteID, wallClock: @escaping @Sendable () -> UInt64 = Replica.systemMillis) {
         replica = Replica(site: site, wallClock: wallClock)
@@ -69,8 +87,14 @@ struct LocalStore: Sendable {
 
     /// The parts of a commit that are not documents (documents are installed by the caller).
     mutating func finish(_ c: Commit) {
-        for (ref, base) in c.outbox { outbox[ref] = base }
-        for (key, txn) in c.checkpoints { checkpoints[key] = txn }
+        for server in c.linkedServers { linkedServers.insert(server) }
+        for (server, ref, base) in c.outbox {
+            outbox[server, default: [:]][ref] = base
+            if outbox[server]?.isEmpty == true { outbox[server] = nil }
+            if base == nil { changedSinceTaken[server]?.remove(ref) }
+        }
+        for (server, ref) in c.changedWhilePending { changedSinceTaken[server, default: []].insert(ref) }
+        for (server, key, txn) in c.checkpoints { checkpoints[CheckpointKey(server: server, key: key)] = txn }
         if let s = c.nextUploadSeq { nextUploadSeq = s }
         if c.clock > replica.clock.last.rawValue {
             replica.clock = HybridLogicalClock(last: HLCTimestamp(rawValue: c.clock), maxForwardDriftMillis: replica.clock.maxForwardDriftMillis)
@@ -96,27 +120,81 @@ struct LocalStore: Sendable {
                 size += encodedSize
             }
         }
-        current.outbox = outbox.map { ($0.key, $0.value) }
-        current.checkpoints = checkpoints.map { ($0.key, $0.value) }
+        current.linkedServers = linkedServers.sorted()
+        current.outbox = outbox.flatMap { server, pending in pending.map { (server, $0.key, $0.value) } }
+        // Checkpoints of no server are never resumed from: a snapshot drops them.
+        current.checkpoints = checkpoints.compactMap { $0.key.server == Self.noServer ? nil : ($0.key.server, $0.key.key, $0.value) }
         current.nextUploadSeq = nextUploadSeq
         commits.append(current)
         return commits
     }
 
     /// Hashes (PROTOCOL.md §4.3) of the documents held in `collection`, tombstones included,
-    /// strictly ascending: the `have` of a resumed subscription. Left out: documents this peer
-    /// created without any server version (outbox base empty) and has not uploaded yet. The server
+    /// strictly ascending: the `have` of a subscription resumed with `server`. Left out: documents
+    /// `server` has no version of (base empty) that were not uploaded to it yet. The server
     /// takes `have` to mean "has every change up to the checkpoint"; such a copy may lack a server
     /// history (a tombstone the initial sync did not send, another peer's document with the same
     /// `_id`), and the server sends the merged state back only for an upload of a document it does
     /// not think the peer holds (issue #16 item 13: a peer kept its INITIAL insert alive over a
     /// server tombstone for good).
-    func haveHashes(_ collection: String) -> [UInt64] {
+    func haveHashes(_ collection: String, server: UInt64) -> [UInt64] {
         guard let docs = collections[collection] else { return [] }
+        let pending = outbox[server] ?? [:]
         let hashes = docs.documents.keys.filter { id in
-            outbox[DocumentRef(collection: collection, id: id)].map { !$0.entries.isEmpty } ?? true
+            pending[DocumentRef(collection: collection, id: id)].map { !$0.entries.isEmpty } ?? true
         }.map { DocumentHash.of(collection: collection, id: $0) }
         return Array(Set(hashes)).sorted()
+    }
+
+    /// Whether some server may lack this peer's version of `ref`.
+    func isPending(_ ref: DocumentRef) -> Bool { outbox.values.contains { $0[ref] != nil } }
+
+    /// Documents pending for at least one server.
+    var pendingCount: Int {
+        if outbox.count <= 1 { return outbox.first?.value.count ?? 0 }
+        return Set(outbox.values.flatMap(\.keys)).count
+    }
+
+    /// Adds to `commit` the upload entries for a change of `ref` whose version before it was
+    /// `before`: every linked server but `origin` (the one the change came from) may lack it now,
+    /// and while no server was ever linked, the one not yet identified. A document already
+    /// pending for a server keeps its older base. Call once per document and commit.
+    func markChanged(_ ref: DocumentRef, before: VersionVector, origin: UInt64?, into commit: inout Commit) {
+        let servers = linkedServers.isEmpty ? [Self.noServer] : linkedServers.filter { $0 != origin }
+        for server in servers {
+            if outbox[server]?[ref] == nil {
+                commit.outbox.append((server, ref, before))
+            } else if origin != nil {
+                // A local write moves this peer's own dot, which the ack compares; this does not.
+                commit.changedWhilePending.append((server, ref))
+            }
+        }
+    }
+
+    /// Drops `ref` from every server's upload state (an evicted copy takes its changes with it).
+    func forgetUploads(_ ref: DocumentRef, into commit: inout Commit) {
+        for (server, pending) in outbox where pending[ref] != nil { commit.outbox.append((server, ref, nil)) }
+    }
+
+    /// The commit that links `server` for the first time: the first server ever takes over the
+    /// upload state of the one not yet identified (it is that server); a later one may lack
+    /// anything, so every document this peer holds is pending for it since the empty vector (the
+    /// server merges what it had idempotently).
+    func linking(_ server: UInt64) -> Commit? {
+        guard server != Self.noServer, !linkedServers.contains(server) else { return nil }
+        var commit = Commit(clock: replica.clock.last.rawValue)
+        commit.linkedServers = [server]
+        if linkedServers.isEmpty {
+            for (ref, base) in outbox[Self.noServer] ?? [:] {
+                commit.outbox.append((server, ref, base))
+                commit.outbox.append((Self.noServer, ref, nil))
+            }
+        } else {
+            for (name, docs) in collections {
+                for id in docs.documents.keys { commit.outbox.append((server, DocumentRef(collection: name, id: id), VersionVector())) }
+            }
+        }
+        return commit
     }
 }
 

@@ -4,9 +4,15 @@
 //   header = { "g": generation, "s": site id, "t": "h", "v": 1 }          ; first record of each file
 //   commit = { "c": HLC high-water mark (uint), "t": "c",
 //              ? "d": [* [collection, _id, op, bytes / null]],   ; op 0 merge delta, 1 replace state, 2 evict
-//              ? "k": [* [subscription key, checkpoint txn]],
-//              ? "o": [* [collection, _id, base / null]],         ; outbox: base version vector, null = clean
-//              ? "s": next upload sequence number }
+//              ? "k": [* [subscription key, checkpoint txn]],     ; checkpoints of no server (older versions)
+//              ? "l": [* server site],                            ; servers linked with from now on
+//              ? "o": [* [collection, _id, base / null]],         ; uploads for the server not yet identified
+//              ? "p": [* [server site, subscription key, checkpoint txn]],
+//              ? "s": next upload sequence number,
+//              ? "u": [* [server site, [collection, _id, base / null]]] }  ; uploads: base the server has, null = clean
+//
+// Server site 0 (never a server's, PROTOCOL.md §4.2) stands for "no server": "k" and "o" hold its
+// entries, so a directory written before per-server state loads with them.
 //   end    = { "n": number of commit records before it, "t": "e" }        ; last record of a snapshot
 //   base   = [* [site, timestamp]]
 
@@ -27,11 +33,17 @@ struct Commit: Sendable {
 
     var clock: UInt64
     var documents: [(ref: DocumentRef, op: DocumentOp)] = []
-    var outbox: [(ref: DocumentRef, base: VersionVector?)] = []
-    var checkpoints: [(key: String, txn: Int64)] = []
+    /// Upload state per server site (0: the server not yet identified): the version vector the
+    /// server is known to have of the document, nil once it has everything.
+    var outbox: [(server: UInt64, ref: DocumentRef, base: VersionVector?)] = []
+    var checkpoints: [(server: UInt64, key: String, txn: Int64)] = []
+    /// Servers this peer linked with for the first time (their upload state starts here).
+    var linkedServers: [UInt64] = []
+    /// In memory only (not encoded): see `LocalStore.changedSinceTaken`.
+    var changedWhilePending: [(server: UInt64, ref: DocumentRef)] = []
     var nextUploadSeq: UInt64?
 
-    var isEmpty: Bool { documents.isEmpty && outbox.isEmpty && checkpoints.isEmpty && nextUploadSeq == nil }
+    var isEmpty: Bool { documents.isEmpty && outbox.isEmpty && checkpoints.isEmpty && linkedServers.isEmpty && nextUploadSeq == nil }
 }
 
 struct FileHeader: Sendable, Equatable {
@@ -76,8 +88,14 @@ enum PeerRecordCodec {
     }
 
     static func encode(_ c: Commit) -> [UInt8] {
+        let unidentified = c.outbox.filter { $0.server == LocalStore.noServer }
+        let identified = c.outbox.filter { $0.server != LocalStore.noServer }
+        let oldCheckpoints = c.checkpoints.filter { $0.server == LocalStore.noServer }
+        let checkpoints = c.checkpoints.filter { $0.server != LocalStore.noServer }
+        let optional = [!c.documents.isEmpty, !oldCheckpoints.isEmpty, !c.linkedServers.isEmpty, !unidentified.isEmpty,
+                        !checkpoints.isEmpty, c.nextUploadSeq != nil, !identified.isEmpty]
         var w = CBORWriter(capacity: 256)
-        w.mapHeader(2 + (c.documents.isEmpty ? 0 : 1) + (c.checkpoints.isEmpty ? 0 : 1) + (c.outbox.isEmpty ? 0 : 1) + (c.nextUploadSeq == nil ? 0 : 1))
+        w.mapHeader(2 + optional.filter { $0 }.count)
         w.text("c"); w.unsigned(c.clock)
         if !c.documents.isEmpty {
             w.text("d")
@@ -93,24 +111,48 @@ enum PeerRecordCodec {
                 }
             }
         }
-        if !c.checkpoints.isEmpty {
+        if !oldCheckpoints.isEmpty {
             w.text("k")
-            w.arrayHeader(c.checkpoints.count)
-            for (key, txn) in c.checkpoints { w.arrayHeader(2); w.text(key); w.int(txn) }
+            w.arrayHeader(oldCheckpoints.count)
+            for (_, key, txn) in oldCheckpoints { w.arrayHeader(2); w.text(key); w.int(txn) }
         }
-        if !c.outbox.isEmpty {
+        if !c.linkedServers.isEmpty {
+            w.text("l")
+            w.arrayHeader(c.linkedServers.count)
+            for server in c.linkedServers { w.unsigned(server) }
+        }
+        if !unidentified.isEmpty {
             w.text("o")
-            w.arrayHeader(c.outbox.count)
-            for (ref, base) in c.outbox {
-                w.arrayHeader(3)
-                w.text(ref.collection)
-                w.value(ref.id)
-                if let base { encode(base, into: &w) } else { w.null() }
-            }
+            w.arrayHeader(unidentified.count)
+            for (_, ref, base) in unidentified { encodeUpload(ref, base, into: &w) }
+        }
+        if !checkpoints.isEmpty {
+            w.text("p")
+            w.arrayHeader(checkpoints.count)
+            for (server, key, txn) in checkpoints { w.arrayHeader(3); w.unsigned(server); w.text(key); w.int(txn) }
         }
         if let s = c.nextUploadSeq { w.text("s"); w.unsigned(s) }
         w.text("t"); w.text("c")
+        if !identified.isEmpty {
+            w.text("u")
+            w.arrayHeader(identified.count)
+            for (server, ref, base) in identified { w.arrayHeader(2); w.unsigned(server); encodeUpload(ref, base, into: &w) }
+        }
         return w.bytes
+    }
+
+    /// `[collection, _id, base / null]`
+    private static func encodeUpload(_ ref: DocumentRef, _ base: VersionVector?, into w: inout CBORWriter) {
+        w.arrayHeader(3)
+        w.text(ref.collection)
+        w.value(ref.id)
+        if let base { encode(base, into: &w) } else { w.null() }
+    }
+
+    private static func decodeUpload(_ r: inout CBORReader) throws -> (DocumentRef, VersionVector?) {
+        try r.arrayHeader(count: 3)
+        let ref = DocumentRef(collection: try r.text(), id: try r.value())
+        return (ref, r.skipNull() ? nil : try decodeVersionVector(&r))
     }
 
     static func encode(_ vv: VersionVector, into w: inout CBORWriter) {
@@ -158,13 +200,26 @@ enum PeerRecordCodec {
             case "k":
                 for _ in 0..<(try r.arrayHeader()) {
                     try r.arrayHeader(count: 2)
-                    commit.checkpoints.append((try r.text(), try r.int()))
+                    commit.checkpoints.append((LocalStore.noServer, try r.text(), try r.int()))
                 }
+            case "l":
+                for _ in 0..<(try r.arrayHeader()) { commit.linkedServers.append(try r.unsigned()) }
             case "o":
                 for _ in 0..<(try r.arrayHeader()) {
+                    let (ref, base) = try decodeUpload(&r)
+                    commit.outbox.append((LocalStore.noServer, ref, base))
+                }
+            case "p":
+                for _ in 0..<(try r.arrayHeader()) {
                     try r.arrayHeader(count: 3)
-                    let ref = DocumentRef(collection: try r.text(), id: try r.value())
-                    commit.outbox.append((ref, r.skipNull() ? nil : try decodeVersionVector(&r)))
+                    commit.checkpoints.append((try r.unsigned(), try r.text(), try r.int()))
+                }
+            case "u":
+                for _ in 0..<(try r.arrayHeader()) {
+                    try r.arrayHeader(count: 2)
+                    let server = try r.unsigned()
+                    let (ref, base) = try decodeUpload(&r)
+                    commit.outbox.append((server, ref, base))
                 }
             default:
                 throw RecordDecodeError(reason: "unknown record key")

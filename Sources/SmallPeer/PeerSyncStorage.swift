@@ -131,9 +131,9 @@ extension SyncStorageError {
 
 extension SmallPeer {
     /// Merges a served peer's upload in one durable commit logged with `origin` (the uploader's
-    /// site). Each entry's document joins the outbox unless it is there already, with the version
-    /// it had before (what this peer's own server may already have): changes that reach this peer
-    /// go on to its server too. Returns the transaction (the log's head when nothing changed)
+    /// site). Each entry's document becomes pending for every server this peer links with (unless it
+    /// is already), with the version it had before (what that server may already have): changes
+    /// that reach this peer go on to its servers too. Returns the transaction (the log's head when nothing changed)
     /// and the entries that could not be applied.
     func mergeUploads(_ entries: [UploadEntry], origin: UInt64) throws(SmallPeerError) -> (txn: Int64, rejected: [UploadRejection]) {
         let txn = try state.withLock { st throws(SmallPeerError) -> (Int64, [UploadRejection]) in
@@ -150,8 +150,8 @@ extension SmallPeer {
                     let before = doc.versionVector
                     // A delta this peer already had changes nothing: nothing to store or log.
                     guard !(try doc.merge(delta)).isEmpty || doc.versionVector != before else { continue }
-                    if installed[ref] == nil, st.store.outbox[ref] == nil {
-                        commit.outbox.append((ref, stored?.versionVector ?? VersionVector()))
+                    if installed[ref] == nil {
+                        st.store.markChanged(ref, before: stored?.versionVector ?? VersionVector(), origin: origin, into: &commit)
                     }
                     installed[ref] = doc
                     commit.documents.append((ref, .merge(delta)))

@@ -74,7 +74,7 @@ public final class SmallPeer: Sendable {
         state.withLock { s in
             s.storage = nil
             s.observers = [:]
-            s.syncListener = nil
+            s.syncListeners = [:]
             s.headListeners = [:]
         }
         presence.removeObservers()
@@ -134,10 +134,10 @@ public final class SmallPeer: Sendable {
         return .string(hex(g.next()) + hex(g.next()))
     }
 
-    /// Tells the sync client (if any) that there is something new to upload or subscribe.
+    /// Tells the sync clients (if any) that there is something new to upload or subscribe.
     func notifySync() {
-        let listener = state.withLock { $0.syncListener }
-        listener?()
+        let listeners = state.withLock { Array($0.syncListeners.values) }
+        for listener in listeners { listener() }
     }
 }
 
@@ -152,7 +152,9 @@ struct PeerState {
     var delivering = false
     /// Sync subscriptions, in the order they were added.
     var subscriptions: [SyncSubscription] = []
-    var syncListener: (@Sendable () -> Void)?
+    /// The sync clients' local-change notifications, by token.
+    var syncListeners: [UInt64: @Sendable () -> Void] = [:]
+    var nextSyncListener: UInt64 = 0
     /// The documents recent commits changed, for the sync sessions this peer serves.
     var log: PeerChangeLog
     /// Called with each new `log.head` (sessions served), and the last head they were told.

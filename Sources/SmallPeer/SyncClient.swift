@@ -80,9 +80,13 @@ public final class SyncClient: Sendable {
     let group: EventLoopGroup
     let core: LoopBound<SyncClientCore>
     let statusBox: Locked<Status>
+    /// The peer's local-change notification of this client.
+    let listenerToken: UInt64
 
     /// Starts syncing `peer` with the server at `configuration.url` (connects in the background).
-    /// A peer has one client at a time: the newest one receives its local-change notifications.
+    /// A peer may have several clients, one per server: each keeps its own upload state and
+    /// checkpoints (keyed by the server's site), and every change goes to every server but the one
+    /// it came from.
     public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
         let (link, group): (SyncLink, EventLoopGroup)
         do {
@@ -102,7 +106,7 @@ public final class SyncClient: Sendable {
         link.delegate = core
         self.core = LoopBound(core, loop: loop)
         let bound = self.core
-        peer.setSyncListener { bound.loop.execute { bound.value.localChange() } }
+        listenerToken = peer.addSyncListener { bound.loop.execute { bound.value.localChange() } }
         loop.execute { bound.value.connect() }
     }
 
@@ -136,7 +140,7 @@ public final class SyncClient: Sendable {
 
     /// Says `bye`, closes the link and stops the loop. The peer stays open.
     public func stop() async {
-        peer.setSyncListener(nil)
+        peer.removeSyncListener(listenerToken)
         let bound = core
         bound.loop.execute { bound.value.stop() }
         let deadline = ContinuousClock.now + .seconds(2)

@@ -39,7 +39,8 @@ final class SyncClientCore: SyncLinkDelegate {
     /// This client's link in the peer's presence gossip.
     let linkID = PeerPresence.nextLinkID()
     /// The site of the server this link's session runs with: what it sends is logged with it as
-    /// origin, so the sessions the peer serves do not echo it back there.
+    /// origin, so the sessions the peer serves do not echo it back there; the checkpoints and the
+    /// upload state this link uses are that server's.
     private var serverSite: UInt64?
 
     init(peer: SmallPeer, configuration: SyncClient.Configuration, link: SyncLink, status: Locked<SyncClient.Status>) {
@@ -90,6 +91,7 @@ final class SyncClientCore: SyncLinkDelegate {
         peer.presence.linkDown(linkID)
         session?.linkClosed()
         session = nil
+        serverSite = nil
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
         status.withLock { s in
             s.caughtUp = false
@@ -162,6 +164,7 @@ final class SyncClientCore: SyncLinkDelegate {
                 link.close(code: code, reason: reason)
             case .connected(let welcome):
                 serverSite = welcome.site
+                do { try peer.linkServer(welcome.site) } catch { localFailure(error); return }
                 link.sessionWasAccepted()
                 presenceLinkUp(welcome)
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
@@ -194,10 +197,12 @@ final class SyncClientCore: SyncLinkDelegate {
                     localFailure(error)
                 }
             case .saveCheckpoints(let cps):
-                do { try peer.saveCheckpoints(cps.map { ($0.key, $0.value) }) } catch { localFailure(error) }
+                guard let serverSite else { break }
+                do { try peer.saveCheckpoints(cps.map { ($0.key, $0.value) }, server: serverSite) } catch { localFailure(error) }
             case .acknowledged(let sent, let rejected):
                 do {
-                    let dropped = try peer.acknowledge(sent, rejected: rejected)
+                    guard let serverSite else { break }
+                    let dropped = try peer.acknowledge(sent, rejected: rejected, server: serverSite)
                     if !dropped.isEmpty {
                         status.withLock { s in s.rejectedUploads += dropped.map { "\($0.0.collection) \(JSON.string($0.0.id)): \($0.1)" } }
                     }
@@ -249,11 +254,11 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     private func syncSubscriptions() {
-        guard var s = session, s.state == .ready else { return }
+        guard var s = session, s.state == .ready, let serverSite else { return }
         let subs = peer.subscriptions
         var actions = s.keepOnly(Set(subs.map(\.key)))
         for sub in subs where !s.subscriptionKeys.contains(sub.key) {
-            actions += s.subscribe(sub, resume: peer.resume(for: sub))
+            actions += s.subscribe(sub, resume: peer.resume(for: sub, server: serverSite))
         }
         session = s
         perform(actions)
@@ -261,9 +266,9 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     private func flushUploads() {
-        while var s = session, s.canUpload {
+        while var s = session, s.canUpload, let serverSite {
             let uploads = peer.takeUploads(excluding: s.uploadingDocuments, maxDocuments: s.configuration.uploadBatchDocuments,
-                                           maxBytes: s.configuration.uploadBatchBytes)
+                                           maxBytes: s.configuration.uploadBatchBytes, server: serverSite)
             if uploads.isEmpty { return }
             let actions = s.upload(uploads, seq: peer.allocateUploadSeq())
             session = s
@@ -282,7 +287,8 @@ final class SyncClientCore: SyncLinkDelegate {
             self.session = s
             self.perform(actions)
             self.peer.presence.tick()
-            let waitingFor = s.waitingFor(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: self.peer.pendingUploadCount == 0)
+            let outboxEmpty = self.serverSite.map { self.peer.pendingUploadCount(server: $0) == 0 } ?? (self.peer.pendingUploadCount == 0)
+            let waitingFor = s.waitingFor(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: outboxEmpty)
             self.status.withLock { st in
                 st.caughtUp = waitingFor == nil
                 st.waitingFor = waitingFor

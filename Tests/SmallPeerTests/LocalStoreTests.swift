@@ -57,17 +57,20 @@ struct LocalStoreTests {
         let sub = try peer.subscribe("SELECT * FROM cars")
         defer { sub.cancel() }
         guard let subscription = peer.subscriptions.first else { Issue.record("no subscription"); return }
-        try peer.saveCheckpoints([(subscription.key, 5)])
+        let server: UInt64 = 0x5
+        try peer.linkServer(server)
+        try peer.saveCheckpoints([(subscription.key, 5)], server: server)
         let received = try CRDTFixtures.document("from-server")
-        _ = try peer.applyFromServer([ChangeEntry(document: DocumentRef(collection: "cars", id: "from-server"), kind: .upsert, payload: .state(received.encode()))])
+        _ = try peer.applyFromServer([ChangeEntry(document: DocumentRef(collection: "cars", id: "from-server"), kind: .upsert, payload: .state(received.encode()))],
+                                     origin: server)
         _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine', 'v': 1})")
         _ = try peer.execute("UPDATE cars SET v = 3 WHERE _id = 'from-server'")
         let fromServer = DocumentHash.of(collection: "cars", id: "from-server")
-        #expect(peer.resume(for: subscription)?.have == [fromServer])
+        #expect(peer.resume(for: subscription, server: server)?.have == [fromServer])
         // Acknowledged, the created document is listed (the server has sent what it lacked).
-        let uploads = peer.takeUploads(excluding: [], maxDocuments: 10, maxBytes: 1 << 20)
-        _ = try peer.acknowledge(uploads, rejected: [])
-        #expect(peer.resume(for: subscription)?.have == [fromServer, DocumentHash.of(collection: "cars", id: "mine")].sorted())
+        let uploads = peer.takeUploads(excluding: [], maxDocuments: 10, maxBytes: 1 << 20, server: server)
+        _ = try peer.acknowledge(uploads, rejected: [], server: server)
+        #expect(peer.resume(for: subscription, server: server)?.have == [fromServer, DocumentHash.of(collection: "cars", id: "mine")].sorted())
     }
 
     @Test func countersMapsAndStrictMode() throws {
@@ -214,11 +217,11 @@ struct LocalStoreTests {
         do {
             let (storage, _) = try PeerStorage.open(dir.path) { 7 }
             var c = Commit(clock: 1)
-            c.checkpoints = [("k", 5)]
+            c.checkpoints = [(5, "k", 5)]
             try storage.append(c)
             let oldLog = try #require(FileManager.default.contents(atPath: storage.logPath))
             var s = Commit(clock: 2)
-            s.checkpoints = [("k", 9)]
+            s.checkpoints = [(5, "k", 9)]
             try storage.compact([s])
             _ = FileManager.default.createFile(atPath: storage.logPath, contents: oldLog)  // as if the log rename never happened
         }
@@ -300,15 +303,18 @@ struct LocalStoreTests {
         let before = doc.versionVector
         doc = try CRDTFixtures.edit(doc)
         c.documents.append((.init(collection: "c", id: .string("a")), .merge(doc.delta(since: before))))
-        c.outbox = [(.init(collection: "c", id: .string("a")), before), (.init(collection: "c", id: .string("z")), nil)]
-        c.checkpoints = [("q\u{0}{}", 77)]
+        c.outbox = [(0, .init(collection: "c", id: .string("a")), before), (0, .init(collection: "c", id: .string("z")), nil),
+                    (7, .init(collection: "c", id: .string("a")), VersionVector()), (8, .init(collection: "c", id: .string("b")), nil)]
+        c.checkpoints = [(0, "q\u{0}{}", 77), (7, "q", 78)]
+        c.linkedServers = [7, 8]
         c.nextUploadSeq = 9
         let decoded = try PeerRecordCodec.decode(PeerRecordCodec.encode(c)[...])
         guard case .commit(let d) = decoded else { Issue.record("not a commit"); return }
-        #expect(d.clock == 42 && d.nextUploadSeq == 9)
-        #expect(d.documents.count == 3 && d.outbox.count == 2)
-        #expect(d.outbox[0].base == before && d.outbox[1].base == nil)
-        #expect(d.checkpoints.first?.key == "q\u{0}{}" && d.checkpoints.first?.txn == 77)
+        #expect(d.clock == 42 && d.nextUploadSeq == 9 && d.linkedServers == [7, 8])
+        #expect(d.documents.count == 3 && d.outbox.count == 4)
+        #expect(d.outbox.map(\.server) == [0, 0, 7, 8])
+        #expect(d.outbox[0].base == before && d.outbox[1].base == nil && d.outbox[2].base == VersionVector() && d.outbox[3].base == nil)
+        #expect(d.checkpoints.map(\.server) == [0, 7] && d.checkpoints.map(\.key) == ["q\u{0}{}", "q"] && d.checkpoints.map(\.txn) == [77, 78])
         // Garbage never crashes the decoder.
         var rng = SeededRandom(seed: 0x5eed)
         let bytes = PeerRecordCodec.encode(c)

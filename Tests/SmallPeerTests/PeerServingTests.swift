@@ -58,6 +58,20 @@ import Values
         return try SyncClient(peer: peer, configuration: c)
     }
 
+    /// A change made on `a` reaches `c` and one made on `c` reaches `a`, through `b`; then a
+    /// marker from `a`, after everything else in every log: an echo of C's change would reach B
+    /// (from A) or C (from B) before it. Each peer logged each change once: its own write, or the
+    /// one merge that brought it.
+    static func changesCrossTheMiddlePeer(_ a: SmallPeer, _ b: SmallPeer, _ c: SmallPeer) async throws {
+        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'fromA', 'n': 1})")
+        #expect(try await eventually(within: .seconds(30)) { Self.has(c, "fromA") }, "A's change reached C through B")
+        _ = try c.execute("INSERT INTO cars DOCUMENTS ({'_id': 'fromC', 'n': 2})")
+        #expect(try await eventually(within: .seconds(30)) { Self.has(a, "fromC") }, "C's change reached A through B")
+        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mark', 'n': 3})")
+        #expect(try await eventually(within: .seconds(30)) { Self.has(c, "mark") })
+        for peer in [a, b, c] { #expect(Self.log(peer).rows == 3) }
+    }
+
     @Test func twoPeers_initialSyncAndLiveChangesBothWays_andNothingEchoes() async throws {
         let dirA = TempDirectory(), dirB = TempDirectory()
         defer { dirA.cleanup(); dirB.cleanup() }
@@ -108,17 +122,7 @@ import Values
         try await bToA.waitUntilCaughtUp(timeout: .seconds(30))
         try await cToB.waitUntilCaughtUp(timeout: .seconds(30))
 
-        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'fromA', 'n': 1})")
-        #expect(try await eventually(within: .seconds(30)) { Self.has(c, "fromA") }, "A's change reached C through B")
-        _ = try c.execute("INSERT INTO cars DOCUMENTS ({'_id': 'fromC', 'n': 2})")
-        #expect(try await eventually(within: .seconds(30)) { Self.has(a, "fromC") }, "C's change reached A through B")
-        // A marker from A, after everything else in every log: an echo of C's change would reach
-        // B (from A) or C (from B) before it.
-        _ = try a.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mark', 'n': 3})")
-        #expect(try await eventually(within: .seconds(30)) { Self.has(c, "mark") })
-
-        // Each peer logged each change once: its own write, or the one merge that brought it.
-        for peer in [a, b, c] { #expect(Self.log(peer).rows == 3) }
+        try await Self.changesCrossTheMiddlePeer(a, b, c)
         #expect([bToA.status.receivedEntries, cToB.status.receivedEntries] == [2, 2], "A's two changes, once each; no change came back")
         // Presence crosses B too: A and C see each other two hops away.
         let keyA = Self.key(0xA), keyC = Self.key(0xC)

@@ -7,6 +7,7 @@ import CRDT
 @testable import SmallPeer
 import Synchronization
 import SyncProtocol
+import Postgres
 import ServerTestSupport
 import Testing
 import Values
@@ -182,7 +183,8 @@ struct SmallPeerServerTests {
                 try await server.syncOnce(peer)
                 #expect(peer.pendingUploadCount == 0)
                 var lost = Commit(clock: 0)
-                lost.outbox = [(DocumentRef(collection: "cars", id: "c0"), before)]
+                let server = try #require(peer.linkedServers.first)
+                lost.outbox = [(server, DocumentRef(collection: "cars", id: "c0"), before)]
                 try peer.state.withLock { st throws(SmallPeerError) in try st.commit(lost, documents: []) }
                 // And one more change made offline, never sent.
                 _ = try peer.execute("UPDATE cars APPLY n INCREMENT BY 1 WHERE _id = 'c1'")
@@ -327,14 +329,24 @@ struct SmallPeerServerTests {
             try await first.syncOnce(peer)
             #expect(try Self.snapshot(peer).count == 2)
         }
-        // Another database: the stored checkpoint is above its newest transaction, so the server
-        // falls back to a full initial sync, and the peer evicts what it did not get again.
-        try await TestServer.with { second in
-            try await second.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'v': 2})")
-            _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'local', 'v': 9})")  // not uploaded yet: kept
-            let status = try await second.syncOnce(peer)
-            #expect(status.receivedEntries >= 1)
-            #expect(try Self.snapshot(peer).compactMap { $0["_id"] } == ["a", "local"])
+        // The same server (its site) on another database, as after a restore from an older backup:
+        // the stored checkpoint is above its newest transaction, so the server falls back to a full
+        // initial sync, and the peer evicts what it did not get again.
+        let site = try #require(peer.linkedServers.first)
+        try await TestPostgres.withDatabase { db in
+            await (try await TestServer.start(db)).stop()  // creates the schema
+            let c = try await db.connect()
+            _ = try await c.query("UPDATE bigpeer_identity SET site_id = \(Int64(bitPattern: site))")
+            await c.close()
+            let second = try await TestServer.start(db)
+            try await afterwards({ await second.stop() }) {
+                try await second.execute("INSERT INTO cars DOCUMENTS ({'_id': 'a', 'v': 2})")
+                _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'local', 'v': 9})")  // not uploaded yet: kept
+                let status = try await second.syncOnce(peer)
+                #expect(status.receivedEntries >= 1)
+                #expect(try Self.snapshot(peer).compactMap { $0["_id"] } == ["a", "local"])
+                #expect(peer.linkedServers == [site])
+            }
         }
     }
 
