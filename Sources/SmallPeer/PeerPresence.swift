@@ -5,6 +5,7 @@
 // Observers get the graph at once and again whenever it changes, on the thread that changed it
 // (a sync client's loop, or the caller of `setPresenceMetadata`), outside the lock.
 
+import CRDT
 import Glibc
 import SyncProtocol
 import Synchronization
@@ -150,6 +151,12 @@ extension SmallPeer {
     /// The presence graph this peer knows: itself and every peer reachable through its sync links,
     /// however many hops away (Ditto's `presence.graph`).
     public var presenceGraph: PresenceGraph { presence.graph }
+
+    /// The device name this peer shows in presence, also to the peers it only serves (a sync
+    /// client announces its configured `deviceName` in `hello` and sets it too).
+    public func setDeviceName(_ name: String) {
+        presence.identify(peerKey: SyncClientCore.peerKey(siteID.rawValue), deviceName: name)
+    }
 
     /// Replaces the metadata this peer publishes in presence (`peerMetadata`); re-published to
     /// every link. At most 4 KiB encoded (`PresenceGossip.Failure.metadataTooLarge` otherwise).

@@ -213,6 +213,7 @@ struct PeerCommand: AsyncParsableCommand {
     /// sync group it finds (`PeerLANLinks`: it dials nodes and the peers with a higher key, and
     /// serves the links the others dial), reads DQL from stdin, and prints what changes.
     private func runLinked(_ peer: SmallPeer, client: SyncClient.Configuration, local: LocalFlag) async throws {
+        peer.setDeviceName(client.deviceName)
         let policy: PeerPolicy
         do { policy = PeerPolicy(ruleFile: try peerPolicy.map { path throws(PolicyConfigurationError) in try PolicyRulesFile(path: path) }, webhook: nil) } catch {
             Output.error("--peer-policy: \(error)")

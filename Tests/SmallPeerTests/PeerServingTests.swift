@@ -134,12 +134,15 @@ import Values
         let dirs = [TempDirectory(), TempDirectory(), TempDirectory()]
         defer { for d in dirs { d.cleanup() } }
         let (a, b, c) = try Self.threePeers(dirs)
+        a.setDeviceName("galley-tablet")
         let listener = try await PeerListener.start(a)
         let bToA = try Self.client(b, listener), cToA = try Self.client(c, listener)
         // A has no sync client of its own (no timer ticks its gossip): what its served links
         // receive drives it, and it passes B's record on to C and C's to B.
-        let keyB = Self.key(0xB), keyC = Self.key(0xC)
+        let keyA = Self.key(0xA), keyB = Self.key(0xB), keyC = Self.key(0xC)
         #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyC) != nil && c.presenceGraph.peer(keyB) != nil })
+        // The name it set shows, though it never announced one in a `hello` of its own.
+        #expect(try await eventually(within: .seconds(30)) { b.presenceGraph.peer(keyA)?.deviceName == "galley-tablet" })
         await Self.stop([bToA, cToA], [listener])
     }
 
