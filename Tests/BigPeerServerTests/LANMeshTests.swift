@@ -49,38 +49,34 @@ import Values
             .map { try $0.decode(0, as: String.self) }
     }
 
-    @Test func twoNodesLinkOnce_replicateBothWays_andForgetEachOtherAfterTheyPart() async throws {
+    /// Two nodes, `node-a` and `node-b`, on two databases of their own (also given to `body`),
+    /// stopped after `body`.
+    static func withTwoNodes(_ body: (InProcessServer, InProcessServer, TestDatabase, TestDatabase) async throws -> Void) async throws {
         try await TestPostgres.withDatabase { dbA in
             try await TestPostgres.withDatabase { dbB in
                 let a = try await Self.node(dbA, name: "node-a")
                 try await afterwards({ await a.stop() }) {
                     let b = try await Self.node(dbB, name: "node-b")
-                    try await afterwards({ await b.stop() }) {
-                        try await Self.linkAndPart(a, b)
-                    }
+                    try await afterwards({ await b.stop() }) { try await body(a, b, dbA, dbB) }
                 }
             }
         }
     }
 
+    @Test func twoNodesLinkOnce_replicateBothWays_andForgetEachOtherAfterTheyPart() async throws {
+        try await Self.withTwoNodes { a, b, _, _ in try await Self.linkAndPart(a, b) }
+    }
+
     /// Two instances of the dialling node on one database: both see the other node, one dials it
     /// (it holds the link's replication lock), the other stands by and takes over when it stops.
     @Test func ofTwoInstancesOnOneDatabaseOnlyTheLockHolderDials() async throws {
-        try await TestPostgres.withDatabase { dbA in
-            try await TestPostgres.withDatabase { dbB in
-                let a = try await Self.node(dbA, name: "node-a")
-                try await afterwards({ await a.stop() }) {
-                    let b = try await Self.node(dbB, name: "node-b")
-                    try await afterwards({ await b.stop() }) {
-                        let (adA, adB) = (Self.advertisement(a, name: "node-a"), Self.advertisement(b, name: "node-b"))
-                        let aDials = LANLinkRule.dials(adA.peerKey, adB.peerKey)
-                        let (dialler, acceptor, acceptorAd) = aDials ? (a, b, adB) : (b, a, adA)
-                        let second = try await Self.node(aDials ? dbA : dbB, name: aDials ? "node-a" : "node-b")
-                        try await afterwards({ await second.stop() }) {
-                            try await Self.onlyTheLockHolderDials([dialler, second], acceptor: acceptor, acceptorAd: acceptorAd)
-                        }
-                    }
-                }
+        try await Self.withTwoNodes { a, b, dbA, dbB in
+            let (adA, adB) = (Self.advertisement(a, name: "node-a"), Self.advertisement(b, name: "node-b"))
+            let aDials = LANLinkRule.dials(adA.peerKey, adB.peerKey)
+            let (dialler, acceptor, acceptorAd) = aDials ? (a, b, adB) : (b, a, adA)
+            let second = try await Self.node(aDials ? dbA : dbB, name: aDials ? "node-a" : "node-b")
+            try await afterwards({ await second.stop() }) {
+                try await Self.onlyTheLockHolderDials([dialler, second], acceptor: acceptor, acceptorAd: acceptorAd)
             }
         }
     }
