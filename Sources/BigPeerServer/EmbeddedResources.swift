@@ -590,7 +590,7 @@ paths:
         content:
           application/json:
             schema: { $ref: "#/components/schemas/ExecuteRequest" }
-            example: { statement: "SYNC CONTEXT (PEERS WHERE peerKey = :pk) SELECT * FROM orders", args: { pk: pkobKzg } }
+            example: { statement: "SYNC CONTEXT (PEERS WHERE deviceName = 'tablet-7') SELECT * FROM orders", args: {} }
       responses:
         "200":
           description: one result per matching peer, in peer-key order
