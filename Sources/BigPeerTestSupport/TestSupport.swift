@@ -51,7 +51,10 @@ public enum TestPostgres {
         let dir = NSTemporaryDirectory() + "bigpeer-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         var options = LocalPostgres.Options()
         options.ephemeral = true
-        options.maxConnections = 400
+        // One cluster serves every test of the process, run in parallel; tests that start two or
+        // three in-process servers (each with its pool) or many CLI peers add up: 400 ran out
+        // ("sorry, too many clients already") on a loaded 2-core machine.
+        options.maxConnections = 1000
         options.databaseName = "postgres"
         let cluster = try await startCluster(dataDirectory: dir, options: options)
         try cluster.removeWhenProcessExits(alsoRemove: [dir])
