@@ -262,6 +262,13 @@ public final class BigPeerService: Sendable {
         ])
         var lan: LANPeerListener?
         var advertiser: LANAdvertiser?
+        /// Undoes what started when a later part cannot.
+        func abandon() async {
+            await advertiser?.stop()
+            await lan?.stop()
+            await http.shutdown(deadline: .zero)
+            await releaseOnFailure(upstream, mesh)
+        }
         if let lanConfiguration = configuration.lan {
             do {
                 let tls = try lanConfiguration.tls ? configuration.tls.map { try TLSContext(serverCertificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath) } : nil
@@ -274,10 +281,7 @@ public final class BigPeerService: Sendable {
                     try await mesh?.browse(on: started.daemon)
                 }
             } catch {
-                await advertiser?.stop()
-                await lan?.stop()
-                await http.shutdown(deadline: .zero)
-                await releaseOnFailure(upstream, mesh)
+                await abandon()
                 throw error
             }
             logger.notice("accepting LAN peer links", metadata: [
@@ -288,10 +292,7 @@ public final class BigPeerService: Sendable {
             ble = try await BLEPeerListener.startIfAvailable(configuration.ble, maxMessageSize: syncRoute.session.limits.maxMessageSize, route: syncRoute,
                                                              registry: syncSessions, group: group, logger: logger)
         } catch {
-            await advertiser?.stop()
-            await lan?.stop()
-            await http.shutdown(deadline: .zero)
-            await releaseOnFailure(upstream, mesh)
+            await abandon()
             throw error
         }
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,

@@ -50,28 +50,14 @@ final class SyncPacketHandler {
     private func openSession() {
         guard let link else { return }
         let bound = LoopBound(self, loop: loop)
-        let linkBound = LoopBound(link, loop: loop)
-        let outbox = self.outbox
-        let transport = SyncConnection.Transport(
-            send: { bytes in
-                guard outbox.append(bytes) else { return }  // a drain is already scheduled
-                linkBound.loop.execute {
-                    let link = linkBound.value
-                    for message in outbox.takeAll() { link.send(message) }
-                    outbox.noteSocket(queued: link.queuedBytes)
-                }
+        let transport = outbox.loopTransport(
+            LoopBound(link, loop: loop),
+            write: { link, messages in
+                for message in messages { link.send(message) }
+                return link.queuedBytes
             },
-            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } },
-            queuedBytes: { outbox.queuedBytes },
-            notifyWhenDrained: {
-                guard outbox.requestDrain() else { return }  // already asked
-                linkBound.loop.execute {
-                    let link = linkBound.value
-                    outbox.noteSocket(queued: link.queuedBytes)
-                    guard !link.requestDrainNotification() else { return }  // `drained` follows
-                    outbox.takeDrainRequest()?.transportDrained()
-                }
-            })
+            queued: { $0.queuedBytes }, requestDrain: { $0.requestDrainNotification() },
+            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } })
         var configuration = route.session
         configuration.sessionID = "\(route.session.sessionID)-\(number)"
         configuration.maxQueuedBytes = 256 << 10  // ~12 s of a 22 kB/s channel

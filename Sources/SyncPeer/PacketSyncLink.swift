@@ -27,22 +27,7 @@ public final class PacketSyncLink: PacketConnectionDelegate {
         }
     }
 
-    /// What the link hears (on the loop).
-    public struct Callbacks {
-        public var connected: () -> Void
-        public var received: ([UInt8]) -> Void
-        /// The send queue drained after `requestDrainNotification`.
-        public var drained: () -> Void
-        /// Once: the link is gone; `wasOpen`: it had connected.
-        public var closed: (_ reason: String, _ wasOpen: Bool) -> Void
-        public init(connected: @escaping () -> Void, received: @escaping ([UInt8]) -> Void, drained: @escaping () -> Void = {},
-                    closed: @escaping (_ reason: String, _ wasOpen: Bool) -> Void) {
-            self.connected = connected
-            self.received = received
-            self.drained = drained
-            self.closed = closed
-        }
-    }
+    public typealias Callbacks = LinkCallbacks
 
     /// Per-link counters (PROTOCOL.md §2.1 units: messages, SDUs, bytes on the channel).
     public struct Counters: Sendable, Equatable {
@@ -215,16 +200,6 @@ public final class PacketSyncLink: PacketConnectionDelegate {
         counts = counters
         self.connection = nil
         if let t = supervisionTimer { loop.cancelTimer(t); supervisionTimer = nil }
-        let reason: String
-        if let lostReason {
-            reason = lostReason
-        } else if let (code, why) = closedWith {
-            reason = "closed (\(code)\(why.isEmpty ? "" : ": " + why))"
-        } else if let error {
-            reason = open ? "connection lost: \(error)" : "\(error)"
-        } else {
-            reason = "closed by the peer"
-        }
-        callbacks.closed(reason, open)
+        callbacks.closed(lostReason ?? LinkCallbacks.reason(closedWith: closedWith, error: error, wasOpen: open), open)
     }
 }

@@ -250,22 +250,7 @@ public final class SyncLink: WebSocketClientHandler {
     }
 
     private func openStream(_ address: SocketAddress) {
-        let callbacks = StreamLinkConnection.Callbacks(
-            connected: { [weak self] in
-                guard let self else { return }
-                self.connecting = false
-                self.sessionAccepted = false
-                self.delegate?.syncLinkConnected(self)
-            },
-            received: { [weak self] bytes in
-                guard let self else { return }
-                self.delegate?.syncLink(self, received: bytes)
-            },
-            closed: { [weak self] reason, wasOpen in
-                guard let self else { return }
-                self.stream = nil
-                if wasOpen { self.linkClosed(reason) } else { self.attemptFailed(reason) }
-            })
+        let callbacks = transportCallbacks { [weak self] in self?.stream = nil }
         do {
             stream = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
                                                       maxMessageSize: configuration.maxMessageSize, callbacks: callbacks)
@@ -274,11 +259,9 @@ public final class SyncLink: WebSocketClientHandler {
         }
     }
 
-    private func openPacket(_ address: PacketLinkAddress, options: PacketSocketOptions) {
-        var link = PacketSyncLink.Configuration(maxMessageSize: configuration.maxMessageSize)
-        link.keepaliveInterval = configuration.packetKeepaliveInterval
-        link.supervisionTimeout = configuration.packetSupervisionTimeout
-        let callbacks = PacketSyncLink.Callbacks(
+    /// What a stream or packet transport reports, passed on to the delegate; `gone` forgets the transport.
+    private func transportCallbacks(gone: @escaping () -> Void) -> LinkCallbacks {
+        LinkCallbacks(
             connected: { [weak self] in
                 guard let self else { return }
                 self.connecting = false
@@ -291,9 +274,16 @@ public final class SyncLink: WebSocketClientHandler {
             },
             closed: { [weak self] reason, wasOpen in
                 guard let self else { return }
-                self.packet = nil
+                gone()
                 if wasOpen { self.linkClosed(reason) } else { self.attemptFailed(reason) }
             })
+    }
+
+    private func openPacket(_ address: PacketLinkAddress, options: PacketSocketOptions) {
+        var link = PacketSyncLink.Configuration(maxMessageSize: configuration.maxMessageSize)
+        link.keepaliveInterval = configuration.packetKeepaliveInterval
+        link.supervisionTimeout = configuration.packetSupervisionTimeout
+        let callbacks = transportCallbacks { [weak self] in self?.packet = nil }
         do {
             packet = try PacketSyncLink.connect(to: address, options: options, configuration: link, loop: loop, callbacks: callbacks)
         } catch {

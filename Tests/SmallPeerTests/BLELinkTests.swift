@@ -35,6 +35,19 @@ import Values
         }
     }
 
+    /// `--ble` on a machine without Bluetooth: the node starts, accepts no BLE links, serves the rest.
+    @Test func aNodeWithoutBluetoothRunsOnWithoutBLE() async throws {
+        guard PacketSockets.bluetoothUnavailable() != nil else { return }  // a machine with Bluetooth: nothing to check
+        try await TestPostgres.withDatabase { db in
+            let server = try await InProcessServer.start(on: db) { config in config.ble = BLEConfiguration() }
+            try await afterwards({ await server.stop() }) {
+                #expect(!server.service.acceptsBLE && server.service.blePSM == nil)
+                let key = try await server.newKey()
+                try await server.rest(key: key).executeOK("INSERT INTO notes DOCUMENTS ({'_id': 'a'})")
+            }
+        }
+    }
+
     static func ids(_ peer: SmallPeer, _ collection: String) -> Set<String> {
         Set(((try? peer.execute("SELECT * FROM \(collection)").items) ?? []).compactMap { $0["_id"]?.stringValue })
     }
