@@ -13,6 +13,7 @@ public final class PacketListener {
     /// The PSM the channel listens on (L2CAP; nil for the stand-in).
     public let psm: UInt16?
     private var registration: Registration?
+    private var closed = false
     private let onAccept: (Int32) -> Void
 
     /// Creates the socket, binds, listens and registers it on `loop`. Must run on `loop`.
@@ -35,7 +36,7 @@ public final class PacketListener {
         self.fd = fd
         if case .l2cap = address { psm = PacketSockets.boundL2CAPAddress(of: fd)?.psm } else { psm = nil }
         do {
-            registration = try loop.register(fd: fd, interest: .readable) { [self] _ in self.acceptAll() }
+            registration = try loop.register(fd: fd, interest: .readable) { [weak self] _ in self?.acceptAll() }
         } catch {
             Syscall.close(fd)
             throw .io(error)
@@ -45,15 +46,31 @@ public final class PacketListener {
     private func acceptAll() {
         while registration != nil {
             let fd = bp_accept4(self.fd, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            guard fd >= 0 else { return }  // EAGAIN, or a connection that died in the backlog
+            guard fd >= 0 else {
+                let e = bp_errno()
+                if e == EMFILE || e == ENFILE { pauseAccepting() }  // level-triggered epoll would spin
+                return  // EAGAIN, or a connection that died in the backlog
+            }
             onAccept(fd)
         }
     }
 
-    public func close() {
+    /// Out of descriptors: stop watching for 100 ms (as `TCPListener` does).
+    private func pauseAccepting() {
         guard let registration else { return }
         loop.deregister(registration)
         self.registration = nil
+        loop.scheduleTimer(after: .milliseconds(100)) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.registration = try? self.loop.register(fd: self.fd, interest: .readable) { [weak self] _ in self?.acceptAll() }
+        }
+    }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        if let registration { loop.deregister(registration) }
+        registration = nil
         Syscall.close(fd)
         if case .unixStandIn(let path) = address { unlink(path) }
     }
