@@ -16,6 +16,7 @@ import Testing
         let clock = MutexBox(NanoTime(nanoseconds: 1_000_000_000))
         let received = MutexBox<[[UInt8]]>([])
         let closedReason = MutexBox<String?>(nil)
+        let drains = MutexBox(0)
         private let held = MutexBox<LoopBound<PacketSyncLink>?>(nil)
 
         init(mtu: Int, maxMessageSize: Int = 1 << 20) async throws {
@@ -34,10 +35,10 @@ import Testing
             configuration.supervisionTimeout = .seconds(20)
             let clock = self.clock
             configuration.clock = { clock.withLock { $0 } }
-            let (received, closedReason, loop, fd, linkConfiguration) = (self.received, self.closedReason, self.loop, pair[0], configuration)
+            let (received, closedReason, drains, loop, fd, linkConfiguration) = (self.received, self.closedReason, self.drains, self.loop, pair[0], configuration)
             let link = try await loop.submit { () throws -> LoopBound<PacketSyncLink> in
                 let callbacks = PacketSyncLink.Callbacks(
-                    connected: {}, received: { m in received.withLock { $0.append(m) } },
+                    connected: {}, received: { m in received.withLock { $0.append(m) } }, drained: { drains.withLock { $0 += 1 } },
                     closed: { reason, _ in closedReason.withLock { $0 = reason } })
                 let link = try PacketSyncLink.accepted(fd: fd, address: .unixStandIn(path: "pair"), options: PacketSocketOptions(standInMTU: mtu),
                                                        configuration: linkConfiguration, loop: loop, callbacks: callbacks)
@@ -86,6 +87,27 @@ import Testing
         let counters = try await h.onLink { $0.counters }
         #expect(counters.messagesSent == 1 && counters.messagesReceived == 1)
         #expect(counters.sdusSent == 16 && counters.sdusReceived == 16 && counters.bytesSent == 1004)
+    }
+
+    /// A peer that does not read: SDUs wait in the link's queue (as for a peer without credits),
+    /// a drain request is pending, and once the peer reads the queue empties and the drain is told.
+    @Test func aPeerThatDoesNotReadBacksTheQueueUpUntilItReads() async throws {
+        let h = try await Harness(mtu: 64)
+        defer { h.shutdown() }
+        let message = [UInt8](repeating: 7, count: 1000)
+        let queued = try await h.onLink { link -> (Int, Bool) in
+            for _ in 0..<200 { link.send(message) }  // 200 KB in 64-byte SDUs: more than the socket takes
+            return (link.queuedBytes, link.requestDrainNotification())
+        }
+        #expect(queued.0 > 16 << 10 && queued.1, "\(queued)")
+        var assembler = PacketAssembler(maxMessageSize: 1 << 20)
+        var messages = 0
+        while messages < 200, let sdu = h.rawReceive() {
+            if case .message(let m) = try assembler.feed(sdu) { #expect(m == message); messages += 1 }
+        }
+        #expect(messages == 200)
+        #expect(await eventually { h.drains.withLock { $0 } == 1 })
+        #expect(try await h.onLink { $0.queuedBytes } == 0)
     }
 
     @Test func anOversizedFirstSDUClosesWithMessageTooLarge() async throws {
