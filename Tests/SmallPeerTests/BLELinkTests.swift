@@ -14,7 +14,7 @@ import Values
 @Suite(.serialized) struct BLELinkTests {
     /// A server accepting BLE links at `<dir>/node`, a key, and a short directory for socket paths
     /// (sun_path holds 107 bytes).
-    static func withNode(mtu: Int = 247, keepalive: Duration = .seconds(5), supervision: Duration = .seconds(20),
+    static func withNode(mtu: Int = 247, keepalive: Duration = .seconds(5), supervision: Duration = .seconds(20), policyFile: String? = nil,
                          _ body: (InProcessServer, String, String) async throws -> Void) async throws {
         let dir = "/tmp/ble-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -27,6 +27,7 @@ import Values
                 ble.keepaliveInterval = keepalive
                 ble.supervisionTimeout = supervision
                 config.ble = ble
+                config.peerPolicyFile = policyFile
             }
             try await afterwards({ await server.stop() }) {
                 #expect(server.service.acceptsBLE && server.service.blePSM == nil)
@@ -65,6 +66,23 @@ import Values
                 #expect(await eventually(within: .seconds(20)) { Self.ids(peer, "notes") == ["from-node", "from-peer"] }, "\(client.status)")
                 #expect(await eventually { ((try? await server.rest(key: key).executeOK("SELECT * FROM notes"))?["items"]?.arrayValue?.count) == 2 })
                 #expect(peer.presenceGraph.localPeer.connections.contains { $0.type == .bluetooth }, "presence lists the link as Bluetooth")
+            }
+        }
+    }
+
+    /// BLE links pass the node's connection policy like every link: a rule on `"link": "Bluetooth"` refuses them.
+    @Test func theConnectionPolicySeesTheLinkAsBluetooth() async throws {
+        let files = try TemporaryDirectory("bigpeer-policy")
+        let policy = try files.write("policy.json", #"""
+            {"version": 1, "default": "allow", "rules": [{"name": "no BLE", "action": "deny", "link": "Bluetooth", "reason": "not over BLE"}]}
+            """#)
+        try await Self.withNode(policyFile: policy) { server, key, dir in
+            let peerDir = TempDirectory()
+            defer { peerDir.cleanup() }
+            let client = try SyncClient(peer: try openPeer(peerDir.path), configuration: SyncClient.Configuration(url: "seqpacket://\(dir)/node", apiKey: key))
+            try await afterwards({ await client.stop() }) {
+                #expect(await eventually { client.status.lastError?.contains("(4003)") == true }, "\(client.status)")
+                #expect(client.status.lastError?.contains("not over BLE") == true, "\(client.status)")
             }
         }
     }
