@@ -70,8 +70,6 @@ final class SyncPacketHandler {
         link?.close(code: code, reason: route.session.limits.closeReason(reason))
     }
 
-    var counters: PacketSyncLink.Counters? { link?.counters }
-
     private func drained() {
         outbox.noteSocket(queued: link?.queuedBytes ?? 0)
         outbox.takeDrainRequest()?.transportDrained()

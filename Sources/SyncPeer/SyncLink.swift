@@ -82,7 +82,8 @@ public final class SyncLink: WebSocketClientHandler {
     }
 
     public let configuration: Configuration
-    /// Host, port and TLS of either kind of URL (the target only matters for WebSocket).
+    /// Host, port and TLS of a WebSocket or TCP URL (the target only matters for WebSocket); a
+    /// placeholder for a BLE link (`packetTarget` says where that connects).
     public let url: WebSocketURL
     /// A LAN TCP peer link (`tcp://`, `tls://`) rather than a WebSocket.
     public let isStream: Bool
