@@ -87,13 +87,13 @@ let package = Package(
         // Seeded randomness for every test target (no dependencies).
         .target(name: "TestRandomness", swiftSettings: strict),
         // Shared test helpers: PostgreSQL harness, ports, clocks, `eventually`, REST and sync clients.
-        .target(name: "BigPeerTestSupport", dependencies: ["Postgres", "Migrations", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol",
+        .target(name: "BigPeerTestSupport", dependencies: ["TestRandomness", "Postgres", "Migrations", "HTTP", "Values", "Sockets", "WebSocket", "SyncProtocol",
                                                    .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         // The in-process server harness: apart, so a socket or PostgreSQL test does not compile the server.
         .target(name: "ServerTestSupport", dependencies: ["BigPeerTestSupport", "BigPeerServer", "Auth", "HTTP", "Postgres", "Values"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
-        .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "Sockets", "BigPeerTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "Sockets", "CZlib", "BigPeerTestSupport",
                                                           .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Values"], swiftSettings: strict),
+        .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Sockets", "Values", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "Sync", "SyncPeer", "SyncProtocol", "Sockets", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "LANDiscovery", "Migrations",

@@ -44,6 +44,8 @@ public final class BigPeerService: Sendable {
     /// LAN TCP peer links (`--lan`), when configured, and their mDNS advertisement.
     private let lan: LANPeerListener?
     private let advertiser: LANAdvertiser?
+    /// BLE peer links (`--ble`), when configured and Bluetooth is there.
+    private let ble: BLEPeerListener?
     /// Links with the other nodes of the sync group found on the LAN (`--lan`, advertising).
     public let mesh: LANMesh?
     /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
@@ -57,12 +59,13 @@ public final class BigPeerService: Sendable {
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, mesh: LANMesh?, connectionPolicy: SyncConnectionPolicy,
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, mesh: LANMesh?, connectionPolicy: SyncConnectionPolicy,
                  policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
         self.upstream = upstream
         self.presence = presence
         self.lan = lan
         self.advertiser = advertiser
+        self.ble = ble
         self.mesh = mesh
         self.connectionPolicy = connectionPolicy
         self.policyWatch = policyWatch
@@ -259,6 +262,13 @@ public final class BigPeerService: Sendable {
         ])
         var lan: LANPeerListener?
         var advertiser: LANAdvertiser?
+        /// Undoes what started when a later part cannot.
+        func abandon() async {
+            await advertiser?.stop()
+            await lan?.stop()
+            await http.shutdown(deadline: .zero)
+            await releaseOnFailure(upstream, mesh)
+        }
         if let lanConfiguration = configuration.lan {
             do {
                 let tls = try lanConfiguration.tls ? configuration.tls.map { try TLSContext(serverCertificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath) } : nil
@@ -271,19 +281,24 @@ public final class BigPeerService: Sendable {
                     try await mesh?.browse(on: started.daemon)
                 }
             } catch {
-                await advertiser?.stop()
-                await lan?.stop()
-                await http.shutdown(deadline: .zero)
-                await releaseOnFailure(upstream, mesh)
+                await abandon()
                 throw error
             }
             logger.notice("accepting LAN peer links", metadata: [
                 "address": "\(lanConfiguration.tls ? "tls" : "tcp")://\(lanConfiguration.host):\(lan?.port ?? lanConfiguration.port)"])
         }
+        let ble: BLEPeerListener?
+        do {
+            ble = try await BLEPeerListener.startIfAvailable(configuration.ble, maxMessageSize: syncRoute.session.limits.maxMessageSize, route: syncRoute,
+                                                             registry: syncSessions, group: group, logger: logger)
+        } catch {
+            await abandon()
+            throw error
+        }
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
+                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
                               presence: presence, logger: logger)
     }
 
@@ -309,6 +324,12 @@ public final class BigPeerService: Sendable {
     /// The LAN peer-link port actually bound (nil without `--lan`).
     public var lanPort: Int? { lan?.port }
 
+    /// The PSM BLE peers connect to (the kernel's pick; what advertising publishes); nil without
+    /// BLE or on the test stand-in.
+    public var blePSM: UInt16? { ble?.psm }
+    /// Whether BLE links are accepted (false with `--ble` where there is no Bluetooth).
+    public var acceptsBLE: Bool { ble != nil }
+
     public func stop() async {
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
         for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
@@ -316,6 +337,7 @@ public final class BigPeerService: Sendable {
         }
         await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
         await lan?.stop()
+        await ble?.stop()
         await mesh?.stop()  // links this node dials say `bye`; their merges in flight commit
         await http.shutdown(deadline: configuration.shutdownGrace)
         // After the HTTP drain (writes acknowledged by then are in the change log, and the next

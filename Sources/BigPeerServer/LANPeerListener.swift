@@ -16,9 +16,9 @@ import Synchronization
 final class LANPeerListener: Sendable {
     let port: Int
     private let listener: LoopBound<TCPListener>
-    private let open: OpenLinks
+    private let open: OpenLinks<SyncStreamHandler>
 
-    private init(port: Int, listener: LoopBound<TCPListener>, open: OpenLinks) {
+    private init(port: Int, listener: LoopBound<TCPListener>, open: OpenLinks<SyncStreamHandler>) {
         self.port = port
         self.listener = listener
         self.open = open
@@ -30,7 +30,7 @@ final class LANPeerListener: Sendable {
         let address = try SocketAddress(ip: host, port: port)
         let loops = group.loops
         let counter = Atomic<Int>(0)
-        let open = OpenLinks()
+        let open = OpenLinks<SyncStreamHandler>()
         let first = loops[0]
         let listener = try await first.submit { () throws -> LoopBound<TCPListener> in
             let l = try TCPListener(address: address, loop: first) { fd, remote in
@@ -61,10 +61,10 @@ final class LANPeerListener: Sendable {
     }
 }
 
-/// The links open now, so that shutdown can say `bye` on each.
-private final class OpenLinks: Sendable {
-    private let links = Mutex<[UInt64: LoopBound<SyncStreamHandler>]>([:])
-    func add(_ number: UInt64, _ link: LoopBound<SyncStreamHandler>) { links.withLock { $0[number] = link } }
+/// The links open now, so that shutdown can say `bye` on each (LAN TCP and BLE listeners alike).
+final class OpenLinks<Handler: AnyObject>: Sendable {
+    private let links = Mutex<[UInt64: LoopBound<Handler>]>([:])
+    func add(_ number: UInt64, _ link: LoopBound<Handler>) { links.withLock { $0[number] = link } }
     func remove(_ number: UInt64) { _ = links.withLock { $0.removeValue(forKey: number) } }
-    var all: [LoopBound<SyncStreamHandler>] { links.withLock { Array($0.values) } }
+    var all: [LoopBound<Handler>] { links.withLock { Array($0.values) } }
 }

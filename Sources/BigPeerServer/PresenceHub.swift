@@ -8,6 +8,7 @@
 
 import Glibc
 import Sync
+import SyncPeer
 import SyncProtocol
 import Synchronization
 import Upstream
@@ -104,7 +105,7 @@ final class PresenceHub: Sendable {
 
     /// Makes a local node's upstream link one of the gossip's links (records go up and come down).
     func carry(_ upstream: UpstreamReplicator, link: UInt64 = upstreamLink) {
-        let type: LinkType = upstream.configuration.url.hasPrefix("tcp://") || upstream.configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
+        let type = PacketLinkURL.linkType(of: upstream.configuration.url)
         upstream.attachPresence(UpstreamPresence(
             linkUp: { [weak self] key, send in self?.linkUp(link, peerKey: key, type: type, send: send) },
             received: { [weak self] records in self?.received(records, from: link) },

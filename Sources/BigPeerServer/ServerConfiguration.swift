@@ -90,6 +90,8 @@ public struct ServerConfiguration: Sendable {
     public var upstream: UpstreamConfiguration?
     /// Accept LAN TCP peer links (`--lan`); nil: none.
     public var lan: LANConfiguration?
+    /// Accept BLE L2CAP peer links (`--ble`); nil: none.
+    public var ble: BLEConfiguration?
 
     public init() {}
 }

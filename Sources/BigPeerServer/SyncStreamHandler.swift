@@ -65,28 +65,14 @@ final class SyncStreamHandler: ConnectionDelegate {
     private func openSession() {
         guard let tcp else { return }
         let bound = LoopBound(self, loop: loop)
-        let tcpBound = LoopBound(tcp, loop: loop)
-        let outbox = self.outbox
-        let transport = SyncConnection.Transport(
-            send: { bytes in
-                guard outbox.append(bytes) else { return }  // a drain is already scheduled
-                tcpBound.loop.execute {
-                    let tcp = tcpBound.value
-                    tcp.batchingWrites { for message in outbox.takeAll() { tcp.write(StreamFraming.frame(message)) } }
-                    outbox.noteSocket(queued: tcp.pendingOutputBytes)
-                }
+        let transport = outbox.loopTransport(
+            LoopBound(tcp, loop: loop),
+            write: { tcp, messages in
+                tcp.batchingWrites { for message in messages { tcp.write(StreamFraming.frame(message)) } }
+                return tcp.pendingOutputBytes
             },
-            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } },
-            queuedBytes: { outbox.queuedBytes },
-            notifyWhenDrained: {
-                guard outbox.requestDrain() else { return }  // already asked
-                tcpBound.loop.execute {
-                    let tcp = tcpBound.value
-                    outbox.noteSocket(queued: tcp.pendingOutputBytes)
-                    guard !tcp.requestDrainNotification() else { return }  // connectionDidDrain follows
-                    outbox.takeDrainRequest()?.transportDrained()
-                }
-            })
+            queued: { $0.pendingOutputBytes }, requestDrain: { $0.requestDrainNotification() },
+            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } })
         var configuration = route.session
         configuration.sessionID = "\(route.session.sessionID)-\(number)"
         configuration.maxQueuedBytes = 1 << 20

@@ -33,6 +33,9 @@ public final class SyncClient: Sendable {
         /// Run the server's remote queries (a SELECT on this peer's store, PROTOCOL.md §4.15;
         /// `bigpeer peer --allow-remote-query`). Off: they are answered "not allowed".
         public var allowRemoteQueries = false
+        /// Keepalive and supervision timeout of a BLE link (`l2cap://`, `seqpacket://`; PROTOCOL.md §2.1).
+        public var bleKeepaliveInterval: Duration = .seconds(5)
+        public var bleSupervisionTimeout: Duration = .seconds(20)
 
         public init(url: String, apiKey: String?) {
             self.url = url
@@ -90,9 +93,12 @@ public final class SyncClient: Sendable {
     public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
         let (link, group): (SyncLink, EventLoopGroup)
         do {
-            (link, group) = try SyncLink.onOwnLoop(SyncLink.Configuration(
+            var linkConfiguration = SyncLink.Configuration(
                 url: configuration.url, reconnectBase: configuration.reconnectBase, reconnectMax: configuration.reconnectMax,
-                maxConnectAttempts: configuration.maxConnectAttempts, additionalCAFile: configuration.additionalCAFile))
+                maxConnectAttempts: configuration.maxConnectAttempts, additionalCAFile: configuration.additionalCAFile)
+            linkConfiguration.packetKeepaliveInterval = configuration.bleKeepaliveInterval
+            linkConfiguration.packetSupervisionTimeout = configuration.bleSupervisionTimeout
+            (link, group) = try SyncLink.onOwnLoop(linkConfiguration)
         } catch .invalidURL {
             throw .invalidURL(configuration.url)
         } catch {

@@ -144,7 +144,7 @@ final class SyncClientCore: SyncLinkDelegate {
     /// The server is a link of the peer's presence gossip; its peer key is its site id's bytes
     /// (PROTOCOL.md §4.14). Records for it are sent from this client's loop.
     private func presenceLinkUp(_ welcome: Welcome) {
-        let type: LinkType = configuration.url.hasPrefix("tcp://") || configuration.url.hasPrefix("tls://") ? .accessPoint : .webSocket
+        let type = PacketLinkURL.linkType(of: configuration.url)
         let bound = LoopBound(self, loop: loop)
         peer.presence.linkUp(linkID, peerKey: Self.peerKey(welcome.site), type: type) { records in
             bound.loop.execute {

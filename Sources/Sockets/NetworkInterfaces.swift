@@ -1,3 +1,4 @@
+import CEpoll
 import Glibc
 
 /// A network interface as `getifaddrs(3)` lists it, with its addresses (what mDNS advertises on

@@ -9,12 +9,7 @@ import SyncProtocol
 
 final class StreamLinkConnection: ConnectionDelegate {
     /// What the link hears from its stream (on the loop).
-    struct Callbacks {
-        var connected: () -> Void
-        var received: ([UInt8]) -> Void
-        /// Once: the stream is gone. `wasOpen`: it had connected.
-        var closed: (_ reason: String, _ wasOpen: Bool) -> Void
-    }
+    typealias Callbacks = LinkCallbacks
 
     private var connection: TCPConnection?
     private var decoder: StreamFrameDecoder
@@ -76,15 +71,7 @@ final class StreamLinkConnection: ConnectionDelegate {
         guard !finished else { return }
         finished = true
         self.connection = nil
-        let reason: String
-        if let (code, why) = closedWith {
-            reason = "closed (\(code)\(why.isEmpty ? "" : ": " + why))"
-        } else if let error {
-            reason = open ? "connection lost: \(error)" : "\(error)"
-        } else {
-            reason = "closed by the peer"
-        }
-        callbacks.closed(reason, open)
+        callbacks.closed(LinkCallbacks.reason(closedWith: closedWith, error: error, wasOpen: open), open)
     }
 
     private func describe(_ error: StreamFrameDecoder.FramingError) -> String {

@@ -1,6 +1,8 @@
 // The peer end of a sync link, reconnecting: over WebSocket (`ws://`, `wss://`: `GET
 // /api/v4/sync`, subprotocol bigpeer-sync.v1) or over a LAN TCP peer link (`tcp://`, `tls://`: the
-// length-prefixed stream of PROTOCOL.md §2, `StreamLinkConnection`). Resolve the host off the
+// length-prefixed stream of PROTOCOL.md §2, `StreamLinkConnection`), or over a BLE L2CAP channel
+// (`l2cap://`, or its AF_UNIX stand-in `seqpacket://`: the SDU framing of PROTOCOL.md §2.1,
+// `PacketSyncLink`, `PacketLinkURL`). Resolve the host off the
 // loop, connect (TLS for wss:// and tls://), hand each message to the delegate, and after a close
 // or a failed attempt connect again after an exponential backoff with full jitter. What runs over the link (a `SyncClientSession`
 // and a store) is the delegate's: SmallPeer's `SyncClient` and the server's upstream replicator
@@ -29,7 +31,8 @@ public protocol SyncLinkDelegate: AnyObject {
 public final class SyncLink: WebSocketClientHandler {
     public struct Configuration: Sendable {
         /// `ws://host:port[/path]` or `wss://...` (without a path, `/api/v4/sync`); or
-        /// `tcp://host:port` / `tls://host:port` for a LAN TCP peer link.
+        /// `tcp://host:port` / `tls://host:port` for a LAN TCP peer link; `l2cap://…` or
+        /// `seqpacket://…` for a BLE link (`PacketLinkURL`).
         public var url: String
         public var reconnectBase: Duration = .milliseconds(250)
         public var reconnectMax: Duration = .seconds(30)
@@ -39,6 +42,9 @@ public final class SyncLink: WebSocketClientHandler {
         public var additionalCAFile: String?
         /// Largest WebSocket message accepted (the sync protocol's `hello.max` plus framing room).
         public var maxMessageSize = 17 << 20
+        /// Keepalive and supervision of BLE links (`PacketSyncLink`).
+        public var packetKeepaliveInterval: Duration = .seconds(5)
+        public var packetSupervisionTimeout: Duration = .seconds(20)
 
         public init(url: String, reconnectBase: Duration = .milliseconds(250), reconnectMax: Duration = .seconds(30),
                     maxConnectAttempts: Int? = nil, additionalCAFile: String? = nil) {
@@ -55,7 +61,8 @@ public final class SyncLink: WebSocketClientHandler {
         case noEventLoop(String)
         public var description: String {
             switch self {
-            case .invalidURL(let u): "not a ws://, wss://, tcp:// or tls:// URL (tcp:// and tls:// need a port and no path): \(u)"
+            case .invalidURL(let u):
+                "not a ws://, wss://, tcp://, tls://, l2cap://ADDRESS/PSM or seqpacket:///PATH URL (tcp:// and tls:// need a port and no path): \(u)"
             case .noEventLoop(let why): "cannot start the link's event loop: \(why)"
             }
         }
@@ -75,14 +82,18 @@ public final class SyncLink: WebSocketClientHandler {
     }
 
     public let configuration: Configuration
-    /// Host, port and TLS of either kind of URL (the target only matters for WebSocket).
+    /// Host, port and TLS of a WebSocket or TCP URL (the target only matters for WebSocket); a
+    /// placeholder for a BLE link (`packetTarget` says where that connects).
     public let url: WebSocketURL
     /// A LAN TCP peer link (`tcp://`, `tls://`) rather than a WebSocket.
     public let isStream: Bool
+    /// A BLE link (`l2cap://`, `seqpacket://`): where it connects; nil for the others.
+    public let packetTarget: (address: PacketLinkAddress, options: PacketSocketOptions)?
     public let loop: EventLoop
     public weak var delegate: (any SyncLinkDelegate)?
     private var socket: WebSocketClientAdapter?
     private var stream: StreamLinkConnection?
+    private var packet: PacketSyncLink?
     private var connecting = false
     private var reconnectTimer: TimerID?
     private var tls: TLSContext?
@@ -101,6 +112,15 @@ public final class SyncLink: WebSocketClientHandler {
 
     public init(configuration: Configuration, loop: EventLoop) throws(LinkError) {
         let text = configuration.url
+        packetTarget = PacketLinkURL.parse(text)
+        if text.hasPrefix("l2cap://") || text.hasPrefix("seqpacket://") {
+            guard packetTarget != nil, let placeholder = WebSocketURL("ws://localhost:1") else { throw .invalidURL(text) }
+            self.configuration = configuration
+            self.url = placeholder  // unused: a packet link has no host or port
+            self.isStream = false
+            self.loop = loop
+            return
+        }
         let stream = text.hasPrefix("tcp://") || text.hasPrefix("tls://")
         // A stream URL has the shape of a WebSocket one without the path: parsed as one.
         let asWebSocket = stream ? (text.hasPrefix("tls://") ? "wss://" : "ws://") + text.dropFirst(6) : text
@@ -123,9 +143,11 @@ public final class SyncLink: WebSocketClientHandler {
         self.loop = loop
     }
 
-    public var isOpen: Bool { socket?.isOpen ?? stream?.isOpen ?? false }
+    public var isOpen: Bool { socket?.isOpen ?? stream?.isOpen ?? packet?.isOpen ?? false }
     /// Whether a connection is being made or is up (so `connectNow` would do nothing).
-    public var isActive: Bool { socket != nil || stream != nil || connecting }
+    public var isActive: Bool { socket != nil || stream != nil || packet != nil || connecting }
+    /// The BLE link's counters (nil for the others, and while none is up).
+    public var packetCounters: PacketSyncLink.Counters? { packet?.counters }
 
     // MARK: - Control
 
@@ -165,15 +187,18 @@ public final class SyncLink: WebSocketClientHandler {
         halt()
         socket?.close()
         stream?.close(code: SyncCloseCode.normal.rawValue, reason: "")
+        packet?.close(code: SyncCloseCode.normal.rawValue, reason: "")
     }
 
     public func send(_ bytes: [UInt8]) {
         if let stream { return stream.send(bytes) }
+        if let packet { return packet.send(bytes) }
         try? socket?.send(.binary(bytes))
     }
 
     public func close(code: UInt16, reason: String) {
         if let stream { return stream.close(code: code, reason: reason) }
+        if let packet { return packet.close(code: code, reason: reason) }
         socket?.close(WebSocketCloseCode(code), reason: reason)
     }
 
@@ -183,6 +208,7 @@ public final class SyncLink: WebSocketClientHandler {
         guard !stopped, !halted, !isActive else { return }
         reconnectTimer = nil
         connecting = true
+        if let packetTarget { return openPacket(packetTarget.address, options: packetTarget.options) }
         if let address = try? SocketAddress(ip: url.host, port: url.port) { return open(address) }
         // Names go through the resolver, which blocks: on a thread of its own, off the loop.
         let bound = LoopBound(self, loop: loop)
@@ -225,7 +251,18 @@ public final class SyncLink: WebSocketClientHandler {
     }
 
     private func openStream(_ address: SocketAddress) {
-        let callbacks = StreamLinkConnection.Callbacks(
+        let callbacks = transportCallbacks { [weak self] in self?.stream = nil }
+        do {
+            stream = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
+                                                      maxMessageSize: configuration.maxMessageSize, callbacks: callbacks)
+        } catch {
+            attemptFailed("\(error)")
+        }
+    }
+
+    /// What a stream or packet transport reports, passed on to the delegate; `gone` forgets the transport.
+    private func transportCallbacks(gone: @escaping () -> Void) -> LinkCallbacks {
+        LinkCallbacks(
             connected: { [weak self] in
                 guard let self else { return }
                 self.connecting = false
@@ -238,12 +275,18 @@ public final class SyncLink: WebSocketClientHandler {
             },
             closed: { [weak self] reason, wasOpen in
                 guard let self else { return }
-                self.stream = nil
+                gone()
                 if wasOpen { self.linkClosed(reason) } else { self.attemptFailed(reason) }
             })
+    }
+
+    private func openPacket(_ address: PacketLinkAddress, options: PacketSocketOptions) {
+        var link = PacketSyncLink.Configuration(maxMessageSize: configuration.maxMessageSize)
+        link.keepaliveInterval = configuration.packetKeepaliveInterval
+        link.supervisionTimeout = configuration.packetSupervisionTimeout
+        let callbacks = transportCallbacks { [weak self] in self?.packet = nil }
         do {
-            stream = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
-                                                      maxMessageSize: configuration.maxMessageSize, callbacks: callbacks)
+            packet = try PacketSyncLink.connect(to: address, options: options, configuration: link, loop: loop, callbacks: callbacks)
         } catch {
             attemptFailed("\(error)")
         }
@@ -288,6 +331,7 @@ public final class SyncLink: WebSocketClientHandler {
     private func attemptFailed(_ why: String) {
         socket = nil
         stream = nil
+        packet = nil
         connecting = false
         failedAttempts += 1
         down("cannot connect to \(configuration.url): \(why)", wasOpen: false)

@@ -1,11 +1,11 @@
-// Message framing for byte-stream links: TCP peer links and BLE L2CAP channels (PROTOCOL.md §2).
+// Message framing for byte-stream links: TCP peer links (PROTOCOL.md §2); BLE L2CAP channels cut
+// these frames into SDUs (`PacketFraming`, §2.1).
 //
 //   +----------------------+--------------------------+----------------------+---
 //   | N: uint32 big-endian | N bytes: one CBOR message | M: uint32 big-endian | ...
 //   +----------------------+--------------------------+----------------------+---
 //
-// BLE carries the same stream cut into SDUs of at most the MTU; frame boundaries need not line up
-// with SDU boundaries, so the decoder accepts bytes in any chunking. Sans-I/O: feed bytes, get
+// The decoder accepts bytes in any chunking. Sans-I/O: feed bytes, get
 // complete messages. The length is checked against the limit as soon as its 4 bytes are known,
 // before anything is buffered for the body (never an allocation sized by the peer beyond `maxMessageSize`).
 

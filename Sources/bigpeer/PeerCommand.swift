@@ -4,6 +4,7 @@ import LANDiscovery
 import Logging
 import Glibc
 import SmallPeer
+import Sockets
 import Synchronization
 import SyncProtocol
 import Values
@@ -63,6 +64,9 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
     var lanInterfaces: [String] = []
 
+    @Flag(name: .customLong("ble"), help: "Sync over a BLE L2CAP channel: with --url l2cap://ADDRESS/PSM[?random] (the node's address and the PSM it advertises). Fails with \"BLE unavailable: …\" where there is no Bluetooth.")
+    var ble = false
+
     @Flag(name: .customLong("listen"), help: "With --lan: advertise this peer (role=peer) and link with every node and small peer of the sync group found on the LAN, one link per pair, with no one server: it dials the nodes and the peers with a higher peer key, and serves the links the others dial on --listen-port.")
     var listen = false
     @Option(name: .customLong("listen-port"), help: "With --listen: the TCP port other small peers link to (0: any free port).")
@@ -82,6 +86,8 @@ struct PeerCommand: AsyncParsableCommand {
         if syncOnce && offline { throw ValidationError("--sync-once and --offline exclude each other") }
         if lan && url != nil { throw ValidationError("--lan and --url exclude each other") }
         if lan && offline { throw ValidationError("--lan and --offline exclude each other") }
+        if ble && (lan || offline) { throw ValidationError("--ble excludes --lan and --offline") }
+        if let url, url.hasPrefix("l2cap://") && !ble { throw ValidationError("an l2cap:// --url needs --ble") }
         if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
         if !listen && (listenPort != 0 || peerPolicy != nil) { throw ValidationError("--listen-port and --peer-policy need --listen") }
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
@@ -92,6 +98,16 @@ struct PeerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if ble {
+            if let unavailable = PacketSockets.bluetoothUnavailable() {
+                Output.error("\(unavailable)")
+                throw ExitCode.failure
+            }
+            guard let url, url.hasPrefix("l2cap://") else {
+                Output.error("--ble needs --url l2cap://ADDRESS/PSM: finding a node by BLE scanning is not in this binary yet")
+                throw ExitCode.failure
+            }
+        }
         let peer: SmallPeer
         do { peer = try SmallPeer(directory: dataDirectory) } catch {
             Output.error("cannot open \(dataDirectory): \(error)")

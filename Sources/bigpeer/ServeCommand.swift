@@ -48,6 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
     var enableEcho = false
     @OptionGroup var lan: LANOptions
+    @OptionGroup var ble: BLEOptions
     @OptionGroup var jwt: JWTOptions
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
@@ -143,6 +144,7 @@ struct ServeCommand: AsyncParsableCommand {
             config.upstream = u
         }
         config.lan = try lan.configuration(serverHasTLS: config.tls != nil)
+        config.ble = ble.configuration()
 
         let signals = SignalWaiter([SIGINT, SIGTERM])
         let service: BigPeerService

@@ -5,6 +5,7 @@ import BigPeerTestSupport
 import Foundation
 import Glibc
 @testable import SmallPeer
+import Sockets
 import TestRandomness
 import Testing
 import Values
@@ -89,6 +90,17 @@ struct PeerCommandTests {
         #expect(badDQL.err.contains("syntax error at 1:1"), "\(badDQL.err)")
         let usage = try await Self.run(["--data", dir.path, "--sync-once"])
         #expect(usage.status != 0)
+    }
+
+    /// `--ble` where there is no Bluetooth (this machine: no AF_BLUETOOTH): the one documented line, a failure exit.
+    @Test func ble_withoutBluetooth_failsWithTheUnavailableLine() async throws {
+        guard let unavailable = PacketSockets.bluetoothUnavailable() else { return }  // a machine with Bluetooth: nothing to check
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let ble = try await Self.run(["--data", dir.path, "--ble", "--url", "l2cap://00:11:22:33:44:55/129", "--sync-once"])
+        #expect(ble.status != 0)
+        #expect(ble.err.trimmingCharacters(in: .whitespacesAndNewlines) == "bigpeer peer: \(unavailable)", "\(ble.err)")
+        #expect(ble.err.contains("BLE unavailable: "))
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -58,4 +58,32 @@ long bp_udp_recv(int fd, void *buf, unsigned long len, struct sockaddr_storage *
 int bp_enter_network_namespace(const char *path);
 long bp_udp_send(int fd, const void *buf, unsigned long len, const struct sockaddr *to, socklen_t tolen, int ifindex,
                  const struct sockaddr_storage *source);
+// Bluetooth L2CAP (BlueZ kernel sockets, no libbluetooth; /usr/include/bluetooth need not exist).
+// Laid out as the kernel's include/net/bluetooth/l2cap.h and bluetooth.h define them:
+//   struct sockaddr_l2 { sa_family_t l2_family; __le16 l2_psm; bdaddr_t l2_bdaddr; __le16 l2_cid; __u8 l2_bdaddr_type; };
+//   typedef struct { __u8 b[6]; } __packed bdaddr_t;     (the address byte-reversed: b[0] is its last octet)
+//   struct bt_security { __u8 level; __u8 key_size; };
+// The static_asserts hold the ABI: 14 bytes, fields at 0, 2, 4, 10, 12.
+#define BP_AF_BLUETOOTH 31
+#define BP_BTPROTO_L2CAP 0
+#define BP_SOL_BLUETOOTH 274
+#define BP_BT_SECURITY 4
+#define BP_BT_SNDMTU 12
+#define BP_BT_RCVMTU 13
+#define BP_BDADDR_LE_PUBLIC 1
+#define BP_BDADDR_LE_RANDOM 2
+struct bp_sockaddr_l2 {
+    uint16_t l2_family;    // sa_family_t
+    uint16_t l2_psm;       // little-endian
+    uint8_t l2_bdaddr[6];  // little-endian (reversed)
+    uint16_t l2_cid;       // little-endian
+    uint8_t l2_bdaddr_type;
+};
+_Static_assert(sizeof(struct bp_sockaddr_l2) == 14, "sockaddr_l2 is 14 bytes");
+_Static_assert(__builtin_offsetof(struct bp_sockaddr_l2, l2_psm) == 2, "l2_psm at 2");
+_Static_assert(__builtin_offsetof(struct bp_sockaddr_l2, l2_bdaddr) == 4, "l2_bdaddr at 4");
+_Static_assert(__builtin_offsetof(struct bp_sockaddr_l2, l2_cid) == 10, "l2_cid at 10");
+_Static_assert(__builtin_offsetof(struct bp_sockaddr_l2, l2_bdaddr_type) == 12, "l2_bdaddr_type at 12");
+struct bp_bt_security { uint8_t level; uint8_t key_size; };
+_Static_assert(sizeof(struct bp_bt_security) == 2, "bt_security is 2 bytes");
 #endif
