@@ -94,6 +94,13 @@ public final class DBusConnection: Sendable {
         try? await onLoop { core in core.signalHandlers.append(handler) }
     }
 
+    /// Runs `handler` on the loop once, with the reason, when the connection closes (the bus went
+    /// away, a protocol error, or `close()`); at once when it is already closed. Whoever registered
+    /// objects with BlueZ must register them again on a new connection.
+    public func onClose(_ handler: @escaping @Sendable (String) -> Void) async {
+        try? await onLoop { core in core.addCloseHandler(handler) }
+    }
+
     /// `org.freedesktop.DBus.AddMatch`: asks the bus for the signals matching `rule`.
     public func addMatch(_ rule: String) async throws(DBusConnectionError) {
         _ = try await call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch", [.string(rule)])

@@ -25,6 +25,7 @@ final class DBusConnectionCore: ConnectionDelegate {
     private var handshakeTimer: TimerID?
     var objects = DBusObjectTable()
     var signalHandlers: [@Sendable (DBusMessage) -> Void] = []
+    private var closeHandlers: [@Sendable (String) -> Void] = []
 
     init(address: DBusBusAddress, loop: EventLoop, logger: Logger, configuration: DBusConnection.Configuration) throws {
         self.loop = loop
@@ -184,6 +185,10 @@ final class DBusConnectionCore: ConnectionDelegate {
         close(reason: error.map { "\($0)" } ?? "the bus closed the connection")
     }
 
+    func addCloseHandler(_ handler: @escaping @Sendable (String) -> Void) {
+        if case .closed(let why) = phase { handler(why) } else { closeHandlers.append(handler) }
+    }
+
     func close(reason: String, error: DBusConnectionError? = nil) {
         if case .closed = phase { return }
         phase = .closed(reason)
@@ -199,6 +204,10 @@ final class DBusConnectionCore: ConnectionDelegate {
             entry.reply(.failure(failure))
         }
         socket.close()
+        let handlers = closeHandlers
+        closeHandlers = []
+        signalHandlers = []
+        for handler in handlers { handler(reason) }
     }
 }
 

@@ -41,6 +41,20 @@ struct DBusConnectionTests {
         await bus.stop()
     }
 
+    @Test func theBusGoingAway_closesTheConnection_andPendingCallsFail() async throws {
+        let bus = try await PrivateBus(withBlueZ: true)
+        let connection = try await bus.connect()
+        let closed = MutexBox<String?>(nil)
+        await connection.onClose { reason in closed.withLock { $0 = reason } }
+        let hung = Task { try await connection.call("org.bluez", "/org/bigpeer/fake", "org.bigpeer.FakeBlueZ", "Hang") }
+        #expect(await eventually { (try? await bus.report(connection)["hung"] as? Int) == 1 }, "the stand-in holds the call")
+        await bus.killDaemon()
+        await #expect(throws: DBusConnectionError.self) { _ = try await hung.value }
+        #expect(await eventually { closed.withLock { $0 } != nil }, "onClose ran")
+        await #expect(throws: DBusConnectionError.self) { _ = try await connection.nameHasOwner("org.bluez") }
+        await bus.stop()
+    }
+
     @Test func exportedObjectsAnswerOtherClients() async throws {
         let bus = try await PrivateBus(withBlueZ: false)
         let server = try await bus.connect()

@@ -31,6 +31,8 @@ final class PrivateBus: Sendable {
     let daemonPID: pid_t
     let fakePID: pid_t?
     let loops: EventLoopGroup
+    /// Set once the daemon is reaped, so its pid (free for reuse then) is never signalled again.
+    private let daemonReaped = MutexBox(false)
 
     /// Starts the bus and, with `withBlueZ`, the stand-in; returns once both are ready.
     init(withBlueZ: Bool) async throws {
@@ -80,11 +82,18 @@ final class PrivateBus: Sendable {
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
     }
 
+    /// Ends the bus alone (the loops keep running, so connections see it go).
+    func killDaemon() async {
+        guard !daemonReaped.withLock({ $0 }) else { return }
+        kill(daemonPID, SIGKILL)
+        _ = await TestCommand.wait(daemonPID)
+        daemonReaped.withLock { $0 = true }
+    }
+
     /// SIGKILL: the test process blocks SIGTERM, and spawned children inherit that mask.
     func stop() async {
         if let fakePID { kill(fakePID, SIGKILL); _ = await TestCommand.wait(fakePID) }
-        kill(daemonPID, SIGKILL)
-        _ = await TestCommand.wait(daemonPID)
+        await killDaemon()
         loops.shutdown()
     }
 }

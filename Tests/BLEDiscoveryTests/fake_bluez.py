@@ -150,6 +150,7 @@ class Control(dbus.service.Object):
     @dbus.service.method("org.bigpeer.FakeBlueZ", in_signature="", out_signature="", async_callbacks=("ok", "err"))
     def Hang(self, ok=None, err=None):
         hung.append((ok, err))
+        report["hung"] = len(hung)
 
     @dbus.service.method("org.bigpeer.FakeBlueZ", in_signature="b", out_signature="")
     def SetLegacyOnly(self, on):
