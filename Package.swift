@@ -76,6 +76,11 @@ let package = Package(
         // LAN discovery: the sans-I/O mDNS/DNS-SD codec, responder and browser (RFC 6762/6763); the
         // socket layer that drives them lives with whoever owns the event loop.
         .target(name: "Discovery", swiftSettings: strict),
+        // The D-Bus wire protocol without I/O: type system, marshalling, messages, SASL EXTERNAL.
+        .target(name: "DBus", swiftSettings: strict),
+        // Being found over BLE: a D-Bus connection on our event loops, BlueZ advertisement and GATT
+        // registration (the PSM for phones), and the scanner for other nodes' advertisements.
+        .target(name: "BLEDiscovery", dependencies: ["DBus", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
@@ -108,6 +113,10 @@ let package = Package(
         .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",
                                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["TestRandomness", "DBus"], swiftSettings: strict),
+        .testTarget(name: "BLEDiscoveryTests", dependencies: ["BLEDiscovery", "DBus", "Sockets", "BigPeerTestSupport",
+                                                             .product(name: "Logging", package: "swift-log")],
+                    exclude: ["fake_bluez.py"], swiftSettings: strict),
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Sockets", "Values", "BigPeerTestSupport"], swiftSettings: strict),

@@ -35,6 +35,7 @@ case "$target" in
         libs=(-lcrypto)
         ;;
     DNSMessage) modules=(Discovery) ;;
+    DBusMessage) modules=(DBus) ;;
     WSFrame)
         modules=(Sockets WebSocket)
         c_includes=(-I "$root/Sources/CZlib" -I "$root/Sources/COpenSSL")

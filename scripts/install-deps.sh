@@ -3,7 +3,7 @@
 # Needs root (or sudo). The Swift 6 toolchain itself does not come from apt: see README.md.
 set -euo pipefail
 
-packages=(postgresql postgresql-contrib libpq-dev zlib1g-dev libssl-dev pkg-config ca-certificates curl python3 python3-venv util-linux iproute2 nftables)
+packages=(postgresql postgresql-contrib libpq-dev zlib1g-dev libssl-dev pkg-config ca-certificates curl python3 python3-venv util-linux iproute2 nftables dbus-daemon python3-dbus python3-gi)
 if [ -n "${BIGPEER_EXTRA_PACKAGES:-}" ]; then read -r -a extra <<<"$BIGPEER_EXTRA_PACKAGES"; packages+=("${extra[@]}"); fi
 
 missing=()
