@@ -37,6 +37,8 @@ struct RemoteExecuteRoute {
     /// Largest answer accepted from one peer, and from all the peers of one request together.
     static let maxPeerResultBytes: UInt64 = 4 << 20
     static let maxResponseBytes: UInt64 = 16 << 20
+    /// Steps the PEERS condition may take over all the connected peers together.
+    static let peersConditionSteps = 10_000_000
 
     func register(on router: inout HTTPRouter) {
         let route = self
@@ -67,7 +69,14 @@ struct RemoteExecuteRoute {
             return refuse("\(error)")
         }
         let targets: [(document: Value, connection: SyncConnection)]
-        do { targets = try matchingPeers(statement.peers, arguments: arguments) } catch {
+        // Inline within a loop's slice, else on the evaluation threads: a costly condition over
+        // many peers must not hold the request's loop (docs/ARCHITECTURE.md, "In-memory evaluation").
+        do {
+            let route = self, condition = statement.peers
+            targets = try await InMemoryEvaluation.run(deadline: .now + .seconds(5), maxSteps: Self.peersConditionSteps) { budget in
+                try route.matchingPeers(condition, arguments: arguments, budget: budget)
+            }
+        } catch {
             return refuse("PEERS WHERE: \(error)")
         }
         let select = Printer.print(.select(statement.select)), bound = arguments
@@ -88,11 +97,12 @@ struct RemoteExecuteRoute {
     }
 
     /// The open sessions whose peers match `condition` (all without one), in peer-key order.
-    func matchingPeers(_ condition: Expression?, arguments: [String: Value]) throws(DQLEvaluationError) -> [(document: Value, connection: SyncConnection)] {
+    func matchingPeers(_ condition: Expression?, arguments: [String: Value], budget: EvaluationBudget) throws(DQLEvaluationError)
+        -> [(document: Value, connection: SyncConnection)] {
         let graph = presence.graph
         var known: [String: PresenceGraph.Peer] = [:]
         for p in graph.remotePeers { known[p.peerKey] = p }
-        let evaluator = Evaluator(context: EvaluationContext(arguments: arguments, budget: EvaluationBudget(maxSteps: 10_000_000)))
+        let evaluator = Evaluator(context: EvaluationContext(arguments: arguments, budget: budget))
         // Once against a peer with empty fields, so a condition that cannot be evaluated (a missing
         // argument, an unknown function) is refused even when no peer is connected.
         if let condition { _ = try evaluator.evaluate(condition, in: Self.emptyPeer) }
