@@ -79,7 +79,6 @@ final class SyncPacketHandler {
         link = nil
         connection?.transportClosed()
         connection = nil
-        registry.remove(number)
         outbox.release()
         onClose()
     }

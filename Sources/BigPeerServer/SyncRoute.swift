@@ -40,6 +40,8 @@ struct SyncRoute {
     var policy: SyncConnectionPolicy?
     /// The instance's presence gossip (PROTOCOL.md §4.14); nil: presence messages are ignored.
     var presence: PresenceHub?
+    /// Sessions a peer may resume on another link of any kind (PROTOCOL.md §4.16).
+    let resumable = ResumableSessions()
     let logger: Logger
 
     /// WebSocket limits for sync: a whole protocol message fits in one WebSocket message, and the
@@ -160,9 +162,8 @@ final class SyncSocketHandler: WebSocketHandler {
     }
 
     private func finish() {
-        connection?.transportClosed()
+        connection?.transportClosed()  // the registry frees the slot when the session ends
         connection = nil
-        registry.remove(number)
         outbox.release()
     }
 }
@@ -328,7 +329,9 @@ extension SyncRoute {
                 return decision
             },
             subscriptionsChanged: registry.relay?.observer(session: number),
-            presence: presence?.port(session: number, type: link)) { hello in
+            presence: presence?.port(session: number, type: link),
+            resumable: resumable,
+            ended: { registry.remove(number) }) { hello in
             await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: link)
         }
         presence?.attach(number, connection)

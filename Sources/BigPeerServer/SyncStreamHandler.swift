@@ -109,7 +109,6 @@ final class SyncStreamHandler: ConnectionDelegate {
         tcp = nil
         self.connection?.transportClosed()
         self.connection = nil
-        registry.remove(number)
         outbox.release()
         onClose()
     }

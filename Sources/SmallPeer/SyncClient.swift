@@ -36,6 +36,17 @@ public final class SyncClient: Sendable {
         /// Keepalive and supervision timeout of a BLE link (`l2cap://`, `seqpacket://`; PROTOCOL.md §2.1).
         public var bleKeepaliveInterval: Duration = .seconds(5)
         public var bleSupervisionTimeout: Duration = .seconds(20)
+        /// More links to the same server, least preferred last (`url` is the best): a LAN TCP
+        /// link and a BLE one to a local node, say. The session runs on the best link that is up
+        /// and moves when that link drops or a better one comes back, resuming where it was
+        /// (PROTOCOL.md §4.16): nothing received is sent again.
+        public var fallbackURLs: [String] = []
+        /// Ask the server for a session that survives its link (always with `fallbackURLs`): a
+        /// dropped link reconnects into the same session.
+        public var resumable = false
+
+        /// Every link, best first.
+        public var urls: [String] { [url] + fallbackURLs }
 
         public init(url: String, apiKey: String?) {
             self.url = url
@@ -63,6 +74,9 @@ public final class SyncClient: Sendable {
         public var rejectedUploads: [String] = []
         /// New credentials the server accepted in a session (`updateCredentials`).
         public var credentialRefreshes = 0
+        /// Sessions resumed on a new link (PROTOCOL.md §4.16), and the link the session runs on.
+        public var resumes = 0
+        public var activeURL: String?
     }
 
     public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -91,25 +105,26 @@ public final class SyncClient: Sendable {
     /// checkpoints (keyed by the server's site), and every change goes to every server but the one
     /// it came from.
     public init(peer: SmallPeer, configuration: Configuration) throws(ClientError) {
-        let (link, group): (SyncLink, EventLoopGroup)
-        do {
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch { throw .failed("cannot start the client's event loop: \(error)") }
+        let loop = group.next()
+        var links: [SyncLink] = []
+        for url in configuration.urls {
             var linkConfiguration = SyncLink.Configuration(
-                url: configuration.url, reconnectBase: configuration.reconnectBase, reconnectMax: configuration.reconnectMax,
+                url: url, reconnectBase: configuration.reconnectBase, reconnectMax: configuration.reconnectMax,
                 maxConnectAttempts: configuration.maxConnectAttempts, additionalCAFile: configuration.additionalCAFile)
             linkConfiguration.packetKeepaliveInterval = configuration.bleKeepaliveInterval
             linkConfiguration.packetSupervisionTimeout = configuration.bleSupervisionTimeout
-            (link, group) = try SyncLink.onOwnLoop(linkConfiguration)
-        } catch .invalidURL {
-            throw .invalidURL(configuration.url)
-        } catch {
-            throw .failed(error.description)
+            do { links.append(try SyncLink(configuration: linkConfiguration, loop: loop)) } catch {
+                group.shutdown()
+                throw .invalidURL(url)
+            }
         }
-        let loop = link.loop
         self.peer = peer
         self.group = group
         self.statusBox = Locked(Status())
-        let core = SyncClientCore(peer: peer, configuration: configuration, link: link, status: statusBox)
-        link.delegate = core
+        let core = SyncClientCore(peer: peer, configuration: configuration, links: links, status: statusBox)
+        for link in links { link.delegate = core }
         self.core = LoopBound(core, loop: loop)
         let bound = self.core
         listenerToken = peer.addSyncListener { bound.loop.execute { bound.value.localChange() } }

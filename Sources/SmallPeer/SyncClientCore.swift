@@ -1,6 +1,13 @@
-// The loop-confined half of the sync client (SyncClient.swift): owns the WebSocket, the current
-// `SyncClientSession`, the reconnect timer and the heartbeat tick; performs the session's actions
-// against the local store. Every method runs on the client's event-loop thread.
+// The loop-confined half of the sync client (SyncClient.swift): owns the links (one, or several
+// to the same server, best first), the current `SyncClientSession`, the reconnect timer and the
+// heartbeat tick; performs the session's actions against the local store. Every method runs on
+// the client's event-loop thread.
+//
+// With several links the session runs on the best one that is up (`active`):
+//   a link connects, none active        ─▶ it carries the session (new, or resumed: §4.16)
+//   a better link connects              ─▶ the session moves there (the old link is closed)
+//   a worse link connects               ─▶ it is closed and halted while a better one carries
+//   the active link drops               ─▶ every other link connects now; the first up resumes
 
 import CRDT
 import Sockets
@@ -21,7 +28,10 @@ final class SyncClientCore: SyncLinkDelegate {
     typealias Session = SyncClientSession<PendingUpload>
     let peer: SmallPeer
     let configuration: SyncClient.Configuration
-    let link: SyncLink
+    /// Best first.
+    let links: [SyncLink]
+    /// The index in `links` of the link the session runs on.
+    private var active: Int?
     let loop: EventLoop
     let status: Locked<SyncClient.Status>
     private var session: Session?
@@ -43,11 +53,11 @@ final class SyncClientCore: SyncLinkDelegate {
     /// upload state this link uses are that server's.
     private var serverSite: UInt64?
 
-    init(peer: SmallPeer, configuration: SyncClient.Configuration, link: SyncLink, status: Locked<SyncClient.Status>) {
+    init(peer: SmallPeer, configuration: SyncClient.Configuration, links: [SyncLink], status: Locked<SyncClient.Status>) {
         self.peer = peer
         self.configuration = configuration
-        self.link = link
-        self.loop = link.loop
+        self.links = links
+        self.loop = links[0].loop
         self.status = status
         credentials = configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) }
     }
@@ -56,21 +66,50 @@ final class SyncClientCore: SyncLinkDelegate {
 
     // MARK: - The link
 
+    /// The link the session runs on.
+    private var link: SyncLink? { active.map { links[$0] } }
+
+    /// The best link first; the others when it cannot connect (`syncLinkDown`).
     func connect() {
         guard !stopped else { return }
         setPhase(.connecting)
-        link.connectNow()
+        links[0].connectNow()
     }
 
     func syncLinkConnected(_ link: SyncLink) {
+        guard let rank = links.firstIndex(where: { $0 === link }) else { return }
+        if let active, active <= rank {
+            // A better link carries the session: this one waits until that drops.
+            link.halt()
+            link.close(code: SyncCloseCode.normal.rawValue, reason: "a better link carries the session")
+            return
+        }
+        if let active {
+            // Better than the one in use: the session moves here; the old link is left at once
+            // (what it still brings is sent again after the resume).
+            let old = links[active]
+            self.active = nil
+            leaveLink()
+            old.halt()
+            old.close(code: SyncCloseCode.normal.rawValue, reason: "moving to a better link")
+        }
+        active = rank
         refusedOnThisLink = false
-        status.withLock { $0.linksOpened += 1 }
+        status.withLock { $0.linksOpened += 1; $0.activeURL = link.configuration.url }
+        if var s = session, s.state == .detached {
+            let actions = s.start(now: Self.nowMillis())
+            session = s
+            perform(actions)
+            scheduleTick()
+            return
+        }
         var c = Session.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
                                       deviceName: configuration.deviceName, credentials: credentials)
         sessionCredentials = credentials
         refreshInFlight = nil
         c.metadata = ["client": .string("SmallPeer")]
         c.remoteQueries = configuration.allowRemoteQueries ? .allowed : .refused
+        c.resumable = configuration.resumable || !configuration.fallbackURLs.isEmpty
         peer.presence.identify(peerKey: c.peerKey, deviceName: c.deviceName)
         var s = Session(configuration: c)
         let actions = s.start(now: Self.nowMillis())
@@ -80,26 +119,44 @@ final class SyncClientCore: SyncLinkDelegate {
     }
 
     func syncLink(_ link: SyncLink, received bytes: [UInt8]) {
-        guard var s = session else { return }
+        guard link === self.link, var s = session else { return }  // a link the session left
         let actions = s.receive(bytes, now: Self.nowMillis())
         session = s
         perform(actions)
         flushUploads()
     }
 
-    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+    /// The session stops using its link: detached if it can be resumed, else ended.
+    private func leaveLink() {
         peer.presence.linkDown(linkID)
         session?.linkClosed()
-        session = nil
-        serverSite = nil
+        if session?.state != .detached {
+            session = nil
+            serverSite = nil
+        }
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+    }
+
+    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
+        let carried = link === self.link
+        if carried {
+            active = nil
+            leaveLink()
+            status.withLock { $0.activeURL = nil }
+            if !stopped { for other in links where other !== link { other.connectNow() } }
+        } else if active != nil || links.contains(where: { $0.isOpen }) {
+            return  // a standby link's attempt: its own backoff goes on
+        } else if !stopped {
+            // Nothing carries the session and this link failed: try the others now.
+            for other in links where other !== link && !other.isActive { other.connectNow() }
+        }
         status.withLock { s in
             s.caughtUp = false
             if s.phase != .failed && !refusedOnThisLink { s.lastError = reason }
             if s.phase == .connected { s.phase = .connecting }
         }
         if stopped { return setPhase(.stopped) }
-        if link.halted, status.withLock({ $0.phase != .failed }) {
+        if links.allSatisfy(\.halted), status.withLock({ $0.phase != .failed }) {
             // `maxConnectAttempts` failures in a row.
             status.withLock { $0.phase = .failed; $0.lastError = reason }
         }
@@ -108,14 +165,16 @@ final class SyncClientCore: SyncLinkDelegate {
     func stop() {
         stopped = true
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
-        if var s = session, link.isOpen {
+        let carrying = link
+        for other in links where other !== carrying { other.stop() }
+        if var s = session, let carrying, carrying.isOpen {
             let actions = s.close()
             session = s
             perform(actions)
-            link.stop()
+            carrying.stop()
             return  // .stopped once the close completes (syncLinkDown)
         }
-        link.stop()
+        carrying?.stop()
         setPhase(.stopped)
     }
 
@@ -125,7 +184,7 @@ final class SyncClientCore: SyncLinkDelegate {
         credentials = new
         if status.withLock({ $0.phase == .failed }), !stopped {
             status.withLock { $0.phase = .connecting }
-            link.connectNow()
+            for link in links { link.connectNow() }
             return
         }
         sendRefreshIfNeeded()
@@ -144,13 +203,15 @@ final class SyncClientCore: SyncLinkDelegate {
     /// The server is a link of the peer's presence gossip; its peer key is its site id's bytes
     /// (PROTOCOL.md §4.14). Records for it are sent from this client's loop.
     private func presenceLinkUp(_ welcome: Welcome) {
-        let type = PacketLinkURL.linkType(of: configuration.url)
+        let type = PacketLinkURL.linkType(of: link?.configuration.url ?? configuration.url)
         let bound = LoopBound(self, loop: loop)
         peer.presence.linkUp(linkID, peerKey: Self.peerKey(welcome.site), type: type) { records in
             bound.loop.execute {
                 let core = bound.value
-                guard let s = core.session else { return }
-                core.perform(s.presence(records))
+                guard var s = core.session else { return }
+                let actions = s.presence(records)
+                core.session = s
+                core.perform(actions)
             }
         }
     }
@@ -159,13 +220,19 @@ final class SyncClientCore: SyncLinkDelegate {
         for action in actions {
             switch action {
             case .send(let bytes):
-                link.send(bytes)
+                link?.send(bytes)
             case .close(let code, let reason):
-                link.close(code: code, reason: reason)
+                link?.close(code: code, reason: reason)
+            case .resumed(let welcome):
+                link?.sessionWasAccepted()
+                presenceLinkUp(welcome)
+                status.withLock { s in s.phase = .connected; s.resumes += 1; s.lastError = nil }
+                syncSubscriptions()  // changed while the session had no link
+                sendRefreshIfNeeded()
             case .connected(let welcome):
                 serverSite = welcome.site
                 do { try peer.linkServer(welcome.site) } catch { localFailure(error); return }
-                link.sessionWasAccepted()
+                link?.sessionWasAccepted()
                 presenceLinkUp(welcome)
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
@@ -179,10 +246,10 @@ final class SyncClientCore: SyncLinkDelegate {
                     s.lastError = "the server refused the session (\(code)): \(reason)"
                     if fatal { s.phase = .failed }
                 }
-                if fatal { link.halt() }
+                if fatal { link?.halt() }
                 // A policy denial says when to try again (PROTOCOL.md §4.2); at most a day.
                 if code == SyncCloseCode.policy.rawValue, let seconds = RetryHint.seconds(in: reason) {
-                    link.holdOff(atLeast: .seconds(min(seconds, 86_400)))
+                    link?.holdOff(atLeast: .seconds(min(seconds, 86_400)))
                 }
             case .apply(let entries, let bytes):
                 status.withLock { $0.receivedEntries += entries.count }

@@ -47,7 +47,18 @@ public final class SyncConnection: Sendable {
 
     let session: Mutex<SyncSession>
     let storage: any SyncStorage
-    let transport: Transport
+    /// The link the session runs on now (nil while a resumable session waits for its peer), and
+    /// which one it is: input from any other link is dropped (SyncConnection+Handover.swift).
+    /// Locked inside `session`'s lock, never the other way round.
+    let attachment: Mutex<Attachment>
+    /// This connection's own link (the one it was created with).
+    let ownLink: UInt64
+    /// Set once this connection handed its link to the session it resumed: its input goes there.
+    let handedOver = Mutex<SyncConnection?>(nil)
+    /// Where resumable sessions are found by token; nil: sessions are not resumable here.
+    let resumable: ResumableSessions?
+    /// Told once when the session ends (the registry frees its slot).
+    let ended = Mutex<(@Sendable () -> Void)?>(nil)
     let authenticate: @Sendable (Hello) async -> AuthDecision
     /// Checks credentials the peer sends with `auth` (for credential epoch `UInt64`).
     let reauthenticate: @Sendable (SyncCredentials, UInt64) async -> AuthDecision
@@ -93,15 +104,22 @@ public final class SyncConnection: Sendable {
                 },
                 subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)? = nil,
                 presence: PresencePort? = nil,
+                resumable: ResumableSessions? = nil,
+                ended: (@Sendable () -> Void)? = nil,
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
         self.reauthenticate = reauthenticate
         self.subscriptionsChanged = subscriptionsChanged
         self.presence = presence
         self.executor = executor ?? storage.preferredExecutor
+        var configuration = configuration
+        configuration.resumable = resumable != nil
         session = Mutex(SyncSession(configuration: configuration, now: clock()))
         self.storage = storage
-        self.transport = transport
+        self.ownLink = Self.linkNumbers.add(1, ordering: .relaxed).newValue
+        self.attachment = Mutex(Attachment(transport: transport, link: ownLink))
+        self.resumable = resumable
+        self.ended.withLock { $0 = ended }
         self.authenticate = authenticate
     }
 
@@ -132,13 +150,14 @@ public final class SyncConnection: Sendable {
     }
 
     /// One complete protocol message from the transport.
-    public func receive(_ bytes: [UInt8]) { deliver(.received(bytes)) }
+    public func receive(_ bytes: [UInt8]) { fromOwnLink(.received(bytes)) }
 
-    /// The link is gone: stop everything (unacknowledged uploads are re-sent by the peer).
-    public func transportClosed() { deliver(.transportClosed) }
+    /// The link is gone: stop everything (unacknowledged uploads are re-sent by the peer), or,
+    /// for a resumable session, wait for the peer to come back on another link.
+    public func transportClosed() { fromOwnLink(.transportClosed) }
 
     /// The transport's queue went down after `Transport.notifyWhenDrained`.
-    public func transportDrained() { deliver(.transportDrained) }
+    public func transportDrained() { fromOwnLink(.transportDrained) }
 
     /// A re-check of the credentials of epoch `epoch` (revocation, expiry, scope changes).
     public func credentialsChecked(_ decision: AuthDecision, epoch: UInt64) { deliver(.credentialsChecked(decision, epoch: epoch)) }
@@ -149,6 +168,8 @@ public final class SyncConnection: Sendable {
     public func inspect<R>(_ body: (SyncSession) -> R) -> R { session.withLock { body($0) } }
 
     func stop() {
+        if let ended = ended.withLock({ e -> (@Sendable () -> Void)? in defer { e = nil }; return e }) { ended() }
+        if let token = session.withLock({ $0.resumption?.token }) { resumable?.remove(token, self) }
         presence?.ended()
         if let token = feedToken.withLock({ t -> UInt64? in defer { t = nil }; return t }) { storage.removeHeadListener(token) }
         timer.withLock { $0?.cancel(); $0 = nil }
@@ -157,34 +178,62 @@ public final class SyncConnection: Sendable {
     /// Sends presence records to the peer once the session is ready (dropped before and after).
     public func sendPresence(_ records: [PresenceRecord]) { deliver(.sendPresence(records)) }
 
-    func deliver(_ input: SyncSessionInput) {
+    /// `via`: the link the input came from; dropped unless the session runs on that link now.
+    func deliver(_ input: SyncSessionInput, via link: UInt64? = nil) {
         typealias Accepted = (version: UInt64, queries: [SubscriptionQuery])
-        let (actions, closed, waiting, accepted, becameReady) = session.withLock { s -> ([SyncSessionAction], Bool, Bool, Accepted?, Hello?) in
+        let step = session.withLock { s -> (actions: [SyncSessionAction], closed: Bool, waiting: Transport?, accepted: Accepted?,
+                                            becameReady: Hello?, newToken: [UInt8]?)? in
+            let transport: Transport?
+            if let link {
+                let current = attachment.withLock { $0 }
+                guard current.link == link else { return nil }  // a link the session has left
+                if case .transportClosed = input { attachment.withLock { $0.transport = nil } }
+                transport = current.transport
+            } else {
+                transport = attachment.withLock { $0.transport }
+            }
             let version = s.subscriptionSetVersion
             let wasReady = s.state == .ready
-            s.noteTransportQueue(transport.queuedBytes())
+            let hadToken = s.resumption != nil
+            s.noteTransportQueue(transport?.queuedBytes() ?? 0)
             let actions = s.handle(input, now: clock())
-            for case .send(let bytes, _) in actions { transport.send(bytes) }
+            let live = s.detached ? nil : attachment.withLock { $0.transport }
+            if let live { Self.write(actions, to: live) }
             let changed = subscriptionsChanged != nil && s.subscriptionSetVersion != version
-            return (actions, s.state == .closed, s.isWaitingForTransport,
-                    changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil, !wasReady && s.state == .ready ? s.peer : nil)
+            return (actions, s.state == .closed, s.isWaitingForTransport ? live : nil,
+                    changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil, !wasReady && s.state == .ready ? s.peer : nil,
+                    !hadToken ? s.resumption?.token : nil)
         }
-        if let accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
-        if let becameReady { presence?.ready(becameReady) }
-        for action in actions { perform(action) }
-        if closed { stop() } else if waiting { transport.notifyWhenDrained() }
+        guard let step else { return }
+        if let token = step.newToken { resumable?.register(token, self) }
+        if let accepted = step.accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
+        if let becameReady = step.becameReady { presence?.ready(becameReady) }
+        for action in step.actions { perform(action) }
+        if step.closed { stop() } else if let waiting = step.waiting { waiting.notifyWhenDrained() }
+    }
+
+    /// The messages among `actions`, in order.
+    static func write(_ actions: [SyncSessionAction], to transport: Transport) {
+        for action in actions {
+            switch action {
+            case .send(let bytes, _), .resend(let bytes): transport.send(bytes)
+            default: break
+            }
+        }
     }
 
     func perform(_ action: SyncSessionAction) {
         switch action {
-        case .send:
+        case .send, .resend:
             break  // sent in order inside `deliver`
+        case .resume(let request, let site):
+            handOver(request, site: site)
         case .presenceReceived(let records):
             presence?.received(records)
         case .queryAnswered(let result):
             answerQuery(result)
         case .close(let code, let reason):
-            transport.close(code, reason)
+            attachment.withLock { $0.transport }?.close(code, reason)
         case .authenticate(let hello):
             // On the cooperative pool, whatever the caller's executor (see the top of this file).
             Task(executorPreference: globalConcurrentExecutor) { self.deliver(.authenticated(await self.authenticate(hello))) }

@@ -50,6 +50,9 @@ public struct SyncSession: Sendable {
         public var maxTrackedDocuments = 1 << 22
         /// Remote queries (`query`, PROTOCOL.md §4.15) the session has outstanding at once.
         public var maxOutstandingQueries = 4
+        /// Whether a peer that asks (`hello.caps` `resume`) gets a session it can resume on
+        /// another link (PROTOCOL.md §4.16): its driver must be able to hand links over.
+        public var resumable = false
 
         public init(serverSite: UInt64, sessionID: String) {
             self.serverSite = serverSite
@@ -172,6 +175,12 @@ public struct SyncSession: Sendable {
     var uploads: [PendingUpload] = []
     /// Remote queries sent and not yet answered (`SyncSession+RemoteQuery.swift`).
     var remoteQueries: [UInt32: PendingRemoteQuery] = [:]
+    /// Set once the peer was welcomed into a resumable session (SyncSession+Resumption.swift).
+    public internal(set) var resumption: SessionResumption?
+    /// Its link is gone and the peer may resume it on another (until the heartbeat timeout).
+    public internal(set) var detached = false
+    /// `hello.resume` was handed to the driver: waiting for a handover or `.resumeNotFound`.
+    var resumeLookup = false
 
     public init(configuration: Configuration, now: UInt64) {
         self.configuration = configuration
@@ -183,7 +192,9 @@ public struct SyncSession: Sendable {
 
     /// What the session may still produce: the peer's credit, but no more than the room left
     /// under `maxQueuedBytes` in the transport.
-    public var sendWindow: Int64 { min(credit, Int64(configuration.maxQueuedBytes - transportQueued)) }
+    public var sendWindow: Int64 {
+        min(credit, Int64(configuration.maxQueuedBytes - max(transportQueued, resumption?.unconfirmedBytes ?? 0)))
+    }
 
     /// The session has credit but stopped producing because its transport is full: the driver
     /// must send `.transportDrained` when the queue goes down.
@@ -251,7 +262,9 @@ public struct SyncSession: Sendable {
         case .tick:
             tick(now: now, into: &out)
         case .transportClosed:
-            state = .closed
+            if resumption != nil && state == .ready { detached = true } else { state = .closed }
+        case .resumeNotFound:
+            if state == .authenticating, resumeLookup { startFresh(now: now, into: &out) }
         case .transportDrained:
             break  // the pump below goes on if the window opened
         case .reauthenticated(let decision, let epoch):
@@ -282,6 +295,7 @@ public struct SyncSession: Sendable {
             return close(error.closeCode, error.description, into: &out)
         }
         if case .bye = message { return close(.normal, "", into: &out) }
+        if resumption != nil, state == .ready, !counted(message, size: bytes.count, into: &out) { return }
         if state == .authenticating {
             // Pipelining (PROTOCOL.md §4.2): messages sent right after `hello` wait for the
             // credentials check, bounded so a peer cannot make the server hold much for it.
@@ -365,17 +379,32 @@ public struct SyncSession: Sendable {
         case .accept(let granted):
             permissions = granted
             credentialDeadline = granted.validForMillis.map { now + $0 }
-            state = .ready
-            credit = Int64(peer.credit)
-            uploadCredit = Int64(configuration.uploadCredit)
-            send(.welcome(Welcome(site: configuration.serverSite, sessionID: configuration.sessionID,
-                                  heartbeatMillis: configuration.heartbeatMillis,
-                                  maxMessageSize: UInt64(configuration.limits.maxMessageSize),
-                                  credit: configuration.uploadCredit)), into: &out)
-            let pipelined = early
-            early = []
-            for (message, size) in pipelined where state == .ready { dispatch(message, size: size, now: now, into: &out) }
+            if configuration.resumable, let request = peer.resume {
+                resumeLookup = true
+                out.append(.resume(request, site: peer.site))  // answered by a handover or `.resumeNotFound`
+                return
+            }
+            startFresh(now: now, into: &out)
         }
+    }
+
+    /// `welcome` for a new session, then what the peer pipelined behind its `hello`.
+    mutating func startFresh(now: UInt64, into out: inout [SyncSessionAction]) {
+        guard let peer else { return }
+        resumeLookup = false
+        state = .ready
+        credit = Int64(peer.credit)
+        uploadCredit = Int64(configuration.uploadCredit)
+        if configuration.resumable && peer.capabilities.contains(SyncCapability.resume) {
+            resumption = SessionResumption(token: SessionResumption.newToken())
+        }
+        send(.welcome(Welcome(site: configuration.serverSite, sessionID: configuration.sessionID,
+                              heartbeatMillis: configuration.heartbeatMillis,
+                              maxMessageSize: UInt64(configuration.limits.maxMessageSize),
+                              credit: configuration.uploadCredit, resumeToken: resumption?.token)), into: &out)
+        let pipelined = early
+        early = []
+        for (message, size) in pipelined where state == .ready { dispatch(message, size: size, now: now, into: &out) }
     }
 
     /// The answer to the peer's `auth`: new permissions and expiry, or the end of the session.
@@ -424,6 +453,8 @@ public struct SyncSession: Sendable {
             let hb = configuration.heartbeatMillis
             let idle = now >= lastReceived ? now - lastReceived : 0
             if idle >= 3 * hb { return close(.timeout, "nothing received for \(idle) ms", into: &out) }
+            if detached { return }  // nothing goes out until the peer resumes
+            if resumption?.rackPending == true { sendRack(into: &out) }
             if idle >= hb && now >= max(lastReceived, lastPingSent) + hb {
                 pingCounter += 1
                 lastPingSent = now
@@ -443,6 +474,7 @@ public struct SyncSession: Sendable {
     mutating func send(_ m: SyncMessage, capacity: Int = 64, into out: inout [SyncSessionAction]) {
         let bytes = m.encode(capacity: capacity)
         if m.consumesCredit { credit -= Int64(bytes.count) }
+        if resumption != nil && m.isNumbered { resumption?.recordSent(bytes) }
         transportQueued += bytes.count
         out.append(.send(bytes, m))
     }

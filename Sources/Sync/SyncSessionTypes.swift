@@ -192,8 +192,11 @@ public enum SyncSessionInput: Sendable {
     case logHead(Int64)
     /// Time passes (the driver calls this at `nextDeadline` or whenever convenient).
     case tick
-    /// The link went away: the session ends without sending anything.
+    /// The link went away: the session ends without sending anything, unless it is resumable
+    /// (PROTOCOL.md §4.16): then it waits, detached, for the peer to resume it on another link.
     case transportClosed
+    /// The peer's `hello.resume` named no session this instance can resume: start a new one.
+    case resumeNotFound
     /// The transport's queue fell below the low-water mark: a session that stopped producing
     /// because of it (`isWaitingForTransport`) may go on (the queued bytes come with every step).
     case transportDrained
@@ -215,6 +218,11 @@ public enum SyncSessionInput: Sendable {
 public enum SyncSessionAction: Sendable, Equatable {
     /// Send this encoded message (`message` is what it encodes, for logging and tests).
     case send([UInt8], SyncMessage)
+    /// Send again a numbered message the peer did not receive before its link changed (PROTOCOL.md §4.16).
+    case resend([UInt8])
+    /// The peer asks to resume an earlier session (credentials and policy accepted on this link):
+    /// hand this link to that session, or answer `.resumeNotFound`.
+    case resume(ResumeRequest, site: UInt64)
     /// Check the credentials and connection policy; answer with `.authenticated`.
     case authenticate(Hello)
     /// Check credentials the peer sent with `auth`; answer with `.reauthenticated` for `epoch`

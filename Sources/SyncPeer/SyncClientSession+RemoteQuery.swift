@@ -30,7 +30,7 @@ extension SyncClientSession {
     mutating func received(_ query: RemoteQuery, now: UInt64) -> [Action] {
         func refuse(_ error: RemoteQueryError) -> [Action] {
             let result = RemoteQueryResult(id: query.id, outcome: .failure(error)).fitting(maxBytes: query.maxResultBytes)
-            return [.send(SyncMessage.result(result).encode())]
+            return [emit(.result(result))]
         }
         guard configuration.remoteQueries == .allowed else { return refuse(.notAllowedByPeer) }
         guard queriesRunning[query.id] == nil, queriesRunning.count < Self.maxRunningQueries else {
@@ -46,6 +46,6 @@ extension SyncClientSession {
                                      now: UInt64) -> [Action] {
         guard state == .ready, let running = queriesRunning.removeValue(forKey: id) else { return [] }
         let result = RemoteQueryResult(id: id, outcome: outcome, warnings: warnings, elapsedMillis: now &- running.receivedAt)
-        return [.send(SyncMessage.result(result.fitting(maxBytes: running.maxResultBytes)).encode())]
+        return [emit(.result(result.fitting(maxBytes: running.maxResultBytes)))]
     }
 }

@@ -42,6 +42,9 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         public var uploadsInFlight = 4
         /// Whether the peer announces remote queries (`hello.caps`) and runs them (PROTOCOL.md §4.15).
         public var remoteQueries = RemoteQuerySupport.unsupported
+        /// Ask for a session that survives its link (PROTOCOL.md §4.16): after `linkClosed` it is
+        /// `detached`, and `start` on the next link resumes it.
+        public var resumable = false
 
         public init(site: UInt64, peerKey: [UInt8], deviceName: String, credentials: SyncCredentials?) {
             self.site = site
@@ -53,6 +56,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
 
     public enum State: Sendable, Equatable {
         case idle, awaitingWelcome, ready, closed
+        /// A resumable session whose link went away: `start` on a new link resumes it.
+        case detached
     }
 
     /// What the driver must do, in order.
@@ -61,7 +66,12 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         /// Close the link with this code (after sending `bye`, already in the actions before it).
         case close(code: UInt16, reason: String)
         /// The handshake finished: call `subscribe(_:)` for the subscriptions and `uploadTaken` for the outbox.
+        /// After a resume the server did not accept, the session starts over: uploads that were in
+        /// flight are no longer (`uploadingDocuments` is empty) and every subscription is sent again.
         case connected(Welcome)
+        /// The session goes on over the new link (PROTOCOL.md §4.16): subscriptions, uploads in
+        /// flight and credit are as they were; what neither side received was sent again.
+        case resumed(Welcome)
         /// The server refused the session (4001 credentials, 4002 version, 4003 policy).
         case refused(code: UInt16, reason: String)
         /// Apply these entries to the store, then call `applied(bytes:wanted:)`.
@@ -84,15 +94,15 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         case remoteQuery(RemoteQuery)
     }
 
-    public private(set) var state: State = .idle
+    public internal(set) var state: State = .idle
     public let configuration: Configuration
     var limits = SyncLimits.default
     public private(set) var welcome: Welcome?
     private var uploadCredit: Int64 = 0
-    private var lastReceivedAt: UInt64 = 0
+    var lastReceivedAt: UInt64 = 0
     private var lastPingAt: UInt64 = 0
     private var pingCounter: UInt64 = 0
-    private var startedAt: UInt64 = 0
+    var startedAt: UInt64 = 0
     /// A live subscription of this session.
     struct SessionSubscription: Sendable {
         var key: String
@@ -126,6 +136,13 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     private var checkpointThrough: Int64 = -1
     /// Remote queries handed to the driver and not answered yet (SyncClientSession+RemoteQuery.swift).
     var queriesRunning: [UInt32: RunningQuery] = [:]
+    /// Set once the server welcomed this peer into a resumable session.
+    public internal(set) var resumption: SessionResumption?
+    /// The `hello` on this link asked to resume.
+    var resuming = false
+    var lastRackAt: UInt64 = 0
+    /// Links this session ran on (1 + the resumes).
+    public internal(set) var linksUsed = 0
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -139,19 +156,24 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     /// for `credentialsRefreshed` before sending another).
     public mutating func refreshCredentials(_ credentials: SyncCredentials) -> [Action] {
         guard state == .ready else { return [] }
-        return [.send(SyncMessage.refreshAuth(credentials).encode())]
+        return [emit(.refreshAuth(credentials))]
     }
 
     /// The link is up: say hello.
+    /// A detached session asks to be resumed instead (PROTOCOL.md §4.16).
     public mutating func start(now: UInt64) -> [Action] {
-        guard state == .idle else { return [] }
+        guard state == .idle || state == .detached else { return [] }
+        resuming = state == .detached
         state = .awaitingWelcome
         startedAt = now
         lastReceivedAt = now
+        var capabilities = configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery]
+        if configuration.resumable { capabilities.append(SyncCapability.resume) }
         let hello = Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
                           metadata: configuration.metadata, credentials: configuration.credentials,
                           credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
-                          capabilities: configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery])
+                          capabilities: capabilities,
+                          resume: resuming ? resumption.map { ResumeRequest(token: $0.token, received: $0.received) } : nil)
         return [.send(SyncMessage.hello(hello).encode())]
     }
 
@@ -169,9 +191,13 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             switch message {
             case .welcome(let w):
                 guard w.version == SyncProtocol.version else { return fail(SyncCloseCode.protocolViolation.rawValue, "welcome for version \(w.version)") }
+                if resuming, let rx = w.resumedReceived { return resumed(w, serverReceived: rx, now: now) }
+                if resuming { startOver(now: now) }
                 state = .ready
                 welcome = w
                 uploadCredit = Int64(clamping: w.credit)
+                linksUsed += 1
+                if configuration.resumable, let token = w.resumeToken { resumption = SessionResumption(token: token) }
                 return [.connected(w)]
             case .refuse(let code, let reason):
                 state = .closed
@@ -183,12 +209,24 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
                 return fail(SyncCloseCode.protocolViolation.rawValue, "\(message.typeName) before welcome")
             }
         }
+        var out: [Action] = []
+        if resumption != nil {
+            if case .received(let n) = message {
+                do { try resumption?.confirm(n) } catch { return fail(SyncCloseCode.protocolViolation.rawValue, "rack \(n): \(error)") }
+                return []
+            }
+            if message.isNumbered, resumption?.noteReceived(size: bytes.count) == true { out.append(rack(now: now)) }
+        }
+        return out + dispatch(message, size: bytes.count, now: now)
+    }
+
+    private mutating func dispatch(_ message: SyncMessage, size: Int, now: UInt64) -> [Action] {
         switch message {
         case .documents(let id, let entries):
             if let sub = subscriptions[id], sub.resumed, !sub.synced { subscriptions[id]?.fullResync = true }
-            return received(entries, bytes: bytes.count, now: now)
+            return received(entries, bytes: size, now: now)
         case .changes(_, let entries):
-            return received(entries, bytes: bytes.count, now: now)
+            return received(entries, bytes: size, now: now)
         case .synced(let id, let cp):
             lastDataAt = now
             checkpointThrough = max(checkpointThrough, cp)
@@ -226,7 +264,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             uploadCredit = sum
             return []
         case .ping(let n):
-            return [.send(SyncMessage.pong(n).encode())]
+            return [emit(.pong(n))]
         case .pong:
             return []
         case .bye(let code, let reason):
@@ -238,7 +276,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             return [.presence(records)]
         case .query(let query):
             return received(query, now: now)
-        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth, .result:
+        case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth, .result, .received:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }
     }
@@ -255,13 +293,13 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     /// The driver applied an `.apply`: grant its bytes back and ask for what could not be applied.
     public mutating func applied(bytes: Int, wanted refs: [DocumentRef]) -> [Action] {
         guard state == .ready else { return [] }
-        var out: [Action] = [.send(SyncMessage.credit(bytes: UInt64(max(1, bytes))).encode())]
+        var out: [Action] = [emit(.credit(bytes: UInt64(max(1, bytes))))]
         let fresh = refs.filter { !wanted.contains($0) }
         var at = 0
         while at < fresh.count {
             let chunk = Array(fresh[at..<min(fresh.count, at + limits.maxWantDocuments)])
             wanted.formUnion(chunk)
-            out.append(.send(SyncMessage.want(chunk).encode()))
+            out.append(emit(.want(chunk)))
             at += chunk.count
         }
         return out
@@ -276,12 +314,13 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             let hb = max(1000, welcome?.heartbeatMillis ?? 20_000)
             let silent = now &- lastReceivedAt
             if silent >= 3 * hb { return fail(SyncCloseCode.timeout.rawValue, "nothing received for \(silent) ms") }
+            if resumption?.rackPending == true, now &- lastRackAt >= 1000 { return [rack(now: now)] }
             if silent >= hb && now &- lastPingAt >= hb {
                 lastPingAt = now
                 pingCounter += 1
-                return [.send(SyncMessage.ping(pingCounter).encode())]
+                return [emit(.ping(pingCounter))]
             }
-        case .idle, .closed:
+        case .idle, .closed, .detached:
             break
         }
         return []
@@ -298,7 +337,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         let message = SyncMessage.subscribe(Subscribe(id: id, query: sub.query, arguments: sub.arguments,
                                                      checkpoint: resume?.checkpoint, have: resume?.have,
                                                      known: resume == nil ? known.flatMap { $0.isEmpty ? nil : $0 } : nil))
-        return [.send(message.encode())]
+        return [emit(message)]
     }
 
     /// Drops the session's subscriptions whose keys are not in `keys` (sends `unsub`).
@@ -307,7 +346,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         var out: [Action] = []
         for (id, sub) in subscriptions where !keys.contains(sub.key) {
             subscriptions[id] = nil
-            out.append(.send(SyncMessage.unsubscribe(id: id).encode()))
+            out.append(emit(.unsubscribe(id: id)))
         }
         forgetWantsWithoutSubscription()
         return out
@@ -346,6 +385,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         uploadCredit -= Int64(message.count)
         inFlight[seq] = uploads
         uploaded.formUnion(uploads.map(\.ref))
+        resumption?.recordSent(message)
         return [.send(message)]
     }
 
@@ -381,16 +421,19 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         return fail(code, reason)
     }
 
-    /// The link went away.
-    public mutating func linkClosed() { state = .closed }
-
-    /// Presence records to send (control traffic, no credit: PROTOCOL.md §4.14); nothing before `welcome`.
-    public func presence(_ records: [PresenceRecord]) -> [Action] {
-        guard state == .ready, !records.isEmpty else { return [] }
-        return [.send(SyncMessage.presence(records).encode())]
+    /// The link went away: a resumable session that was ready waits, `detached`, for the next
+    /// link; any other ends.
+    public mutating func linkClosed() {
+        state = resumption != nil && (state == .ready || (state == .awaitingWelcome && resuming)) ? .detached : .closed
     }
 
-    private mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
+    /// Presence records to send (control traffic, no credit: PROTOCOL.md §4.14); nothing before `welcome`.
+    public mutating func presence(_ records: [PresenceRecord]) -> [Action] {
+        guard state == .ready, !records.isEmpty else { return [] }
+        return [emit(.presence(records))]
+    }
+
+    mutating func fail(_ code: UInt16, _ reason: String) -> [Action] {
         state = .closed
         let r = limits.closeReason(reason)
         return [.send(SyncMessage.bye(code: code, reason: r).encode()), .close(code: code, reason: r)]

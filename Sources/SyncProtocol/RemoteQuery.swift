@@ -13,6 +13,8 @@ import Values
 public enum SyncCapability {
     /// The peer understands `query` and answers each with one `result` (§4.15).
     public static let remoteQuery = "query"
+    /// The peer can resume its session on another link (`rack`, `hello.resume`; §4.16).
+    public static let resume = "resume"
 }
 
 /// The server's `query`: run `statement` (a DQL SELECT) on the peer's local store.

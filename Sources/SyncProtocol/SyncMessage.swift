@@ -105,10 +105,12 @@ public struct Hello: Sendable, Equatable {
     /// Optional messages the peer understands (`SyncCapability`; PROTOCOL.md §4.1): the server
     /// sends such a message only to a peer that lists it.
     public var capabilities: [String]
+    /// Resume an earlier session on this link (PROTOCOL.md §4.16) instead of starting one.
+    public var resume: ResumeRequest?
 
     public init(version: UInt64 = SyncProtocol.version, site: UInt64, peerKey: [UInt8], deviceName: String,
                 metadata: [String: Value] = [:], credentials: SyncCredentials?, credit: UInt64, maxMessageSize: UInt64,
-                capabilities: [String] = []) {
+                capabilities: [String] = [], resume: ResumeRequest? = nil) {
         self.version = version
         self.site = site
         self.peerKey = peerKey
@@ -118,6 +120,18 @@ public struct Hello: Sendable, Equatable {
         self.credit = credit
         self.maxMessageSize = maxMessageSize
         self.capabilities = capabilities
+        self.resume = resume
+    }
+}
+
+/// `hello.resume`: the session to resume and how many of its numbered messages the peer has
+/// received (PROTOCOL.md §4.16).
+public struct ResumeRequest: Sendable, Equatable {
+    public var token: [UInt8]
+    public var received: UInt64
+    public init(token: [UInt8], received: UInt64) {
+        self.token = token
+        self.received = received
     }
 }
 
@@ -129,15 +143,23 @@ public struct Welcome: Sendable, Equatable {
     public var maxMessageSize: UInt64
     /// Initial upload credit (bytes) the peer may send.
     public var credit: UInt64
+    /// The token that resumes this session on another link (`tok`; only for a peer that listed
+    /// the `resume` capability, PROTOCOL.md §4.16).
+    public var resumeToken: [UInt8]?
+    /// Set only when this welcome resumes the session `hello.resume` named (`rx`): how many of
+    /// the peer's numbered messages the server has received; the peer re-sends those after it.
+    public var resumedReceived: UInt64?
 
     public init(version: UInt64 = SyncProtocol.version, site: UInt64, sessionID: String, heartbeatMillis: UInt64,
-                maxMessageSize: UInt64, credit: UInt64) {
+                maxMessageSize: UInt64, credit: UInt64, resumeToken: [UInt8]? = nil, resumedReceived: UInt64? = nil) {
         self.version = version
         self.site = site
         self.sessionID = sessionID
         self.heartbeatMillis = heartbeatMillis
         self.maxMessageSize = maxMessageSize
         self.credit = credit
+        self.resumeToken = resumeToken
+        self.resumedReceived = resumedReceived
     }
 }
 
@@ -193,6 +215,8 @@ public enum SyncMessage: Sendable, Equatable {
     case query(RemoteQuery)                                       // "query"
     /// The peer's answer to `query`.
     case result(RemoteQueryResult)                                // "result"
+    /// How many numbered messages of a resumable session the sender has received (PROTOCOL.md §4.16).
+    case received(UInt64)                                         // "rack"
 
     /// The `"t"` value on the wire.
     public var typeName: String {
@@ -219,6 +243,16 @@ public enum SyncMessage: Sendable, Equatable {
         case .presence: "presence"
         case .query: "query"
         case .result: "result"
+        case .received: "rack"
+        }
+    }
+
+    /// Counted by a resumable session and re-sent after a resume (PROTOCOL.md §4.16): every
+    /// message after the handshake except `bye` and `rack` itself.
+    public var isNumbered: Bool {
+        switch self {
+        case .hello, .welcome, .refuse, .bye, .received: false
+        default: true
         }
     }
 

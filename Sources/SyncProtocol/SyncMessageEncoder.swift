@@ -42,8 +42,8 @@ extension CBORWriter {
     mutating func write(_ m: SyncMessage) {
         switch m {
         case .hello(let h):
-            // t, v, key, max, caps, cred, meta, name, site, credit
-            mapHeader(8 + (h.credentials == nil ? 0 : 1) + (h.capabilities.isEmpty ? 0 : 1))
+            // t, v, key, max, caps, cred, meta, name, site, credit, resume
+            mapHeader(8 + (h.credentials == nil ? 0 : 1) + (h.capabilities.isEmpty ? 0 : 1) + (h.resume == nil ? 0 : 1))
             type("hello")
             key("v"); unsigned(h.version)
             key("key"); byteString(h.peerKey)
@@ -58,13 +58,21 @@ extension CBORWriter {
             key("name"); text(h.deviceName)
             key("site"); unsigned(h.site)
             key("credit"); unsigned(h.credit)
+            if let r = h.resume {
+                key("resume")
+                mapHeader(2)
+                key("rx"); unsigned(r.received)
+                key("tok"); byteString(r.token)
+            }
         case .welcome(let w):
-            // t, v, hb, max, site, credit, session
-            mapHeader(7)
+            // t, v, hb, rx, max, tok, site, credit, session
+            mapHeader(7 + (w.resumedReceived == nil ? 0 : 1) + (w.resumeToken == nil ? 0 : 1))
             type("welcome")
             key("v"); unsigned(w.version)
             key("hb"); unsigned(w.heartbeatMillis)
+            if let rx = w.resumedReceived { key("rx"); unsigned(rx) }
             key("max"); unsigned(w.maxMessageSize)
+            if let tok = w.resumeToken { key("tok"); byteString(tok) }
             key("site"); unsigned(w.site)
             key("credit"); unsigned(w.credit)
             key("session"); text(w.sessionID)
@@ -174,6 +182,10 @@ extension CBORWriter {
             mapHeader(2)
             key("n"); unsigned(n)
             type("pong")
+        case .received(let n):
+            mapHeader(2)
+            key("n"); unsigned(n)
+            type("rack")
         case .bye(let code, let reason):
             mapHeader(3)
             type("bye")

@@ -15,7 +15,9 @@ struct Fields {
         case "hello": return .hello(try hello())
         case "welcome":
             return .welcome(Welcome(version: try uint("v"), site: try uint("site"), sessionID: try text("session", max: 64, min: 1),
-                                    heartbeatMillis: try uint("hb"), maxMessageSize: try uint("max"), credit: try uint("credit")))
+                                    heartbeatMillis: try uint("hb"), maxMessageSize: try uint("max"), credit: try uint("credit"),
+                                    resumeToken: items["tok"] == nil ? nil : try resumeToken(try bytes("tok", max: 64)),
+                                    resumedReceived: items["rx"] == nil ? nil : try uint("rx")))
         case "refuse": return .refuse(code: try code(), reason: try text("reason", max: limits.maxReasonBytes))
         case "sub": return .subscribe(try subscribe())
         case "unsub": return .unsubscribe(id: try subID("id"))
@@ -35,6 +37,7 @@ struct Fields {
             return .credit(bytes: bytes)
         case "ping": return .ping(try uint("n"))
         case "pong": return .pong(try uint("n"))
+        case "rack": return .received(try uint("n"))
         case "bye": return .bye(code: try code(), reason: try text("reason", max: limits.maxReasonBytes))
         case "auth":
             guard let c = try credentials() else { throw .missingField(type: type, field: "cred") }
@@ -62,7 +65,23 @@ struct Fields {
         guard !key.isEmpty else { throw .outOfRange(type: type, field: "key", reason: "must not be empty") }
         return Hello(version: try uint("v"), site: site, peerKey: key, deviceName: try text("name", max: limits.maxDeviceNameBytes),
                      metadata: meta, credentials: credentials, credit: try uint("credit"), maxMessageSize: try uint("max"),
-                     capabilities: try capabilities())
+                     capabilities: try capabilities(), resume: try resumeRequest())
+    }
+
+    /// `hello.resume`: `{"rx": uint, "tok": bstr .size 16}` (absent: a new session).
+    func resumeRequest() throws(E) -> ResumeRequest? {
+        guard let r = items["resume"] else { return nil }
+        guard case .map(let m) = r.item, m.count == 2, case .unsigned(let rx)? = m["rx"], case .bytes(let tok)? = m["tok"] else {
+            throw .wrongType(type: type, field: "resume", expected: "{\"rx\": unsigned, \"tok\": byte string}")
+        }
+        return ResumeRequest(token: try resumeToken(tok), received: rx)
+    }
+
+    func resumeToken(_ bytes: [UInt8]) throws(E) -> [UInt8] {
+        guard bytes.count == SessionResumption.tokenSize else {
+            throw .outOfRange(type: type, field: "tok", reason: "a resume token is \(SessionResumption.tokenSize) bytes")
+        }
+        return bytes
     }
 
     /// `hello.caps`: at most 16 names of 1...32 bytes (absent: none).

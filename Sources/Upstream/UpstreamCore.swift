@@ -279,8 +279,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 link.send(bytes)
             case .close(let code, let reason):
                 link.close(code: code, reason: reason)
-            case .connected(let welcome):
-                connected(welcome)
+            case .connected(let welcome), .resumed(let welcome):
+                connected(welcome)  // never resumed: the replicator does not ask for it
             case .refused(let code, let reason):
                 let now = Self.epochSeconds()
                 status.update { st in

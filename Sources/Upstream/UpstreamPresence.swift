@@ -36,8 +36,10 @@ extension UpstreamCore {
         presence.linkUp(Self.peerKey(welcome.site)) { records in
             bound.loop.execute {
                 let core = bound.value
-                guard let s = core.session else { return }
-                core.perform(s.presence(records))
+                guard var s = core.session else { return }
+                let actions = s.presence(records)
+                core.session = s
+                core.perform(actions)
             }
         }
     }

@@ -21,9 +21,9 @@ import Testing
             let client = try SyncClient(peer: peer, configuration: configuration)
             let core = client.core
             #expect(await eventually {
-                (try? await core.loop.submit { core.value.link.scheduledReconnectDelay }) ?? nil != nil
+                (try? await core.loop.submit { core.value.links[0].scheduledReconnectDelay }) ?? nil != nil
             }, "no reconnect was scheduled")
-            let delay = try await core.loop.submit { core.value.link.scheduledReconnectDelay }
+            let delay = try await core.loop.submit { core.value.links[0].scheduledReconnectDelay }
             let status = client.status
             await client.stop()
             #expect(delay == .seconds(3600))

@@ -1,0 +1,78 @@
+// Moving a resumable session to another link (PROTOCOL.md §4.16).
+//
+//   link B: hello{resume: tok, rx} ─▶ connection B: credentials, policy ─▶ .resume(tok, rx)
+//        ─▶ ResumableSessions[tok] = connection A ─▶ A.adopt(B's transport, rx):
+//             under A's lock: the old link (if any) is left and closed, B's is attached,
+//             `welcome{rx, tok}` and the messages after rx go out on B
+//        ─▶ B hands over: its input (messages, close, drain) goes to A, tagged with B's link
+//
+// Connection A drops input tagged with a link it has left, so a late message or close from the
+// old link cannot reach the session. Not found (expired, another instance, another peer's site):
+// B answers `.resumeNotFound` to its own session, which welcomes the peer into a new one.
+
+import Synchronization
+import SyncProtocol
+
+extension SyncConnection {
+    struct Attachment: Sendable {
+        var transport: Transport?
+        var link: UInt64
+    }
+
+    static let linkNumbers = Atomic<UInt64>(0)
+
+    /// Input from this connection's own link: to the session it was handed to, if any.
+    func fromOwnLink(_ input: SyncSessionInput) {
+        if let target = handedOver.withLock({ $0 }) { return target.deliver(input, via: ownLink) }
+        deliver(input, via: ownLink)
+    }
+
+    /// `.resume`: find the session and give it this link; else a new session here.
+    func handOver(_ request: ResumeRequest, site: UInt64) {
+        guard let target = resumable?.find(request.token), target !== self,
+              let transport = attachment.withLock({ $0.transport }),
+              target.adopt(transport, link: ownLink, peerReceived: request.received, site: site) else {
+            return deliver(.resumeNotFound)
+        }
+        handedOver.withLock { $0 = target }
+        // This connection's own session never started: no welcome went out, nothing to close.
+        session.withLock { _ = $0.handle(.transportClosed, now: clock()) }
+        stop()
+    }
+
+    /// Runs this session on `transport` from now on (see the top of this file). False when it
+    /// cannot be resumed (closed, another site, a count outside what was sent).
+    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64) -> Bool {
+        let left = session.withLock { s -> Transport?? in
+            guard s.peer?.site == site, let actions = s.resume(peerReceived: peerReceived, now: clock()) else { return nil }
+            let old = attachment.withLock { a -> Transport? in
+                defer { a = Attachment(transport: transport, link: link) }
+                return a.transport
+            }
+            Self.write(actions, to: transport)
+            return .some(old)
+        }
+        guard let left else { return false }
+        left?.close(SyncCloseCode.normal.rawValue, "the session was resumed on another link")
+        deliver(.transportDrained)  // the pump goes on, now that there is a link again
+        return true
+    }
+}
+
+/// The resumable sessions of one instance by token (PROTOCOL.md §4.16). Entries are removed when
+/// their session ends; the tokens are 128 random bits, so finding one is knowing it.
+public final class ResumableSessions: Sendable {
+    private let sessions = Mutex<[[UInt8]: SyncConnection]>([:])
+
+    public init() {}
+
+    func register(_ token: [UInt8], _ connection: SyncConnection) { sessions.withLock { $0[token] = connection } }
+
+    func remove(_ token: [UInt8], _ connection: SyncConnection) {
+        sessions.withLock { s in if s[token] === connection { s[token] = nil } }
+    }
+
+    func find(_ token: [UInt8]) -> SyncConnection? { sessions.withLock { $0[token] } }
+
+    public var count: Int { sessions.withLock { $0.count } }
+}

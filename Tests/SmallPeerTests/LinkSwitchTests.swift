@@ -1,0 +1,106 @@
+import BigPeerServer
+import BigPeerTestSupport
+import Foundation
+import ServerTestSupport
+@testable import SmallPeer
+import Sockets
+import SyncProtocol
+import Testing
+import Values
+
+/// One session across several links (PROTOCOL.md §4.16): a small peer with a WebSocket (through
+/// a `LinkProxy` that can fail it) and a BLE link (the SEQPACKET stand-in, shaped) to the same
+/// node. The session runs on the better link, moves to the other when it drops and back when it
+/// returns, and no document is sent twice across the moves.
+@Suite(.serialized) struct LinkSwitchTests {
+    static func insert(_ rest: RESTClient, prefix: String, count: Int, bytes: Int = 200) async throws {
+        var at = 0
+        while at < count {
+            let n = min(100, count - at)
+            let docs = (at..<at + n).map { "({'_id': '\(prefix)\($0)', 'body': '\(String(repeating: "b", count: bytes))'})" }.joined(separator: ", ")
+            try await rest.executeOK("INSERT INTO docs DOCUMENTS \(docs)")
+            at += n
+        }
+    }
+
+    /// Cuts the proxied link the way a lost Wi-Fi does: open connections die, new ones hang.
+    static func fail(_ proxy: LinkProxy) {
+        proxy.set(.init(cut: true))
+        proxy.resetConnections()
+    }
+
+    @Test func theSessionMovesToTheOtherLinkAndBackWithoutResending() async throws {
+        try await BLELinkTests.withNode { server, key, dir in
+            let rest = server.rest(key: key)
+            try await Self.insert(rest, prefix: "a", count: 200)
+            let proxy = try LinkProxy(to: server.port)
+            defer { proxy.stop() }
+            let shaper = try PacketLinkShaper(path: dir + "/shaped", to: dir + "/node",
+                                              conditions: .init(bytesPerSecond: 200_000, latency: .milliseconds(20)))
+            defer { shaper.stop() }
+            let peerDir = TempDirectory()
+            defer { peerDir.cleanup() }
+            let peer = try openPeer(peerDir.path)
+            _ = try peer.subscribe("SELECT * FROM docs")
+            var configuration = SyncClient.Configuration(url: "ws://127.0.0.1:\(proxy.port)", apiKey: key)
+            configuration.fallbackURLs = ["seqpacket://\(dir)/shaped"]
+            configuration.reconnectBase = .milliseconds(50)
+            configuration.reconnectMax = .milliseconds(300)
+            let client = try SyncClient(peer: peer, configuration: configuration)
+            try await afterwards({ await client.stop() }) {
+                try await client.waitUntilCaughtUp(timeout: .seconds(60))
+                #expect(BLELinkTests.ids(peer, "docs").count == 200)
+                #expect(client.status.activeURL == configuration.url, "\(client.status)")
+
+                Self.fail(proxy)
+                #expect(await eventually(within: .seconds(30)) { client.status.resumes == 1 && client.status.activeURL == configuration.fallbackURLs[0] },
+                        "the session moved to the BLE link: \(client.status)")
+                try await Self.insert(rest, prefix: "b", count: 50)
+                _ = try peer.execute("INSERT INTO docs DOCUMENTS ({'_id': 'from-peer-on-ble'})")
+                #expect(await eventually(within: .seconds(60)) { BLELinkTests.ids(peer, "docs").count == 251 }, "\(client.status)")
+
+                proxy.set(.init())
+                #expect(await eventually(within: .seconds(30)) { client.status.resumes == 2 && client.status.activeURL == configuration.url },
+                        "the session moved back to the WebSocket: \(client.status)")
+                try await Self.insert(rest, prefix: "c", count: 10)
+                #expect(await eventually(within: .seconds(30)) { BLELinkTests.ids(peer, "docs").count == 261 }, "\(client.status)")
+                try await client.waitUntilCaughtUp(timeout: .seconds(30))
+                let serverCount = try await rest.executeOK("SELECT COUNT(*) AS n FROM docs")["items"]?.arrayValue?.first?["n"]
+                #expect(serverCount == .int(261), "the peer's write reached the node")
+                let status = client.status
+                #expect(status.sessions == 1, "one session across three links: \(status)")
+                #expect(status.receivedEntries == 260, "every document arrived once: \(status)")
+            }
+        }
+    }
+
+    /// The link drops in the middle of an initial sync: the session goes on over the other link
+    /// from the message where it was, so the entries received add up to the documents exactly.
+    @Test func aLinkLostMidInitialSyncResumesWhereItWas() async throws {
+        try await BLELinkTests.withNode { server, key, dir in
+            let rest = server.rest(key: key)
+            try await Self.insert(rest, prefix: "d", count: 1000, bytes: 1000)
+            let proxy = try LinkProxy(to: server.port)
+            defer { proxy.stop() }
+            proxy.set(.init(bytesPerSecond: 200_000))
+            let peerDir = TempDirectory()
+            defer { peerDir.cleanup() }
+            let peer = try openPeer(peerDir.path)
+            _ = try peer.subscribe("SELECT * FROM docs")
+            var configuration = SyncClient.Configuration(url: "ws://127.0.0.1:\(proxy.port)", apiKey: key)
+            configuration.fallbackURLs = ["seqpacket://\(dir)/node"]
+            configuration.reconnectBase = .milliseconds(50)
+            configuration.reconnectMax = .milliseconds(300)
+            let client = try SyncClient(peer: peer, configuration: configuration)
+            try await afterwards({ await client.stop() }) {
+                #expect(await eventually(within: .seconds(60)) { client.status.receivedEntries >= 300 }, "\(client.status)")
+                Self.fail(proxy)
+                try await client.waitUntilCaughtUp(timeout: .seconds(120))
+                let status = client.status
+                #expect(BLELinkTests.ids(peer, "docs").count == 1000)
+                #expect(status.resumes == 1 && status.sessions == 1, "\(status)")
+                #expect(status.receivedEntries == 1000, "no document was received twice: \(status)")
+            }
+        }
+    }
+}
