@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values", "Quoting"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncPeer", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["TestRandomness", "Upstream", "SyncPeer", "SmallPeer", "Store", "SyncProtocol", "Values", "HTTP",
                                                           "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),

@@ -69,6 +69,14 @@ EXAMPLES = [
     ("result", {"t": "result", "id": 1, "ms": 3, "items": [{"_id": "car-1", "color": "red"}]}),
     ("result-error", {"t": "result", "id": 2, "ms": 0,
                       "err": {"code": "not_allowed", "msg": "remote queries are not allowed by this peer"}}),
+    ("hello-resume", {"t": "hello", "v": 1, "site": 0x1122334455667788, "key": bytes.fromhex("a1b2c3d4"),
+                      "name": "tablet-7", "meta": {}, "caps": ["resume"], "credit": 262144, "max": 1048576,
+                      "resume": {"tok": bytes(range(16)), "rx": 812}}),
+    ("welcome-token", {"t": "welcome", "v": 1, "site": 42, "session": "s-9f2c", "hb": 20000, "max": 16777216,
+                       "credit": 1048576, "tok": bytes(range(16))}),
+    ("welcome-resumed", {"t": "welcome", "v": 1, "site": 42, "session": "s-9f2c", "hb": 20000, "max": 16777216,
+                         "credit": 0, "tok": bytes(range(16)), "rx": 95}),
+    ("rack", {"t": "rack", "n": 812}),
 ]
 
 def fnv1a64(collection, id_value):

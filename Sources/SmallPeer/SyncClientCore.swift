@@ -91,7 +91,7 @@ final class SyncClientCore: SyncLinkDelegate {
             self.active = nil
             leaveLink()
             old.halt()
-            old.close(code: SyncCloseCode.normal.rawValue, reason: "moving to a better link")
+            old.close(code: SyncCloseCode.linkLeft.rawValue, reason: "moving to a better link")
         }
         active = rank
         refusedOnThisLink = false

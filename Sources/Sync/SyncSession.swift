@@ -294,7 +294,11 @@ public struct SyncSession: Sendable {
         } catch {
             return close(error.closeCode, error.description, into: &out)
         }
-        if case .bye = message { return close(.normal, "", into: &out) }
+        if case .bye(let code, _) = message {
+            // The peer leaves this link, not the session: it resumes on another (PROTOCOL.md §4.16).
+            if code == SyncCloseCode.linkLeft.rawValue, resumption != nil, state == .ready { detached = true; return }
+            return close(.normal, "", into: &out)
+        }
         if resumption != nil, state == .ready, !counted(message, size: bytes.count, into: &out) { return }
         if state == .authenticating {
             // Pipelining (PROTOCOL.md §4.2): messages sent right after `hello` wait for the

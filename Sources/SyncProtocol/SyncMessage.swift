@@ -279,4 +279,6 @@ public enum SyncCloseCode: UInt16, Sendable {
     case protocolViolation = 4004
     case timeout = 4008
     case messageTooLarge = 4009
+    /// `bye` from a peer leaving this link for another: a resumable session goes on (PROTOCOL.md §4.16).
+    case linkLeft = 4010
 }

@@ -30,6 +30,8 @@ struct PeerCommand: AsyncParsableCommand {
 
     @Option(help: "Server URL, ws://HOST:PORT or wss://HOST:PORT (path defaults to /api/v4/sync), or tcp://HOST:PORT / tls://HOST:PORT for a local node's LAN peer link (bigpeer serve --lan).")
     var url: String?
+    @Option(name: .customLong("fallback-url"), help: "Another link to the same server, used while --url is down (repeatable, best first; e.g. --url tcp://node:4040 --fallback-url l2cap://AA:BB:CC:DD:EE:FF/129). The session moves between them without starting over (PROTOCOL.md §4.16).")
+    var fallbackURLs: [String] = []
 
     @Option(help: "API key sent in the sync handshake.")
     var key: String?
@@ -88,6 +90,8 @@ struct PeerCommand: AsyncParsableCommand {
         if lan && offline { throw ValidationError("--lan and --offline exclude each other") }
         if ble && (lan || offline) { throw ValidationError("--ble excludes --lan and --offline") }
         if let url, url.hasPrefix("l2cap://") && !ble { throw ValidationError("an l2cap:// --url needs --ble") }
+        if !fallbackURLs.isEmpty && url == nil { throw ValidationError("--fallback-url needs --url") }
+        if fallbackURLs.contains(where: { $0.hasPrefix("l2cap://") }) && !ble { throw ValidationError("an l2cap:// --fallback-url needs --ble") }
         if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
         if !listen && (listenPort != 0 || peerPolicy != nil) { throw ValidationError("--listen-port and --peer-policy need --listen") }
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
@@ -166,6 +170,7 @@ struct PeerCommand: AsyncParsableCommand {
         var config = SyncClient.Configuration(url: target ?? "", apiKey: key)
         config.deviceName = name
         config.allowRemoteQueries = allowRemoteQuery
+        config.fallbackURLs = fallbackURLs
         config.jwt = jwt
         if let jwtFile {
             guard let token = Self.readToken(jwtFile) else {

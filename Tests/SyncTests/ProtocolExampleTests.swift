@@ -52,6 +52,14 @@ import Values
         "query": .query(RemoteQuery(id: 1, statement: redCars, arguments: ["c": "red"], timeoutMillis: 10_000, maxResultBytes: 4 << 20)),
         "result": .result(RemoteQueryResult(id: 1, outcome: .success([["_id": "car-1", "color": "red"]]), elapsedMillis: 3)),
         "result-error": .result(RemoteQueryResult(id: 2, outcome: .failure(.notAllowedByPeer))),
+        "hello-resume": .hello(Hello(site: 0x1122_3344_5566_7788, peerKey: [0xA1, 0xB2, 0xC3, 0xD4], deviceName: "tablet-7",
+                                     credentials: nil, credit: 262_144, maxMessageSize: 1_048_576, capabilities: ["resume"],
+                                     resume: ResumeRequest(token: Array(0..<16), received: 812))),
+        "welcome-token": .welcome(Welcome(site: 42, sessionID: "s-9f2c", heartbeatMillis: 20000, maxMessageSize: 16_777_216, credit: 1_048_576,
+                                          resumeToken: Array(0..<16))),
+        "welcome-resumed": .welcome(Welcome(site: 42, sessionID: "s-9f2c", heartbeatMillis: 20000, maxMessageSize: 16_777_216, credit: 0,
+                                            resumeToken: Array(0..<16), resumedReceived: 95)),
+        "rack": .received(812),
     ]
 
     /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.
