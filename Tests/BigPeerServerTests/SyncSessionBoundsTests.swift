@@ -226,13 +226,14 @@ import WebSocket
 
     @Test func auth_withAFreshToken_extendsTheSession_andABadOneEndsIt() async throws {
         try await Self.withAuthServer { service, key, http in
-            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB3, .jwt(try Self.token(ttl: 2)))
+            // Long enough for the handshake, a sync and the refresh on a loaded machine (2 s was not).
+            let peer = try await SyncEndpointTests.connect(service.port, site: 0xB3, .jwt(try Self.token(ttl: 8)))
             peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
             peer.send(.refreshAuth(.jwt(try Self.token(ttl: 3600))))
             _ = try await peer.waitFor { $0 == .authRefreshed }
             // Past the first token's exp the session still runs and delivers.
-            try await Task.sleep(for: .seconds(4))
+            try await Task.sleep(for: .seconds(10))
             _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO cars DOCUMENTS ({'_id': 'after-exp'})")
             _ = try await peer.waitFor { m in
                 if case .changes(_, let e) = m { e.contains { $0.document.id == "after-exp" } } else { false }
