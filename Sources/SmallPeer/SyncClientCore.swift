@@ -31,27 +31,33 @@ final class SyncClientCore: SyncLinkDelegate {
     /// Best first.
     let links: [SyncLink]
     /// The index in `links` of the link the session runs on.
-    private var active: Int?
+    var active: Int?
+    /// A better link the session is moving to: its `hello` with `resume` is out, the active link
+    /// carries on until its `welcome` (PROTOCOL.md §4.16).
+    var candidate: Int?
+    /// Links that connected while the active one was still in its handshake: open, idle, ready
+    /// to carry the session at once if that handshake fails.
+    var standby: Set<Int> = []
     let loop: EventLoop
     let status: Locked<SyncClient.Status>
-    private var session: Session?
-    private var tickTimer: TimerID?
-    private var stopped = false
+    var session: Session?
+    var tickTimer: TimerID?
+    var stopped = false
     /// The current link's session was refused: its reason stays the status's `lastError` (the
     /// link's close, which may race the refusal and carry only the code, does not replace it).
-    private var refusedOnThisLink = false
+    var refusedOnThisLink = false
     /// The newest credentials (`SyncClient.updateCredentials`); the next `hello` carries them.
-    private var credentials: SyncCredentials?
+    var credentials: SyncCredentials?
     /// What this link's session runs on: its `hello`'s credentials, then each accepted `auth`.
-    private var sessionCredentials: SyncCredentials?
+    var sessionCredentials: SyncCredentials?
     /// Credentials sent with `auth`, not yet answered (one refresh at a time).
-    private var refreshInFlight: SyncCredentials?
+    var refreshInFlight: SyncCredentials?
     /// This client's link in the peer's presence gossip.
     let linkID = PeerPresence.nextLinkID()
     /// The site of the server this link's session runs with: what it sends is logged with it as
     /// origin, so the sessions the peer serves do not echo it back there; the checkpoints and the
     /// upload state this link uses are that server's.
-    private var serverSite: UInt64?
+    var serverSite: UInt64?
 
     init(peer: SmallPeer, configuration: SyncClient.Configuration, links: [SyncLink], status: Locked<SyncClient.Status>) {
         self.peer = peer
@@ -64,45 +70,10 @@ final class SyncClientCore: SyncLinkDelegate {
 
     static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }
 
-    // MARK: - The link
+    // MARK: - The links: SyncClientCore+Links.swift
 
-    /// The link the session runs on.
-    private var link: SyncLink? { active.map { links[$0] } }
-
-    /// The best link first; the others when it cannot connect (`syncLinkDown`).
-    func connect() {
-        guard !stopped else { return }
-        setPhase(.connecting)
-        links[0].connectNow()
-    }
-
-    func syncLinkConnected(_ link: SyncLink) {
-        guard let rank = links.firstIndex(where: { $0 === link }) else { return }
-        if let active, active <= rank {
-            // A better link carries the session: this one waits until that drops.
-            link.halt()
-            link.close(code: SyncCloseCode.normal.rawValue, reason: "a better link carries the session")
-            return
-        }
-        if let active {
-            // Better than the one in use: the session moves here; the old link is left at once
-            // (what it still brings is sent again after the resume).
-            let old = links[active]
-            self.active = nil
-            leaveLink()
-            old.halt()
-            old.close(code: SyncCloseCode.linkLeft.rawValue, reason: "moving to a better link")
-        }
-        active = rank
-        refusedOnThisLink = false
-        status.withLock { $0.linksOpened += 1; $0.activeURL = link.configuration.url }
-        if var s = session, s.state == .detached {
-            let actions = s.start(now: Self.nowMillis())
-            session = s
-            perform(actions)
-            scheduleTick()
-            return
-        }
+    /// A new session on the active link: `hello`.
+    func startSession() {
         var c = Session.Configuration(site: peer.siteID.rawValue, peerKey: configuration.peerKey ?? Self.peerKey(peer.siteID.rawValue),
                                       deviceName: configuration.deviceName, credentials: credentials)
         sessionCredentials = credentials
@@ -116,50 +87,6 @@ final class SyncClientCore: SyncLinkDelegate {
         session = s
         perform(actions)
         scheduleTick()
-    }
-
-    func syncLink(_ link: SyncLink, received bytes: [UInt8]) {
-        guard link === self.link, var s = session else { return }  // a link the session left
-        let actions = s.receive(bytes, now: Self.nowMillis())
-        session = s
-        perform(actions)
-        flushUploads()
-    }
-
-    /// The session stops using its link: detached if it can be resumed, else ended.
-    private func leaveLink() {
-        peer.presence.linkDown(linkID)
-        session?.linkClosed()
-        if session?.state != .detached {
-            session = nil
-            serverSite = nil
-        }
-        if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
-    }
-
-    func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
-        let carried = link === self.link
-        if carried {
-            active = nil
-            leaveLink()
-            status.withLock { $0.activeURL = nil }
-            if !stopped { for other in links where other !== link { other.connectNow() } }
-        } else if active != nil || links.contains(where: { $0.isOpen }) {
-            return  // a standby link's attempt: its own backoff goes on
-        } else if !stopped {
-            // Nothing carries the session and this link failed: try the others now.
-            for other in links where other !== link && !other.isActive { other.connectNow() }
-        }
-        status.withLock { s in
-            s.caughtUp = false
-            if s.phase != .failed && !refusedOnThisLink { s.lastError = reason }
-            if s.phase == .connected { s.phase = .connecting }
-        }
-        if stopped { return setPhase(.stopped) }
-        if links.allSatisfy(\.halted), status.withLock({ $0.phase != .failed }) {
-            // `maxConnectAttempts` failures in a row.
-            status.withLock { $0.phase = .failed; $0.lastError = reason }
-        }
     }
 
     func stop() {
@@ -190,7 +117,7 @@ final class SyncClientCore: SyncLinkDelegate {
         sendRefreshIfNeeded()
     }
 
-    private func sendRefreshIfNeeded() {
+    func sendRefreshIfNeeded() {
         guard refreshInFlight == nil, let credentials, credentials != sessionCredentials, var s = session, s.state == .ready else { return }
         let actions = s.refreshCredentials(credentials)
         session = s
@@ -202,7 +129,7 @@ final class SyncClientCore: SyncLinkDelegate {
 
     /// The server is a link of the peer's presence gossip; its peer key is its site id's bytes
     /// (PROTOCOL.md §4.14). Records for it are sent from this client's loop.
-    private func presenceLinkUp(_ welcome: Welcome) {
+    func presenceLinkUp(_ welcome: Welcome) {
         let type = PacketLinkURL.linkType(of: link?.configuration.url ?? configuration.url)
         let bound = LoopBound(self, loop: loop)
         peer.presence.linkUp(linkID, peerKey: Self.peerKey(welcome.site), type: type) { records in
@@ -216,19 +143,25 @@ final class SyncClientCore: SyncLinkDelegate {
         }
     }
 
-    private func perform(_ actions: [Session.Action]) {
+    func perform(_ actions: [Session.Action]) {
         for action in actions {
             switch action {
             case .send(let bytes):
                 link?.send(bytes)
             case .close(let code, let reason):
                 link?.close(code: code, reason: reason)
+            case .moveFailed(let reason):
+                if let candidate {
+                    links[candidate].close(code: SyncCloseCode.normal.rawValue, reason: reason)
+                    self.candidate = nil
+                }
             case .resumed(let welcome):
                 link?.sessionWasAccepted()
                 presenceLinkUp(welcome)
                 status.withLock { s in s.phase = .connected; s.resumes += 1; s.lastError = nil }
                 syncSubscriptions()  // changed while the session had no link
                 sendRefreshIfNeeded()
+                settleStandby()
             case .connected(let welcome):
                 serverSite = welcome.site
                 do { try peer.linkServer(welcome.site) } catch { localFailure(error); return }
@@ -237,6 +170,7 @@ final class SyncClientCore: SyncLinkDelegate {
                 status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran
+                settleStandby()
             case .refused(let code, let reason):
                 // 4003 is not final: "too many sessions" passes (PROTOCOL.md §4.2); the backoff
                 // keeps the other policy refusals (a denied peer key) cheap for the server.
@@ -320,7 +254,7 @@ final class SyncClientCore: SyncLinkDelegate {
         flushUploads()
     }
 
-    private func syncSubscriptions() {
+    func syncSubscriptions() {
         guard var s = session, s.state == .ready, let serverSite else { return }
         let subs = peer.subscriptions
         var actions = s.keepOnly(Set(subs.map(\.key)))
@@ -332,7 +266,7 @@ final class SyncClientCore: SyncLinkDelegate {
         flushUploads()
     }
 
-    private func flushUploads() {
+    func flushUploads() {
         while var s = session, s.canUpload, let serverSite {
             let uploads = peer.takeUploads(excluding: s.uploadingDocuments, maxDocuments: s.configuration.uploadBatchDocuments,
                                            maxBytes: s.configuration.uploadBatchBytes, server: serverSite)
@@ -344,7 +278,7 @@ final class SyncClientCore: SyncLinkDelegate {
         }
     }
 
-    private func scheduleTick() {
+    func scheduleTick() {
         tickTimer = loop.scheduleTimer(after: .milliseconds(50)) { [weak self] in
             guard let self else { return }
             self.tickTimer = nil
@@ -364,7 +298,7 @@ final class SyncClientCore: SyncLinkDelegate {
         }
     }
 
-    private func setPhase(_ phase: SyncClient.Status.Phase) {
+    func setPhase(_ phase: SyncClient.Status.Phase) {
         status.withLock { s in if s.phase != .failed || phase == .stopped { s.phase = phase } }
     }
 

@@ -31,7 +31,8 @@ extension SyncConnection {
     func handOver(_ request: ResumeRequest, site: UInt64) {
         guard let target = resumable?.find(request.token), target !== self,
               let transport = attachment.withLock({ $0.transport }),
-              target.adopt(transport, link: ownLink, peerReceived: request.received, site: site) else {
+              target.adopt(transport, link: ownLink, peerReceived: request.received, site: site,
+                           maxQueuedBytes: session.withLock({ $0.configuration.maxQueuedBytes })) else {
             return deliver(.resumeNotFound)
         }
         handedOver.withLock { $0 = target }
@@ -42,9 +43,11 @@ extension SyncConnection {
 
     /// Runs this session on `transport` from now on (see the top of this file). False when it
     /// cannot be resumed (closed, another site, a count outside what was sent).
-    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64) -> Bool {
+    /// `maxQueuedBytes`: the new link's queue limit (a BLE channel holds less than a LAN socket).
+    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64, maxQueuedBytes: Int) -> Bool {
         let left = session.withLock { s -> Transport?? in
             guard s.peer?.site == site, let actions = s.resume(peerReceived: peerReceived, now: clock()) else { return nil }
+            s.configuration.maxQueuedBytes = maxQueuedBytes
             let old = attachment.withLock { a -> Transport? in
                 defer { a = Attachment(transport: transport, link: link) }
                 return a.transport
@@ -53,7 +56,7 @@ extension SyncConnection {
             return .some(old)
         }
         guard let left else { return false }
-        left?.close(SyncCloseCode.normal.rawValue, "the session was resumed on another link")
+        left?.close(SyncCloseCode.linkLeft.rawValue, "the session was resumed on another link")
         deliver(.transportDrained)  // the pump goes on, now that there is a link again
         return true
     }

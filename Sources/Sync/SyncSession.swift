@@ -98,7 +98,7 @@ public struct SyncSession: Sendable {
         case entering
     }
 
-    public let configuration: Configuration
+    public internal(set) var configuration: Configuration
     public private(set) var state: State = .awaitingHello
     public private(set) var peer: Hello?
     /// Messages received after `hello` while the credentials are checked (dropped on refusal).

@@ -72,6 +72,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         /// The session goes on over the new link (PROTOCOL.md §4.16): subscriptions, uploads in
         /// flight and credit are as they were; what neither side received was sent again.
         case resumed(Welcome)
+        /// A move to another link (`beginMove`) did not happen: the session stays where it was.
+        case moveFailed(reason: String)
         /// The server refused the session (4001 credentials, 4002 version, 4003 policy).
         case refused(code: UInt16, reason: String)
         /// Apply these entries to the store, then call `applied(bytes:wanted:)`.
@@ -140,7 +142,14 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     public internal(set) var resumption: SessionResumption?
     /// The `hello` on this link asked to resume.
     var resuming = false
+    /// The `rx` of the `hello` with `resume` in flight (on this link, or on the link the session
+    /// is moving to): the server replays from there, so what arrives meanwhile is skipped then.
+    var resumeSentAt: UInt64?
+    /// Replayed messages this peer already took on the link it left.
+    var skipIncoming: UInt64 = 0
     var lastRackAt: UInt64 = 0
+    /// When the pending move's `hello` went out (it times out like a handshake).
+    var movingSince: UInt64?
     /// Links this session ran on (1 + the resumes).
     public internal(set) var linksUsed = 0
 
@@ -163,18 +172,30 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     /// A detached session asks to be resumed instead (PROTOCOL.md §4.16).
     public mutating func start(now: UInt64) -> [Action] {
         guard state == .idle || state == .detached else { return [] }
+        if state == .detached, resumeSentAt != nil, let since = movingSince {
+            // The resume hello went out on the link being moved to, which is this one.
+            state = .awaitingWelcome
+            resuming = true
+            startedAt = since
+            movingSince = nil
+            return []
+        }
         resuming = state == .detached
         state = .awaitingWelcome
         startedAt = now
         lastReceivedAt = now
+        if resuming { resumeSentAt = resumption?.received }
+        let request = resuming ? resumption.map { ResumeRequest(token: $0.token, received: $0.received) } : nil
+        return [.send(SyncMessage.hello(hello(resume: request)).encode())]
+    }
+
+    func hello(resume: ResumeRequest?) -> Hello {
         var capabilities = configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery]
         if configuration.resumable { capabilities.append(SyncCapability.resume) }
-        let hello = Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
-                          metadata: configuration.metadata, credentials: configuration.credentials,
-                          credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
-                          capabilities: capabilities,
-                          resume: resuming ? resumption.map { ResumeRequest(token: $0.token, received: $0.received) } : nil)
-        return [.send(SyncMessage.hello(hello).encode())]
+        return Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
+                     metadata: configuration.metadata, credentials: configuration.credentials,
+                     credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
+                     capabilities: capabilities, resume: resume)
     }
 
     /// One message from the server.
@@ -211,11 +232,16 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         }
         var out: [Action] = []
         if resumption != nil {
+            if skipIncoming > 0, message.isNumbered {
+                skipIncoming -= 1  // taken already on the link the session left
+                return []
+            }
             if case .received(let n) = message {
                 do { try resumption?.confirm(n) } catch { return fail(SyncCloseCode.protocolViolation.rawValue, "rack \(n): \(error)") }
                 return []
             }
-            if message.isNumbered, resumption?.noteReceived(size: bytes.count) == true { out.append(rack(now: now)) }
+            // No rack while a resume is in flight: the server must not confirm past its `rx`.
+            if message.isNumbered, resumption?.noteReceived(size: bytes.count) == true, resumeSentAt == nil { out.append(rack(now: now)) }
         }
         return out + dispatch(message, size: bytes.count, now: now)
     }
@@ -311,10 +337,14 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         case .awaitingWelcome:
             if now &- startedAt >= configuration.handshakeTimeoutMillis { return fail(SyncCloseCode.timeout.rawValue, "no welcome within the handshake timeout") }
         case .ready:
+            if let movingSince, now &- movingSince >= configuration.handshakeTimeoutMillis {
+                moveAbandoned()
+                return [.moveFailed(reason: "no welcome within the handshake timeout")]
+            }
             let hb = max(1000, welcome?.heartbeatMillis ?? 20_000)
             let silent = now &- lastReceivedAt
             if silent >= 3 * hb { return fail(SyncCloseCode.timeout.rawValue, "nothing received for \(silent) ms") }
-            if resumption?.rackPending == true, now &- lastRackAt >= 1000 { return [rack(now: now)] }
+            if resumption?.rackPending == true, resumeSentAt == nil, now &- lastRackAt >= 1000 { return [rack(now: now)] }
             if silent >= hb && now &- lastPingAt >= hb {
                 lastPingAt = now
                 pingCounter += 1
@@ -424,7 +454,11 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     /// The link went away: a resumable session that was ready waits, `detached`, for the next
     /// link; any other ends.
     public mutating func linkClosed() {
-        state = resumption != nil && (state == .ready || (state == .awaitingWelcome && resuming)) ? .detached : .closed
+        guard resumption != nil, state == .ready || (state == .awaitingWelcome && resuming) else { state = .closed; return }
+        // With a move under way, its link's `welcome` resumes the session (`start` sends nothing).
+        state = .detached
+        resuming = false
+        if resumeSentAt != nil, state == .detached, movingSince == nil { resumeSentAt = nil }
     }
 
     /// Presence records to send (control traffic, no credit: PROTOCOL.md §4.14); nothing before `welcome`.

@@ -281,6 +281,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 link.close(code: code, reason: reason)
             case .connected(let welcome), .resumed(let welcome):
                 connected(welcome)  // never resumed: the replicator does not ask for it
+            case .moveFailed:
+                break  // the replicator has one link and never moves
             case .refused(let code, let reason):
                 let now = Self.epochSeconds()
                 status.update { st in
