@@ -16,6 +16,18 @@ public enum BlueZ {
     public static let gattCharacteristic = "org.bluez.GattCharacteristic1"
 
     public static func adapterPath(_ adapter: String) -> String { "/org/bluez/" + adapter }
+
+    /// The bus's `NameOwnerChanged` signals for `org.bluez` (bluetoothd starting or exiting).
+    public static let ownerChangedRule =
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(service)'"
+
+    /// Whether `signal` says bluetoothd left the bus (`NameOwnerChanged(org.bluez, old, "")`): every
+    /// registration it held is gone with it. Only the bus itself sends it (the bus stamps every
+    /// message's sender, so another client cannot forge it).
+    public static func leftTheBus(_ signal: DBusMessage) -> Bool {
+        signal.sender == "org.freedesktop.DBus" && signal.member == "NameOwnerChanged" && signal.interface == "org.freedesktop.DBus" && signal.body.count == 3
+            && signal.body[0] == .string(service) && signal.body[2] == .string("")
+    }
 }
 
 /// What BigPeer registers with BlueZ for one PSM.
