@@ -63,6 +63,8 @@ public final class SyncClient: Sendable {
         public var rejectedUploads: [String] = []
         /// New credentials the server accepted in a session (`updateCredentials`).
         public var credentialRefreshes = 0
+        /// A client that has not started: connecting, nothing synced.
+        public init() {}
     }
 
     public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
