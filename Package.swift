@@ -114,7 +114,7 @@ let package = Package(
                                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
         .testTarget(name: "DBusTests", dependencies: ["TestRandomness", "DBus"], swiftSettings: strict),
-        .testTarget(name: "BLEDiscoveryTests", dependencies: ["BLEDiscovery", "DBus", "Sockets", "SyncPeer", "BigPeerTestSupport", "ServerTestSupport", "BigPeerServer",
+        .testTarget(name: "BLEDiscoveryTests", dependencies: ["BLEDiscovery", "DBus", "Sockets", "SyncPeer", "HTTP", "BigPeerTestSupport", "ServerTestSupport", "BigPeerServer",
                                                              .product(name: "Logging", package: "swift-log")],
                     exclude: ["fake_bluez.py"], swiftSettings: strict),
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",

@@ -33,6 +33,7 @@ final class PrivateBus: Sendable {
     let loops: EventLoopGroup
     /// Set once the daemon is reaped, so its pid (free for reuse then) is never signalled again.
     private let daemonReaped = MutexBox(false)
+    private let fakeReaped = MutexBox(false)
 
     /// Starts the bus and, with `withBlueZ`, the stand-in; returns once both are ready.
     init(withBlueZ: Bool) async throws {
@@ -82,6 +83,14 @@ final class PrivateBus: Sendable {
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
     }
 
+    /// Ends the BlueZ stand-in alone: the bus sees org.bluez lose its owner.
+    func killBlueZ() async {
+        guard let fakePID, !fakeReaped.withLock({ $0 }) else { return }
+        kill(fakePID, SIGKILL)
+        _ = await TestCommand.wait(fakePID)
+        fakeReaped.withLock { $0 = true }
+    }
+
     /// Ends the bus alone (the loops keep running, so connections see it go).
     func killDaemon() async {
         guard !daemonReaped.withLock({ $0 }) else { return }
@@ -93,7 +102,7 @@ final class PrivateBus: Sendable {
     /// SIGKILL: a SIGTERM sent from the test process left the daemon running (not looked into
     /// further), and nothing here needs a clean exit.
     func stop() async {
-        if let fakePID { kill(fakePID, SIGKILL); _ = await TestCommand.wait(fakePID) }
+        await killBlueZ()
         await killDaemon()
         loops.shutdown()
     }
