@@ -12,8 +12,11 @@ struct BLEOptions: ParsableArguments {
 
     func validate() throws {
         if !enabled && adapter != "hci0" { throw ValidationError("--ble-adapter needs --ble") }
-        guard adapter.hasPrefix("hci"), UInt(adapter.dropFirst(3)) != nil else { throw ValidationError("--ble-adapter must be hciN") }
+        guard Self.isAdapterName(adapter) else { throw ValidationError("--ble-adapter must be hciN") }
     }
+
+    /// `hciN`: BlueZ's object name for an adapter (`/org/bluez/hciN`).
+    static func isAdapterName(_ name: String) -> Bool { name.hasPrefix("hci") && UInt(name.dropFirst(3)) != nil }
 
     /// The configuration, or nil without `--ble`.
     func configuration() -> BLEConfiguration? {

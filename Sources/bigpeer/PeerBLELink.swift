@@ -49,6 +49,8 @@ final class PeerBLELink: PeerSyncClient {
     private let inputs: AsyncStream<Input>.Continuation
     private let tasks: Mutex<[Task<Void, Never>]> = Mutex([])
     private let finder: Mutex<BLENodeFinder?> = Mutex(nil)
+    /// Set by `stop`, so closing the bus connection ourselves is not reported.
+    private let stopping = Mutex(false)
 
     private init(peer: SmallPeer, group: EventLoopGroup, connection: DBusConnection, configuration: SyncClient.Configuration,
                  inputs: AsyncStream<Input>.Continuation, logger: Logger) {
@@ -81,7 +83,10 @@ final class PeerBLELink: PeerSyncClient {
             }
         }
         link.tasks.withLock { $0 = [driver, ticks] }
-        await connection.onClose { reason in logger.warning("BLE scanning ended: the D-Bus connection closed (\(reason))") }
+        await connection.onClose { [weak link] reason in
+            guard let link, !link.stopping.withLock({ $0 }) else { return }
+            logger.warning("BLE scanning ended: the D-Bus connection closed (\(reason)); staying with the node dialled")
+        }
         do {
             let finder = try await BLENodeFinder.start(connection: connection, adapter: adapter) { inputs.yield(.event($0)) }
             link.finder.withLock { $0 = finder }
@@ -150,6 +155,7 @@ final class PeerBLELink: PeerSyncClient {
 
     /// Stops scanning and the link, and closes the bus connection.
     func stop() async {
+        stopping.withLock { $0 = true }
         for task in tasks.withLock({ $0 }) { task.cancel() }
         inputs.finish()
         for task in tasks.withLock({ $0 }) { await task.value }

@@ -93,7 +93,7 @@ struct PeerCommand: AsyncParsableCommand {
         if ble && (lan || offline) { throw ValidationError("--ble excludes --lan and --offline") }
         if let url, url.hasPrefix("l2cap://") && !ble { throw ValidationError("an l2cap:// --url needs --ble") }
         if (bleAdapter != "hci0" || bleName != nil) && (!ble || url != nil) { throw ValidationError("--ble-adapter and --ble-name need --ble without --url") }
-        guard bleAdapter.hasPrefix("hci"), UInt(bleAdapter.dropFirst(3)) != nil else { throw ValidationError("--ble-adapter must be hciN") }
+        guard BLEOptions.isAdapterName(bleAdapter) else { throw ValidationError("--ble-adapter must be hciN") }
         if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
         if !listen && (listenPort != 0 || peerPolicy != nil) { throw ValidationError("--listen-port and --peer-policy need --listen") }
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
