@@ -68,17 +68,42 @@ struct NodeAdvertisingTests {
         await bus.stop()
     }
 
-    /// BlueZ leaving the bus, or the bus going away, ends advertising: said once, and the node runs on.
-    @Test(arguments: [false, true]) func advertisingEnding_isSaidOnce(busDies: Bool) async throws {
+    /// bluetoothd restarting drops every registration: said once, and registered again when it is back.
+    @Test func bluetoothdRestarting_pausesAdvertising_andRegistersAgain() async throws {
+        let bus = try await PrivateBus(withBlueZ: true)
+        let connection = try await bus.connect()
+        try await Self.withNode(on: bus) { service, lines in
+            #expect(service.bleAdvertisedPSM == Self.psm)
+            await bus.killBlueZ()
+            let paused = { lines.withLock { $0 }.filter { $0.contains("BLE advertising paused") } }
+            #expect(await eventually { !paused().isEmpty })
+            #expect(service.bleAdvertisedPSM == nil)
+            try await bus.startBlueZ()
+            #expect(await eventually { service.bleAdvertisedPSM == Self.psm }, "registered again")
+            // The new bluetoothd read it all back, as the first one did.
+            let report = try await bus.report(connection)
+            let ad = try #require((report["advertisements"] as? [String: [String: Any]])?[BlueZRegistration.advertisementPath])
+            #expect((ad["ServiceData"] as? [String: [Int]])?[BigPeerBLE.serviceUUID] == [0x85, 0x00])
+            let app = try #require((report["applications"] as? [String: [String: Any]])?[BlueZRegistration.applicationPath])
+            #expect((app["reads"] as? [String: [Int]])?[BlueZRegistration.characteristicPath] == [0x85, 0x00])
+            #expect(paused() == ["warning BLE advertising paused: BlueZ (org.bluez) left the system bus; advertising again when it returns"])
+            #expect(!lines.withLock { $0 }.contains { $0.contains("BLE unavailable") })
+        }
+        #expect(try await bus.report(connection)["unregistered_advertisements"] as? [String] == [BlueZRegistration.advertisementPath])
+        await connection.close()
+        await bus.stop()
+    }
+
+    /// The bus closing our connection ends advertising: said once, and the node runs on.
+    @Test func theBusGoingAway_endsAdvertising_saidOnce() async throws {
         let bus = try await PrivateBus(withBlueZ: true)
         try await Self.withNode(on: bus) { service, lines in
             #expect(service.bleAdvertisedPSM == Self.psm)
-            if busDies { await bus.killDaemon() } else { await bus.killBlueZ() }
-            let ended = { lines.withLock { $0 }.filter { $0.contains("BLE advertising ended") } }
+            await bus.killDaemon()
+            let ended = { lines.withLock { $0 }.filter { $0.contains("BLE advertising") } }
             #expect(await eventually { !ended().isEmpty })
             #expect(service.bleAdvertisedPSM == nil)
-            let why = busDies ? "the D-Bus connection closed" : "BlueZ (org.bluez) left the system bus"
-            #expect(ended().count == 1 && ended().first?.hasPrefix("warning BLE advertising ended: \(why)") == true, "\(ended())")
+            #expect(ended().count == 1 && ended().first?.hasPrefix("warning BLE advertising ended: the D-Bus connection closed") == true, "\(ended())")
             #expect(service.acceptsBLE)
         }
         await bus.stop()
