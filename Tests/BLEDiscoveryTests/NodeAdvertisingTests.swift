@@ -31,18 +31,23 @@ struct NodeAdvertisingTests {
         }
     }
 
+    /// What the stand-in read back: the advertisement's service data and the characteristic's
+    /// ReadValue are the PSM, little-endian.
+    static func expectRegistered(_ report: [String: Any]) throws {
+        let ad = try #require((report["advertisements"] as? [String: [String: Any]])?[BlueZRegistration.advertisementPath])
+        #expect((ad["ServiceData"] as? [String: [Int]])?[BigPeerBLE.serviceUUID] == [0x85, 0x00])
+        #expect(ad["ServiceUUIDs"] as? [String] == [BigPeerBLE.serviceUUID])
+        #expect((ad["LocalName"] as? String)?.isEmpty == false, "the node's device name")
+        let app = try #require((report["applications"] as? [String: [String: Any]])?[BlueZRegistration.applicationPath])
+        #expect((app["reads"] as? [String: [Int]])?[BlueZRegistration.characteristicPath] == [0x85, 0x00])
+    }
+
     @Test func theNodeRegistersItsPSM_andUnregistersOnStop() async throws {
         let bus = try await PrivateBus(withBlueZ: true)
         let connection = try await bus.connect()
         try await Self.withNode(on: bus) { service, lines in
             #expect(service.acceptsBLE && service.bleAdvertisedPSM == Self.psm)
-            let report = try await bus.report(connection)
-            let ad = try #require((report["advertisements"] as? [String: [String: Any]])?[BlueZRegistration.advertisementPath])
-            #expect((ad["ServiceData"] as? [String: [Int]])?[BigPeerBLE.serviceUUID] == [0x85, 0x00])
-            #expect(ad["ServiceUUIDs"] as? [String] == [BigPeerBLE.serviceUUID])
-            #expect((ad["LocalName"] as? String)?.isEmpty == false, "the node's device name")
-            let app = try #require((report["applications"] as? [String: [String: Any]])?[BlueZRegistration.applicationPath])
-            #expect((app["reads"] as? [String: [Int]])?[BlueZRegistration.characteristicPath] == [0x85, 0x00], "ReadValue: the PSM, little-endian")
+            try Self.expectRegistered(try await bus.report(connection))
             #expect(!lines.withLock { $0 }.contains { $0.contains("BLE unavailable") })
         }
         let after = try await bus.report(connection)
@@ -81,11 +86,7 @@ struct NodeAdvertisingTests {
             try await bus.startBlueZ()
             #expect(await eventually { service.bleAdvertisedPSM == Self.psm }, "registered again")
             // The new bluetoothd read it all back, as the first one did.
-            let report = try await bus.report(connection)
-            let ad = try #require((report["advertisements"] as? [String: [String: Any]])?[BlueZRegistration.advertisementPath])
-            #expect((ad["ServiceData"] as? [String: [Int]])?[BigPeerBLE.serviceUUID] == [0x85, 0x00])
-            let app = try #require((report["applications"] as? [String: [String: Any]])?[BlueZRegistration.applicationPath])
-            #expect((app["reads"] as? [String: [Int]])?[BlueZRegistration.characteristicPath] == [0x85, 0x00])
+            try Self.expectRegistered(try await bus.report(connection))
             #expect(paused() == ["warning BLE advertising paused: BlueZ (org.bluez) left the system bus; advertising again when it returns"])
             #expect(!lines.withLock { $0 }.contains { $0.contains("BLE unavailable") })
         }
