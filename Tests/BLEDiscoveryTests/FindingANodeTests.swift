@@ -43,4 +43,28 @@ struct FindingANodeTests {
         await connection.close()
         await bus.stop()
     }
+
+    /// bluetoothd restarting: every node it reported is lost, and the new one is asked to scan again.
+    @Test func bluetoothdRestarting_losesItsNodes_andTheScanStartsAgain() async throws {
+        let bus = try await PrivateBus(withBlueZ: true)
+        let connection = try await bus.connect()
+        let events = MutexBox<[BLEFinderEvent]>([])
+        let finder = try await BLENodeFinder.start(connection: connection) { event in events.withLock { $0.append(event) } }
+        try await Self.addDevice(connection, 1, type: "public", name: "ship", psm: 0x80)
+        #expect(await eventually { events.withLock { $0.count } == 1 })
+        await bus.killBlueZ()
+        #expect(await eventually { events.withLock { $0.count } == 2 })
+        #expect(events.withLock { $0.last } == .lost(devicePath: "/org/bluez/hci0/dev_01"))
+        try await bus.startBlueZ()
+        #expect(await eventually { (try? await bus.report(connection))?["discovering"] as? Bool == true }, "discovery started on the new bluetoothd")
+        let filter = try #require(try await bus.report(connection)["discovery_filter"] as? [String: Any])
+        #expect(filter["UUIDs"] as? [String] == [BigPeerBLE.serviceUUID])
+        try await Self.addDevice(connection, 2, type: "random", name: "ship", psm: 0x81)
+        #expect(await eventually { events.withLock { $0.count } == 3 })
+        #expect(events.withLock { $0.last } == .found(BLEPeer(devicePath: "/org/bluez/hci0/dev_02", address: "C0:00:00:00:00:02",
+                                                               addressType: "random", psm: 0x81, name: "ship")))
+        await finder.stop()
+        await connection.close()
+        await bus.stop()
+    }
 }
