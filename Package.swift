@@ -63,7 +63,7 @@ let package = Package(
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "LANDiscovery", "Discovery", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "LANDiscovery", "Discovery", "BLEDiscovery", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
@@ -84,7 +84,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "BLEDiscovery", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -114,7 +114,7 @@ let package = Package(
                                                                   .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["TestRandomness", "Discovery"], swiftSettings: strict),
         .testTarget(name: "DBusTests", dependencies: ["TestRandomness", "DBus"], swiftSettings: strict),
-        .testTarget(name: "BLEDiscoveryTests", dependencies: ["BLEDiscovery", "DBus", "Sockets", "BigPeerTestSupport",
+        .testTarget(name: "BLEDiscoveryTests", dependencies: ["BLEDiscovery", "DBus", "Sockets", "SyncPeer", "HTTP", "BigPeerTestSupport", "ServerTestSupport", "BigPeerServer",
                                                              .product(name: "Logging", package: "swift-log")],
                     exclude: ["fake_bluez.py"], swiftSettings: strict),
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",

@@ -1,5 +1,6 @@
 // Scans for BigPeer nodes through BlueZ: a discovery filter for LE and our service UUID,
 // StartDiscovery, the devices BlueZ already knows, then its signals, all fed to a `BLEPeerTable`.
+// When bluetoothd leaves the bus every node is lost; when it returns the scan starts again.
 
 import DBus
 import Logging
@@ -33,23 +34,43 @@ public final class BLENodeFinder: Sendable {
         }
         let deliver: @Sendable ([BLEFinderEvent]) -> Void = { events in events.forEach(onEvent) }
         await connection.onSignal { signal in
-            deliver(box.value.table.handle(signal: signal))
+            switch BlueZ.ownerChange(signal) {
+            case .left?:
+                deliver(box.value.table.forgetAll())
+            case .arrived?:
+                // A new bluetoothd knows nothing of our filter or discovery session.
+                Task {
+                    do { try await scan(connection, adapterPath: adapterPath, table: box, deliver: deliver) } catch {
+                        let core = connection.core
+                        core.loop.execute { core.value.logger.warning("BLE: scanning did not start again", metadata: ["error": "\(error)"]) }
+                    }
+                }
+            case nil:
+                deliver(box.value.table.handle(signal: signal))
+            }
         }
         do {
             try await connection.addMatch("type='signal',sender='\(BlueZ.service)',interface='\(DBusStandardInterface.objectManager)'")
             try await connection.addMatch("type='signal',sender='\(BlueZ.service)',interface='\(DBusStandardInterface.properties)',"
                                           + "member='PropertiesChanged',path_namespace='\(adapterPath)'")
-            let filter = DBusValue.properties(["Transport": .string("le"), "UUIDs": .array(.string, [.string(BigPeerBLE.serviceUUID)])])
-            _ = try await connection.call(BlueZ.service, adapterPath, BlueZ.adapterInterface, "SetDiscoveryFilter", [filter])
-            _ = try await connection.call(BlueZ.service, adapterPath, BlueZ.adapterInterface, "StartDiscovery")
-            let known = try await connection.call(BlueZ.service, "/", DBusStandardInterface.objectManager, "GetManagedObjects")
-            if let objects = known.body.first {
-                try await loop.submit { deliver(box.value.table.managedObjects(objects)) }
-            }
+            try await connection.addMatch(BlueZ.ownerChangedRule)
+            try await scan(connection, adapterPath: adapterPath, table: box, deliver: deliver)
         } catch {
             throw BLEUnavailable("adapter \(adapterPath) cannot scan: \(error)")
         }
         return BLENodeFinder(connection: connection, adapter: adapter, table: box)
+    }
+
+    /// Sets the discovery filter, starts discovery and takes in the devices BlueZ knows already.
+    private static func scan(_ connection: DBusConnection, adapterPath: String, table box: LoopBound<Box>,
+                             deliver: @escaping @Sendable ([BLEFinderEvent]) -> Void) async throws {
+        let filter = DBusValue.properties(["Transport": .string("le"), "UUIDs": .array(.string, [.string(BigPeerBLE.serviceUUID)])])
+        _ = try await connection.call(BlueZ.service, adapterPath, BlueZ.adapterInterface, "SetDiscoveryFilter", [filter])
+        _ = try await connection.call(BlueZ.service, adapterPath, BlueZ.adapterInterface, "StartDiscovery")
+        let known = try await connection.call(BlueZ.service, "/", DBusStandardInterface.objectManager, "GetManagedObjects")
+        if let objects = known.body.first {
+            try await box.loop.submit { deliver(box.value.table.managedObjects(objects)) }
+        }
     }
 
     /// The nodes seen so far.

@@ -64,6 +64,14 @@ public struct BLEPeerTable: Sendable {
         }
     }
 
+    /// bluetoothd left the bus: every device it reported is gone with it.
+    public mutating func forgetAll() -> [BLEFinderEvent] {
+        let lost = peers.keys.sorted().map { BLEFinderEvent.lost(devicePath: $0) }
+        devices = [:]
+        peers = [:]
+        return lost
+    }
+
     private mutating func merge(path: String, _ changed: [String: DBusValue]) -> [BLEFinderEvent] {
         guard path.hasPrefix(adapterPath + "/") else { return [] }
         guard devices[path] != nil || devices.count < Self.maxDevices else { return [] }

@@ -16,6 +16,27 @@ public enum BlueZ {
     public static let gattCharacteristic = "org.bluez.GattCharacteristic1"
 
     public static func adapterPath(_ adapter: String) -> String { "/org/bluez/" + adapter }
+
+    /// The bus's `NameOwnerChanged` signals for `org.bluez` (bluetoothd starting or exiting).
+    public static let ownerChangedRule =
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(service)'"
+
+    public enum OwnerChange: Equatable, Sendable {
+        /// bluetoothd left the bus: every registration it held is gone with it.
+        case left
+        /// bluetoothd (re)started: it knows nothing of what was registered before.
+        case arrived
+    }
+
+    /// What a `NameOwnerChanged(org.bluez, old, new)` signal says; nil for any other message. Only
+    /// the bus itself sends it (the bus stamps every message's sender, so no client can forge it).
+    public static func ownerChange(_ signal: DBusMessage) -> OwnerChange? {
+        guard signal.sender == "org.freedesktop.DBus", signal.interface == "org.freedesktop.DBus", signal.member == "NameOwnerChanged",
+              signal.body.count == 3, signal.body[0] == .string(service),
+              let old = signal.body[1].stringValue, let new = signal.body[2].stringValue else { return nil }
+        if new.isEmpty { return .left }
+        return old.isEmpty ? .arrived : nil
+    }
 }
 
 /// What BigPeer registers with BlueZ for one PSM.

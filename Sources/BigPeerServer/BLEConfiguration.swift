@@ -15,6 +15,16 @@ public struct BLEConfiguration: Sendable {
     /// `supervisionTimeout` is dropped (BLE loss is silence).
     public var keepaliveInterval: Duration = .seconds(5)
     public var supervisionTimeout: Duration = .seconds(20)
+    /// Advertise the service UUID and the PSM, and publish the GATT PSM characteristic, through
+    /// BlueZ (docs/PROTOCOL.md §2.2). Off: only peers told the address and PSM find the node.
+    public var advertise = true
+    /// The D-Bus system bus BlueZ is on; nil: `DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// /run/dbus/system_bus_socket. Tests give a private bus.
+    public var systemBusAddress: String?
+    /// The PSM advertised when the listener has none of its own, which is only the AF_UNIX
+    /// stand-in: tests of the advertising path on machines without Bluetooth. Without it a
+    /// stand-in listener is not advertised.
+    public var standInPSM: UInt16?
 
     public init() {}
 }

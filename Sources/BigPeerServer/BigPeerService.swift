@@ -44,8 +44,10 @@ public final class BigPeerService: Sendable {
     /// LAN TCP peer links (`--lan`), when configured, and their mDNS advertisement.
     private let lan: LANPeerListener?
     private let advertiser: LANAdvertiser?
-    /// BLE peer links (`--ble`), when configured and Bluetooth is there.
+    /// BLE peer links (`--ble`), when configured and Bluetooth is there, and their advertisement
+    /// through BlueZ, when BlueZ is there.
     private let ble: BLEPeerListener?
+    private let bleAdvertising: BLEAdvertising?
     /// Links with the other nodes of the sync group found on the LAN (`--lan`, advertising).
     public let mesh: LANMesh?
     /// The connection policy every incoming link passes (the sync endpoint now; LAN and BLE
@@ -59,13 +61,14 @@ public final class BigPeerService: Sendable {
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
-                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, mesh: LANMesh?, connectionPolicy: SyncConnectionPolicy,
-                 policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
+                 upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, bleAdvertising: BLEAdvertising?, mesh: LANMesh?,
+                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
         self.upstream = upstream
         self.presence = presence
         self.lan = lan
         self.advertiser = advertiser
         self.ble = ble
+        self.bleAdvertising = bleAdvertising
         self.mesh = mesh
         self.connectionPolicy = connectionPolicy
         self.policyWatch = policyWatch
@@ -179,8 +182,10 @@ public final class BigPeerService: Sendable {
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
         AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
+        // What presence, the LAN mesh and the BLE advertisement call this node.
+        let deviceName = configuration.lan?.deviceName ?? LANAdvertiser.hostName()
         let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),
-                                   local: PresenceGossip.LocalInfo(deviceName: configuration.lan?.deviceName ?? LANAdvertiser.hostName(), isConnectedToBigPeer: true))
+                                   local: PresenceGossip.LocalInfo(deviceName: deviceName, isConnectedToBigPeer: true))
         PresenceRoute(hub: presence, auth: auth, logger: logger).register(on: &router)
         presence.start()
         if let upstream { presence.carry(upstream) }
@@ -190,7 +195,7 @@ public final class BigPeerService: Sendable {
                                    protocolVersion: SyncProtocol.version, role: .node)
             do {
                 mesh = try LANMesh(configuration: meshConfiguration, rule: rule, store: store, lockSession: sessionConfig,
-                                   deviceName: lanConfiguration.deviceName ?? LANAdvertiser.hostName(), presence: presence, logger: logger)
+                                   deviceName: deviceName, presence: presence, logger: logger)
             } catch {
                 await presence.stop()
                 await releaseOnFailure(upstream)
@@ -295,10 +300,15 @@ public final class BigPeerService: Sendable {
             await abandon()
             throw error
         }
+        var bleAdvertising: BLEAdvertising?
+        if let bleConfiguration = configuration.ble, let ble {
+            bleAdvertising = await BLEAdvertising.startIfAvailable(bleConfiguration, listenerPSM: ble.psm, deviceName: deviceName, loop: group.loops[0],
+                                                                   logger: logger)
+        }
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
+                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
                               presence: presence, logger: logger)
     }
 
@@ -329,6 +339,9 @@ public final class BigPeerService: Sendable {
     public var blePSM: UInt16? { ble?.psm }
     /// Whether BLE links are accepted (false with `--ble` where there is no Bluetooth).
     public var acceptsBLE: Bool { ble != nil }
+    /// The PSM registered with BlueZ for advertising; nil when the node is not advertised
+    /// (no `--ble`, no Bluetooth, no BlueZ, advertising ended).
+    public var bleAdvertisedPSM: UInt16? { bleAdvertising?.advertisedPSM }
 
     public func stop() async {
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
@@ -336,6 +349,7 @@ public final class BigPeerService: Sendable {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))
         }
         await advertiser?.stop()  // goodbyes first: peers stop dialling what is going away
+        await bleAdvertising?.stop()
         await lan?.stop()
         await ble?.stop()
         await mesh?.stop()  // links this node dials say `bye`; their merges in flight commit

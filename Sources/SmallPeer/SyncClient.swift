@@ -77,6 +77,8 @@ public final class SyncClient: Sendable {
         /// Sessions resumed on a new link (PROTOCOL.md §4.16), and the link the session runs on.
         public var resumes = 0
         public var activeURL: String?
+        /// A client that has not started: connecting, nothing synced.
+        public init() {}
     }
 
     public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {

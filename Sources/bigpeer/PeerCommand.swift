@@ -66,8 +66,12 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("lan-interface"), help: "With --lan: an interface to browse on (repeatable; default: all that are up, multicast-capable and not loopback).")
     var lanInterfaces: [String] = []
 
-    @Flag(name: .customLong("ble"), help: "Sync over a BLE L2CAP channel: with --url l2cap://ADDRESS/PSM[?random] (the node's address and the PSM it advertises). Fails with \"BLE unavailable: …\" where there is no Bluetooth.")
+    @Flag(name: .customLong("ble"), help: "Sync over a BLE L2CAP channel: with --url l2cap://ADDRESS/PSM[?random] (the node's address and the PSM it advertises), or without --url with a node found by scanning through BlueZ (moving to another when it is lost). Fails with \"BLE unavailable: …\" where there is no Bluetooth or no BlueZ.")
     var ble = false
+    @Option(name: .customLong("ble-adapter"), help: "With --ble and no --url: the Bluetooth adapter to scan on.")
+    var bleAdapter = "hci0"
+    @Option(name: .customLong("ble-name"), help: "With --ble and no --url: only a node advertising this local name (its device name).")
+    var bleName: String?
 
     @Flag(name: .customLong("listen"), help: "With --lan: advertise this peer (role=peer) and link with every node and small peer of the sync group found on the LAN, one link per pair, with no one server: it dials the nodes and the peers with a higher peer key, and serves the links the others dial on --listen-port.")
     var listen = false
@@ -92,11 +96,13 @@ struct PeerCommand: AsyncParsableCommand {
         if let url, url.hasPrefix("l2cap://") && !ble { throw ValidationError("an l2cap:// --url needs --ble") }
         if !fallbackURLs.isEmpty && url == nil { throw ValidationError("--fallback-url needs --url") }
         if fallbackURLs.contains(where: { $0.hasPrefix("l2cap://") }) && !ble { throw ValidationError("an l2cap:// --fallback-url needs --ble") }
+        if (bleAdapter != "hci0" || bleName != nil) && (!ble || url != nil) { throw ValidationError("--ble-adapter and --ble-name need --ble without --url") }
+        guard BLEOptions.isAdapterName(bleAdapter) else { throw ValidationError("--ble-adapter must be hciN") }
         if !lan && (syncGroup != 0 || !lanInterfaces.isEmpty || listen) { throw ValidationError("--sync-group, --lan-interface and --listen need --lan") }
         if !listen && (listenPort != 0 || peerPolicy != nil) { throw ValidationError("--listen-port and --peer-policy need --listen") }
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
         if !(0...65535).contains(listenPort) { throw ValidationError("--listen-port must be 0...65535") }
-        if syncOnce && url == nil && !lan { throw ValidationError("--sync-once needs --url or --lan") }
+        if syncOnce && url == nil && !lan && !ble { throw ValidationError("--sync-once needs --url, --lan or --ble") }
         if [key != nil, jwt != nil, jwtFile != nil].filter({ $0 }).count > 1 { throw ValidationError("--key, --jwt and --jwt-file exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
@@ -107,8 +113,8 @@ struct PeerCommand: AsyncParsableCommand {
                 Output.error("\(unavailable)")
                 throw ExitCode.failure
             }
-            guard let url, url.hasPrefix("l2cap://") else {
-                Output.error("--ble needs --url l2cap://ADDRESS/PSM: finding a node by BLE scanning is not in this binary yet")
+            if let url, !([url] + fallbackURLs).contains(where: { $0.hasPrefix("l2cap://") }) {
+                Output.error("--ble needs an l2cap://ADDRESS/PSM --url or --fallback-url, or no --url (a node is found by scanning)")
                 throw ExitCode.failure
             }
         }
@@ -152,7 +158,7 @@ struct PeerCommand: AsyncParsableCommand {
                 throw ExitCode.failure
             }
         }
-        guard target != nil || listen, !offline else {
+        guard target != nil || listen || ble, !offline else {
             if offline && !statements.isEmpty { return }
             return prompt(peer, local: local)
         }
@@ -180,12 +186,23 @@ struct PeerCommand: AsyncParsableCommand {
             config.jwt = token
         }
         if syncOnce { config.maxConnectAttempts = 3 }
-        guard let url = target else { return try await runLinked(peer, client: config, local: local) }
-        let client: SyncClient
-        do { client = try SyncClient(peer: peer, configuration: config) } catch {
-            Output.error("\(error)")
-            throw ExitCode.failure
+        let client: any PeerSyncClient
+        if target == nil && ble {
+            do {
+                client = try await PeerBLELink.start(peer: peer, client: config, adapter: bleAdapter, name: bleName, timeout: .seconds(timeout),
+                                                     logger: Self.stderrLogger("bigpeer.peer.ble"))
+            } catch {
+                Output.error("\(error)")
+                throw ExitCode.failure
+            }
+        } else {
+            guard target != nil else { return try await runLinked(peer, client: config, local: local) }
+            do { client = try SyncClient(peer: peer, configuration: config) } catch {
+                Output.error("\(error)")
+                throw ExitCode.failure
+            }
         }
+        let url = target ?? "the BLE node"
         let initialToken = config.jwt
         let rereader = jwtFile.map { path in
             Task {
@@ -245,7 +262,7 @@ struct PeerCommand: AsyncParsableCommand {
         let links: PeerLANLinks
         do {
             links = try await PeerLANLinks.start(peer: peer, client: client, syncGroup: syncGroup, interfaces: lanInterfaces, listenPort: listenPort,
-                                                 policy: policy, logger: Self.lanLogger())
+                                                 policy: policy, logger: Self.stderrLogger("bigpeer.peer.lan"))
         } catch {
             Output.error("--listen: \(error)")
             throw ExitCode.failure
@@ -254,9 +271,9 @@ struct PeerCommand: AsyncParsableCommand {
         await links.stop()
     }
 
-    /// What `--listen` logs goes to stderr (stdout carries the JSON lines), from `notice` up.
-    static func lanLogger() -> Logger {
-        var logger = Logger(label: "bigpeer.peer.lan") { StreamLogHandler.standardError(label: $0) }
+    /// What `--listen` and `--ble` log goes to stderr (stdout carries the JSON lines), from `notice` up.
+    static func stderrLogger(_ label: String) -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = .notice
         return logger
     }

@@ -56,6 +56,17 @@ struct BLEPeerTableTests {
         #expect(table.peers.isEmpty)
     }
 
+    @Test func forgetAll_losesEveryNode_andTheDevicesBehindThem() {
+        var table = BLEPeerTable(adapterPath: Self.adapter)
+        _ = table.handle(signal: Self.added("\(Self.adapter)/dev_2", Self.device(serviceData: [BigPeerBLE.serviceUUID: [0x81, 0]])))
+        _ = table.handle(signal: Self.added("\(Self.adapter)/dev_1", Self.device(serviceData: [BigPeerBLE.serviceUUID: [0x80, 0]])))
+        _ = table.handle(signal: Self.added("\(Self.adapter)/dev_3", Self.device(serviceData: nil)))
+        #expect(table.forgetAll() == [.lost(devicePath: "\(Self.adapter)/dev_1"), .lost(devicePath: "\(Self.adapter)/dev_2")])
+        #expect(table.peers.isEmpty)
+        // What a device had said before is forgotten too: service data alone is no node without its address.
+        #expect(table.handle(signal: Self.changed("\(Self.adapter)/dev_3", ["ServiceData": .properties([BigPeerBLE.serviceUUID: .bytes([0x82, 0])])])) == [])
+    }
+
     @Test func managedObjects_reportKnownNodes() {
         var table = BLEPeerTable(adapterPath: Self.adapter)
         let objects = DBusValue.dictionary(key: .objectPath, value: .array(.dictEntry(.string, .array(.dictEntry(.string, .variant)))), [

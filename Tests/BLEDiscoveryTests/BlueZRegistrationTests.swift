@@ -41,6 +41,19 @@ struct BlueZRegistrationTests {
         #expect(released.withLock { $0 })
     }
 
+    @Test func ownerChange_onlyFromTheBus_andOnlyForBlueZ() {
+        func signal(_ name: String, _ old: String, _ new: String, sender: String = "org.freedesktop.DBus") -> DBusMessage {
+            var m = DBusMessage.signal(path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                                       body: [.string(name), .string(old), .string(new)])
+            m.sender = sender
+            return m
+        }
+        #expect(BlueZ.ownerChange(signal("org.bluez", ":1.5", "")) == .left)
+        #expect(BlueZ.ownerChange(signal("org.bluez", "", ":1.9")) == .arrived)
+        #expect(BlueZ.ownerChange(signal("org.example", ":1.5", "")) == nil)
+        #expect(BlueZ.ownerChange(signal("org.bluez", ":1.5", "", sender: ":1.7")) == nil, "another client cannot forge it")
+    }
+
     @Test func busAddresses() throws {
         #expect(try DBusBusAddress(parsing: "unix:path=/run/dbus/system_bus_socket") == .path("/run/dbus/system_bus_socket"))
         #expect(try DBusBusAddress(parsing: "tcp:host=x,port=1;unix:path=/tmp/a%20b,guid=00") == .path("/tmp/a b"))

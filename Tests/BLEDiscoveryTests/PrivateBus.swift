@@ -29,7 +29,8 @@ final class PrivateBus: Sendable {
     let directory: TemporaryDirectory
     let address: String
     let daemonPID: pid_t
-    let fakePID: pid_t?
+    /// The BlueZ stand-in while it runs.
+    private let fakePID = MutexBox<pid_t?>(nil)
     let loops: EventLoopGroup
     /// Set once the daemon is reaped, so its pid (free for reuse then) is never signalled again.
     private let daemonReaped = MutexBox(false)
@@ -58,15 +59,18 @@ final class PrivateBus: Sendable {
         // The daemon prints its address once it listens.
         let printed = await eventually { ((try? String(contentsOfFile: daemonOut, encoding: .utf8)) ?? "").contains("unix:") }
         if !printed { throw ServerProcessError.spawn("dbus-daemon did not start") }
-        if withBlueZ {
-            let fakeOut = directory.path + "/fake.out"
-            fakePID = try TestCommand.spawn(StandIn.python, [StandIn.fakeBlueZ, address], stdoutPath: fakeOut, stderrPath: directory.path + "/fake.err")
-            let ready = await eventually { ((try? String(contentsOfFile: fakeOut, encoding: .utf8)) ?? "").contains("ready") }
-            if !ready { throw ServerProcessError.spawn("fake_bluez.py did not start: \((try? String(contentsOfFile: directory.path + "/fake.err", encoding: .utf8)) ?? "")") }
-        } else {
-            fakePID = nil
-        }
         loops = try EventLoopGroup(threads: 1)
+        if withBlueZ { try await startBlueZ() }
+    }
+
+    /// Starts the BlueZ stand-in (again: a restarted bluetoothd) and returns once it owns org.bluez.
+    func startBlueZ() async throws {
+        let run = UInt64.random(in: 0...UInt64.max)
+        let fakeOut = directory.path + "/fake-\(run).out", fakeErr = directory.path + "/fake-\(run).err"
+        let pid = try TestCommand.spawn(StandIn.python, [StandIn.fakeBlueZ, address], stdoutPath: fakeOut, stderrPath: fakeErr)
+        fakePID.withLock { $0 = pid }
+        let ready = await eventually { ((try? String(contentsOfFile: fakeOut, encoding: .utf8)) ?? "").contains("ready") }
+        if !ready { throw ServerProcessError.spawn("fake_bluez.py did not start: \((try? String(contentsOfFile: fakeErr, encoding: .utf8)) ?? "")") }
     }
 
     var loop: EventLoop { loops.loops[0] }
@@ -82,6 +86,14 @@ final class PrivateBus: Sendable {
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
     }
 
+    /// Ends the BlueZ stand-in alone: the bus sees org.bluez lose its owner.
+    func killBlueZ() async {
+        // Taken out first, so a reaped pid (free for reuse) is never signalled.
+        guard let pid = fakePID.withLock({ p in defer { p = nil }; return p }) else { return }
+        kill(pid, SIGKILL)
+        _ = await TestCommand.wait(pid)
+    }
+
     /// Ends the bus alone (the loops keep running, so connections see it go).
     func killDaemon() async {
         guard !daemonReaped.withLock({ $0 }) else { return }
@@ -93,7 +105,7 @@ final class PrivateBus: Sendable {
     /// SIGKILL: a SIGTERM sent from the test process left the daemon running (not looked into
     /// further), and nothing here needs a clean exit.
     func stop() async {
-        if let fakePID { kill(fakePID, SIGKILL); _ = await TestCommand.wait(fakePID) }
+        await killBlueZ()
         await killDaemon()
         loops.shutdown()
     }

@@ -158,7 +158,11 @@ class Control(dbus.service.Object):
 
     @dbus.service.method("org.bigpeer.FakeBlueZ", in_signature="ssssay", out_signature="")
     def AddDevice(self, path, address, address_type, uuid, data):
-        props = dbus.Dictionary({"Address": dbus.String(address), "AddressType": dbus.String(address_type), "Name": dbus.String("node"),
+        self.AddNamedDevice(path, address, address_type, "node", uuid, data)
+
+    @dbus.service.method("org.bigpeer.FakeBlueZ", in_signature="sssssay", out_signature="")
+    def AddNamedDevice(self, path, address, address_type, name, uuid, data):
+        props = dbus.Dictionary({"Address": dbus.String(address), "AddressType": dbus.String(address_type), "Name": dbus.String(name),
                                  "ServiceData": dbus.Dictionary({uuid: dbus.Array([dbus.Byte(b) for b in data], signature="y")},
                                                                 signature="sv")}, signature="sv")
         if len(data) == 0:

@@ -92,15 +92,27 @@ struct PeerCommandTests {
         #expect(usage.status != 0)
     }
 
-    /// `--ble` where there is no Bluetooth (this machine: no AF_BLUETOOTH): the one documented line, a failure exit.
-    @Test func ble_withoutBluetooth_failsWithTheUnavailableLine() async throws {
+    /// `--ble` where there is no Bluetooth (this machine: no AF_BLUETOOTH), dialling a given URL or
+    /// scanning for a node: the one documented line, a failure exit.
+    @Test(arguments: [["--url", "l2cap://00:11:22:33:44:55/129"], ["--ble-name", "ship", "--ble-adapter", "hci1"]])
+    func ble_withoutBluetooth_failsWithTheUnavailableLine(target: [String]) async throws {
         guard let unavailable = PacketSockets.bluetoothUnavailable() else { return }  // a machine with Bluetooth: nothing to check
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let ble = try await Self.run(["--data", dir.path, "--ble", "--url", "l2cap://00:11:22:33:44:55/129", "--sync-once"])
+        let ble = try await Self.run(["--data", dir.path, "--ble"] + target + ["--sync-once"])
         #expect(ble.status != 0)
         #expect(ble.err.trimmingCharacters(in: .whitespacesAndNewlines) == "bigpeer peer: \(unavailable)", "\(ble.err)")
         #expect(ble.err.contains("BLE unavailable: "))
+    }
+
+    @Test func bleScanOptions_needBLEWithoutURL() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        for args in [["--ble-name", "ship", "--offline"], ["--ble", "--ble-name", "ship", "--url", "l2cap://00:11:22:33:44:55/129"],
+                     ["--ble", "--ble-adapter", "usb0"]] {
+            let r = try await Self.run(["--data", dir.path] + args)
+            #expect(r.status != 0 && r.err.contains("--ble-adapter"), "\(args): \(r.err)")
+        }
     }
 
     @Test(.timeLimit(.minutes(1)))
