@@ -39,7 +39,7 @@ import Testing
             let link = try await loop.submit { () throws -> LoopBound<PacketSyncLink> in
                 let callbacks = PacketSyncLink.Callbacks(
                     connected: {}, received: { m in received.withLock { $0.append(m) } }, drained: { drains.withLock { $0 += 1 } },
-                    closed: { reason, _ in closedReason.withLock { $0 = reason } })
+                    closed: { close in closedReason.withLock { $0 = close.description } })
                 let link = try PacketSyncLink.accepted(fd: fd, address: .unixStandIn(path: "pair"), options: PacketSocketOptions(standInMTU: mtu),
                                                        configuration: linkConfiguration, loop: loop, callbacks: callbacks)
                 return LoopBound(link, loop: loop)
@@ -84,9 +84,9 @@ import Testing
         #expect(sdus.count == 16 && sdus.dropLast().allSatisfy { $0.count == 64 })
         for sdu in PacketFraming.sdus(message, mtu: 64) { h.rawSend(sdu) }
         #expect(await eventually { h.received.withLock { $0 } == [message] })
-        let counters = try await h.onLink { $0.counters }
+        let (counters, channel) = try await h.onLink { ($0.counters, $0.channelCounters) }
         #expect(counters.messagesSent == 1 && counters.messagesReceived == 1)
-        #expect(counters.sdusSent == 16 && counters.sdusReceived == 16 && counters.bytesSent == 1004)
+        #expect(channel.sdusSent == 16 && channel.sdusReceived == 16 && channel.bytesSent == 1004)
     }
 
     /// A peer that does not read: SDUs wait in the link's queue (as for a peer without credits),
