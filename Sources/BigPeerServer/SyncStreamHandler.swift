@@ -24,7 +24,8 @@ final class SyncStreamHandler {
     private var connection: SyncConnection?
     private let outbox = SyncOutbox()
 
-    /// Adopts an accepted descriptor (closed here if that fails). Must run on `loop`.
+    /// Adopts an accepted descriptor (closed here if that fails). Must run on `loop`. Nothing is
+    /// delivered before the session starts (the link starts without credit).
     init?(fd: Int32, remote: SocketAddress, loop: EventLoop, tls: TLSContext?, number: UInt64, route: SyncRoute,
           registry: SyncSessionRegistry, onClose: @escaping @Sendable () -> Void) {
         self.number = number
@@ -33,15 +34,16 @@ final class SyncStreamHandler {
         self.route = route
         self.registry = registry
         self.onClose = onClose
+        // Strong: the link keeps this object until it closes (then it drops its callbacks).
         let callbacks = LinkCallbacks(
-            connected: { [weak self] in self?.openSession() },
-            received: { [weak self] message in self?.connection?.receive(message) },
-            drained: { [weak self] in self?.drained() },
-            closed: { [weak self] _ in self?.closed() })
+            connected: { self.openSession() },
+            received: { message in self.connection?.receive(message) },
+            drained: { self.drained() },
+            closed: { _ in self.closed() })
         do {
             // Write limits as the WebSocket's (`SyncRoute.webSocketLimits`).
             link = try StreamLinkConnection.accepted(fd: fd, remote: remote, loop: loop, tls: tls,
-                                                     maxMessageSize: route.session.limits.maxMessageSize, callbacks: callbacks)
+                                                     maxMessageSize: route.session.limits.maxMessageSize, credit: 0, callbacks: callbacks)
         } catch {
             route.logger.warning("cannot adopt a LAN peer link", metadata: ["remote": "\(remote)", "error": "\(error)"])
             return nil
@@ -70,6 +72,7 @@ final class SyncStreamHandler {
         configuration.maxQueuedBytes = 1 << 20
         connection = route.startSession(number: number, configuration: configuration, transport: transport, outbox: outbox,
                                          executor: loop, registry: registry, remote: remote, link: .accessPoint)
+        link.grantCredit(.max)  // the link holds what arrives until the session exists
     }
 
     /// Says `bye` with `code` and closes once it is written (PROTOCOL.md §2).

@@ -151,15 +151,12 @@ public final class PacketConnection {
 
     /// Stops reading (backpressure toward the peer: on L2CAP it runs out of credits, on the
     /// stand-in its sends find the receive queue full).
-    public func pauseReading() {
-        guard readingEnabled else { return }
-        readingEnabled = false
-        updateInterest()
-    }
+    public func pauseReading() { setReading(false) }
+    public func resumeReading() { setReading(true) }
 
-    public func resumeReading() {
-        guard !readingEnabled else { return }
-        readingEnabled = true
+    private func setReading(_ on: Bool) {
+        guard on != readingEnabled else { return }
+        readingEnabled = on
         updateInterest()
     }
 

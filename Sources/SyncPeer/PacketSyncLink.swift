@@ -88,12 +88,6 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
         return link
     }
 
-    private func adopt(_ connection: PacketConnection) {
-        self.connection = connection
-        if ledger.receiveCredit == 0 { connection.pauseReading() }
-        connection.onBytesWritten = { [weak self] in self?.wrote() }
-    }
-
     public var callbacks: LinkCallbacks {
         get { ledger.callbacks }
         set { ledger.callbacks = newValue }
@@ -133,6 +127,13 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
     }
 
     public func abort() { connection?.close() }
+
+    /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
+    private func adopt(_ connection: PacketConnection) {
+        self.connection = connection
+        connection.onBytesWritten = { [weak self] in self?.wrote() }
+        if ledger.receiveCredit == 0 { connection.pauseReading() }
+    }
 
     private func wrote() {
         if let connection { ledger.written(connection.bytesSent) }

@@ -55,12 +55,6 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
         return link
     }
 
-    private func adopt(_ connection: TCPConnection) {
-        self.connection = connection
-        if ledger.receiveCredit == 0 { connection.pauseReading() }
-        connection.onBytesWritten = { [weak self] in self?.wrote() }
-    }
-
     public var callbacks: LinkCallbacks {
         get { ledger.callbacks }
         set { ledger.callbacks = newValue }
@@ -102,6 +96,13 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
     }
 
     public func abort() { connection?.close() }
+
+    /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
+    private func adopt(_ connection: TCPConnection) {
+        self.connection = connection
+        connection.onBytesWritten = { [weak self] in self?.wrote() }
+        if ledger.receiveCredit == 0 { connection.pauseReading() }
+    }
 
     private func wrote() {
         if let connection { ledger.written(connection.totalBytesWritten) }
