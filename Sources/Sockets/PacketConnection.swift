@@ -130,8 +130,9 @@ public final class PacketConnection {
 
     /// Closes once every queued packet is handed to the kernel: half-closes, then reads and drops
     /// until the peer closes (at most 2 s). Closing with the peer's packets unread would reset an
-    /// AF_UNIX peer (ECONNRESET) before it read our last ones, the `bye` among them; on L2CAP the
-    /// half-close ends the channel at once, after what was sent.
+    /// AF_UNIX peer (ECONNRESET) before it read our last ones, the `bye` among them. On L2CAP the
+    /// kernel's shutdown disconnects the channel (not tried on a radio); the read that follows
+    /// sees the end and finishes the close.
     public func closeAfterFlush() {
         guard !closed else { return }
         closeWhenFlushed = true

@@ -142,6 +142,31 @@ import Testing
     }
 
     @Test(arguments: LinkKind.allCases)
+    func sendsStillQueuedWhenTheLinkGoesFailInOrderAfterThoseThatLeft(kind: LinkKind) async throws {
+        let pair = try await LinkPair.open(kind, serverCredit: 0)
+        let results = MutexBox<[(Int, Bool)]>([])
+        let sent = try await pair.client.run { link -> Int in
+            var i = 0
+            while link.queuedBytes < 256 << 10 && i < 10_000 {
+                let index = i
+                try link.send(Self.message(i, size: 64 << 10)) { result in
+                    if case .success = result { results.withLock { $0.append((index, true)) } } else { results.withLock { $0.append((index, false)) } }
+                }
+                i += 1
+            }
+            return i
+        }
+        try await pair.server.run { $0.abort() }
+        #expect(await eventually { pair.client.probe.closeCount == 1 })
+        #expect(await eventually { results.withLock { $0.count } == sent }, "every completion ran once")
+        let outcome = results.withLock { $0 }
+        #expect(outcome.map(\.0) == Array(0..<sent), "in send order")
+        let succeeded = outcome.prefix { $0.1 }.count
+        #expect(succeeded < sent && outcome.dropFirst(succeeded).allSatisfy { !$0.1 }, "successes, then failures")
+        await pair.close()
+    }
+
+    @Test(arguments: LinkKind.allCases)
     func countersMatchWhatWasSentBothWays(kind: LinkKind) async throws {
         let pair = try await LinkPair.open(kind)
         let up = (0..<10).map { Self.message($0, size: 100 * ($0 + 1)) }
