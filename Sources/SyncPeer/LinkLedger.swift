@@ -19,6 +19,10 @@ final class LinkLedger {
     private var pendingHead = 0
     /// The peer's `bye`, when it sent one (TCP and BLE).
     var peerBye: (code: UInt16, reason: String)?
+    /// How the link ended, once it has.
+    private(set) var ended: LinkClose?
+    /// This side dropped the link without a word (`abort`).
+    var aborted = false
 
     init(callbacks: LinkCallbacks, credit: Int) {
         self.callbacks = callbacks
@@ -68,10 +72,13 @@ final class LinkLedger {
     // MARK: - Sending
 
     /// A message was queued; its last byte leaves when the transport has written `end` bytes.
+    /// A write can end the link on the spot (a peer past the drop limit): then it fails at once.
     func sent(_ count: Int, end: UInt64, completion: SendCompletion?) {
         counters.messagesSent += 1
         counters.bytesSent += UInt64(count)
-        if let completion { pending.append((end, completion)) }
+        guard let completion else { return }
+        if let ended { return completion(.failure(.closed(ended))) }
+        pending.append((end, completion))
     }
 
     /// The transport has written `total` bytes: completes the sends that are out, in order.
@@ -89,6 +96,9 @@ final class LinkLedger {
 
     /// The link closed: held messages are dropped, sends still queued fail, then `closed` runs.
     func finish(_ close: LinkClose) {
+        var close = close
+        if aborted { close = LinkClose(origin: .local, code: nil, reason: "aborted", wasOpen: close.wasOpen, description: "aborted") }
+        ended = close
         held = []
         heldHead = 0
         let failed = pending[pendingHead...]

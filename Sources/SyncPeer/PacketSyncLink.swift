@@ -126,7 +126,11 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
         connection.resumeReading()
     }
 
-    public func abort() { connection?.close() }
+    public func abort() {
+        guard let connection, !finished else { return }
+        ledger.aborted = true
+        connection.close()
+    }
 
     /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
     private func adopt(_ connection: PacketConnection) {

@@ -95,7 +95,11 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
         connection.closeAfterFlush()
     }
 
-    public func abort() { connection?.close() }
+    public func abort() {
+        guard let connection, !finished else { return }
+        ledger.aborted = true
+        connection.close()
+    }
 
     /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
     private func adopt(_ connection: TCPConnection) {

@@ -93,6 +93,7 @@ public final class WebSocketMessageLink: MessageLink, WebSocketClientHandler {
 
     public func abort() {
         guard !finished else { return }
+        ledger.aborted = true
         if let client { client.connection?.close() } else { server?.abort() }
     }
 

@@ -130,6 +130,8 @@ import Testing
         #expect(await eventually { pair.client.probe.closeCount == 1 }, "the peer's end saw the link go")
         let close = try #require(pair.client.probe.firstClose)
         #expect(close.origin == .peer && close.code == nil && close.wasOpen, "\(close)")
+        #expect(await eventually { pair.server.probe.closeCount == 1 })
+        #expect(pair.server.probe.firstClose?.origin == .local)
         // Closing, aborting and sending on a closed link report nothing more.
         try await pair.client.run { link in
             link.close(code: 1000, reason: "")
