@@ -257,6 +257,7 @@ public final class PacketConnection {
         registration = nil
         queue.removeAll()
         queuedBytes = 0
+        onBytesWritten = nil
         Syscall.close(fd)
         let d = delegate
         delegate = nil

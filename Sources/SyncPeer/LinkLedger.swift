@@ -5,6 +5,8 @@
 //
 // Loop-confined, like the link that owns it.
 
+import Sockets
+
 final class LinkLedger {
     var callbacks: LinkCallbacks
     private(set) var counters = LinkCounters()
@@ -71,6 +73,13 @@ final class LinkLedger {
 
     // MARK: - Sending
 
+    /// Takes on the socket of a TCP or BLE link: its write progress completes sends, and it is
+    /// not read while there is no credit.
+    func attach(_ socket: some LinkSocket) {
+        socket.onBytesWritten = { [weak self, unowned socket] in self?.written(socket.bytesWritten) }
+        if credit == 0 { socket.pauseReading() }
+    }
+
     /// A message was queued; its last byte leaves when the transport has written `end` bytes.
     /// A write can end the link on the spot (a peer past the drop limit): then it fails at once.
     func sent(_ count: Int, end: UInt64, completion: SendCompletion?) {
@@ -114,4 +123,22 @@ final class LinkLedger {
         c.queuedBytes = queuedBytes
         return c
     }
+}
+
+/// What the ledger needs of the socket under a TCP or BLE link.
+protocol LinkSocket: AnyObject {
+    /// Set by the ledger; the socket calls it after each flush that wrote something, and drops
+    /// it when it closes.
+    var onBytesWritten: (() -> Void)? { get set }
+    /// Bytes handed to the kernel (or to TLS) so far.
+    var bytesWritten: UInt64 { get }
+    func pauseReading()
+}
+
+extension TCPConnection: LinkSocket {
+    var bytesWritten: UInt64 { totalBytesWritten }
+}
+
+extension PacketConnection: LinkSocket {
+    var bytesWritten: UInt64 { bytesSent }
 }

@@ -112,7 +112,7 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
         guard isOpen, let connection else { throw .notOpen }
         write(message)
         ledger.sent(message.count, end: connection.bytesSent + UInt64(connection.queuedBytes), completion: completion)
-        wrote()
+        ledger.written(connection.bytesWritten)
         if queuedBytes > configuration.dropLimit { fail("peer stopped reading: \(queuedBytes) bytes queued") }
     }
 
@@ -132,15 +132,9 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
         connection.close()
     }
 
-    /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
     private func adopt(_ connection: PacketConnection) {
         self.connection = connection
-        connection.onBytesWritten = { [weak self] in self?.wrote() }
-        if ledger.receiveCredit == 0 { connection.pauseReading() }
-    }
-
-    private func wrote() {
-        if let connection { ledger.written(connection.bytesSent) }
+        ledger.attach(connection)
     }
 
     /// Says `bye` with `code` and closes once it is written. A second call does nothing more.

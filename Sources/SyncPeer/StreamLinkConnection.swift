@@ -71,7 +71,7 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
         guard isOpen, let connection else { throw .notOpen }
         connection.write(StreamFraming.frame(message))
         ledger.sent(message.count, end: connection.totalBytesWritten + UInt64(connection.pendingOutputBytes), completion: completion)
-        wrote()
+        ledger.written(connection.bytesWritten)
     }
 
     /// Runs `body` (which may send many messages) and writes once afterwards: a burst of small
@@ -101,15 +101,9 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
         connection.close()
     }
 
-    /// Takes `connection` on: it reports write progress, and is not read while there is no credit.
     private func adopt(_ connection: TCPConnection) {
         self.connection = connection
-        connection.onBytesWritten = { [weak self] in self?.wrote() }
-        if ledger.receiveCredit == 0 { connection.pauseReading() }
-    }
-
-    private func wrote() {
-        if let connection { ledger.written(connection.totalBytesWritten) }
+        ledger.attach(connection)
     }
 
     // MARK: - ConnectionDelegate

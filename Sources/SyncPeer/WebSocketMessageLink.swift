@@ -72,7 +72,7 @@ public final class WebSocketMessageLink: MessageLink, WebSocketClientHandler {
             throw .notOpen
         }
         ledger.sent(message.count, end: connection.totalBytesWritten + UInt64(connection.pendingOutputBytes), completion: completion)
-        wrote()
+        ledger.written(connection.totalBytesWritten)
     }
 
     public func requestDrainNotification() -> Bool {
@@ -101,14 +101,10 @@ public final class WebSocketMessageLink: MessageLink, WebSocketClientHandler {
         if let client { client.holdReading(hold) } else { server?.holdReading(hold) }
     }
 
-    private func wrote() {
-        if let connection { ledger.written(connection.totalBytesWritten) }
-    }
-
     private func opened(_ connection: TCPConnection?) {
         open = true
-        connection?.onBytesWritten = { [weak self] in self?.wrote() }
-        if ledger.receiveCredit == 0 { holdReading(true) }
+        if let connection { ledger.attach(connection) }
+        if ledger.receiveCredit == 0 { holdReading(true) }  // the WebSocket layer decides when the socket is read
     }
 
     private func received(_ message: WebSocketMessage) {
