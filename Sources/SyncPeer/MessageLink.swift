@@ -34,6 +34,9 @@ public protocol MessageLink: AnyObject {
     /// first. Throws, without calling `completion`, when the message is too large or the link is
     /// not open. A nil completion costs nothing per message.
     func send(_ message: [UInt8], completion: SendCompletion?) throws(MessageLinkError)
+    /// Runs `body`, which may send many messages, and writes once afterwards where the transport
+    /// can (TCP and WebSocket: a burst of small messages leaves in one syscall).
+    func batchingSends(_ body: () -> Void)
     /// True when the queue is above the transport's low-water mark: `callbacks.drained` follows
     /// once it is not. False when it already is (nothing follows; go on at once).
     func requestDrainNotification() -> Bool

@@ -116,6 +116,9 @@ public final class PacketSyncLink: MessageLink, PacketConnectionDelegate {
         if queuedBytes > configuration.dropLimit { fail("peer stopped reading: \(queuedBytes) bytes queued") }
     }
 
+    /// Every SDU is a send of its own: nothing to batch.
+    public func batchingSends(_ body: () -> Void) { body() }
+
     /// True when the queue is above its low-water mark: `callbacks.drained` follows once it is not.
     public func requestDrainNotification() -> Bool { connection?.requestDrainNotification() ?? false }
 

@@ -74,8 +74,6 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
         ledger.written(connection.bytesWritten)
     }
 
-    /// Runs `body` (which may send many messages) and writes once afterwards: a burst of small
-    /// messages leaves in one syscall instead of one each.
     public func batchingSends(_ body: () -> Void) {
         guard let connection else { return body() }
         connection.batchingWrites(body)

@@ -75,6 +75,11 @@ public final class WebSocketMessageLink: MessageLink, WebSocketClientHandler {
         ledger.written(connection.totalBytesWritten)
     }
 
+    public func batchingSends(_ body: () -> Void) {
+        guard let connection, !finished else { return body() }
+        connection.batchingWrites(body)
+    }
+
     public func requestDrainNotification() -> Bool {
         guard !finished else { return false }
         return client?.requestDrainNotification() ?? server?.requestDrainNotification() ?? false
@@ -113,7 +118,7 @@ public final class WebSocketMessageLink: MessageLink, WebSocketClientHandler {
         case .binary(let bytes):
             if !ledger.received(bytes) { holdReading(true) }
         case .text:
-            close(code: SyncCloseCode.protocolViolation.rawValue, reason: "text message on a sync link")
+            close(code: SyncCloseCode.protocolViolation.rawValue, reason: "sync messages are binary (CBOR), not text")
         }
     }
 
