@@ -119,7 +119,7 @@ let package = Package(
                     exclude: ["fake_bluez.py"], swiftSettings: strict),
         .testTarget(name: "LANDiscoveryTests", dependencies: ["TestRandomness", "LANDiscovery", "Discovery", "Sockets", "BigPeerTestSupport",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Sockets", "Values", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SyncPeerTests", dependencies: ["TestRandomness", "SyncPeer", "SyncProtocol", "Sockets", "Values", "BigPeerTestSupport", "HTTP", "WebSocket"], swiftSettings: strict),
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "Sync", "SyncPeer", "SyncProtocol", "Sockets", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "LANDiscovery", "Migrations",

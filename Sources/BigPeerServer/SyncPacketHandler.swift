@@ -36,7 +36,7 @@ final class SyncPacketHandler {
             connected: {},
             received: { [weak self] message in self?.connection?.receive(message) },
             drained: { [weak self] in self?.drained() },
-            closed: { [weak self] _, _ in self?.closed() })
+            closed: { [weak self] _ in self?.closed() })
         do {
             link = try PacketSyncLink.accepted(fd: fd, address: address, options: options, configuration: configuration, loop: loop,
                                                callbacks: callbacks)

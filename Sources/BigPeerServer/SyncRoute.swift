@@ -6,6 +6,7 @@ import Postgres
 import Sockets
 import Store
 import Sync
+import SyncPeer
 import SyncProtocol
 import Synchronization
 import WebSocket
@@ -82,7 +83,7 @@ struct SyncRoute {
                 config.sessionID = "\(route.session.sessionID)-\(number)"
                 config.maxQueuedBytes = Self.sessionQueueLimit(route.limits)
                 return SyncSocketHandler(route: route, registry: registry, number: number, configuration: config,
-                                         remote: request.remoteAddress ?? "-")
+                                         remote: request.remoteAddress ?? "-").webSocketHandler
             })
         endpoint.maxConnections = Self.maxSockets(sessions: maxSessions)
         router.get(Self.path, endpoint.httpHandler)
@@ -90,12 +91,15 @@ struct SyncRoute {
     }
 }
 
-/// One sync WebSocket: the bridge between the adapter (loop-owned) and the session driver.
+/// One sync WebSocket: the bridge between its `WebSocketMessageLink` (loop-owned: binary messages
+/// only, a text one closes with 4004) and the session driver, as `SyncStreamHandler` is for a LAN
+/// TCP link.
 ///
-/// **Threading.** Created and called on the connection's event loop only (`WebSocketHandler`).
-/// The transport closures given to `SyncConnection` may run on any thread; they reach the adapter
-/// through a `LoopBound` inside `loop.execute`.
-final class SyncSocketHandler: WebSocketHandler {
+/// **Threading.** Created on the connection's event loop and called there only. The transport
+/// closures given to `SyncConnection` may run on any thread; they reach the link through a
+/// `LoopBound` inside `loop.execute`, and messages leave in the order the session produced them
+/// (`SyncOutbox`).
+final class SyncSocketHandler {
     let route: SyncRoute
     let registry: SyncSessionRegistry
     let number: UInt64
@@ -103,6 +107,7 @@ final class SyncSocketHandler: WebSocketHandler {
     let remote: String
     var connection: SyncConnection?
     let outbox = SyncOutbox()
+    private var link: WebSocketMessageLink?
 
     init(route: SyncRoute, registry: SyncSessionRegistry, number: UInt64, configuration: SyncSession.Configuration, remote: String) {
         self.route = route
@@ -112,56 +117,38 @@ final class SyncSocketHandler: WebSocketHandler {
         self.remote = remote
     }
 
-    func webSocketDidOpen(_ socket: WebSocketServerAdapter) {
-        let bound = LoopBound(socket, loop: socket.loop)
-        let outbox = self.outbox
-        let number = self.number
-        let transport = SyncConnection.Transport(
-            send: { bytes in
-                guard outbox.append(bytes) else { return }  // a drain is already scheduled
-                bound.loop.execute {
-                    let adapter = bound.value
-                    try? adapter.send(contentsOf: outbox.takeAll().map { .binary($0) })
-                    outbox.noteSocket(queued: adapter.socketQueuedBytes)
-                }
+    /// The endpoint's handler: once the socket is open it is this handler's link. Until the link
+    /// closes, it and the endpoint keep this object (strong captures, dropped at the close).
+    var webSocketHandler: any WebSocketHandler {
+        WebSocketMessageLink.handler(maxMessageSize: route.limits.maxMessageSize) { link in self.start(link) }
+    }
+
+    private func start(_ link: WebSocketMessageLink) {
+        self.link = link
+        link.callbacks = LinkCallbacks(
+            received: { message in self.connection?.receive(message) },
+            drained: { self.drained() },
+            closed: { _ in self.finish() })
+        let bound = LoopBound(link, loop: link.loop)
+        let transport = outbox.loopTransport(
+            bound,
+            write: { link, messages in
+                link.batchingSends { for message in messages { link.send(message) } }
+                return link.queuedBytes
             },
-            close: { code, reason in bound.loop.execute { bound.value.close(WebSocketCloseCode(code), reason: reason) } },
-            queuedBytes: { outbox.queuedBytes },
-            notifyWhenDrained: {
-                guard outbox.requestDrain() else { return }  // already asked
-                // Behind any drain job already queued (FIFO), so the socket holds those bytes too.
-                bound.loop.execute {
-                    let adapter = bound.value
-                    outbox.noteSocket(queued: adapter.socketQueuedBytes)
-                    guard !adapter.requestDrainNotification() else { return }  // webSocketDidDrain follows
-                    outbox.takeDrainRequest()?.transportDrained()
-                }
-            })
+            queued: { $0.queuedBytes }, requestDrain: { $0.requestDrainNotification() },
+            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } })
         connection = route.startSession(number: number, configuration: configuration, transport: transport, outbox: outbox,
-                                         executor: socket.loop, registry: registry, remote: remote, link: .webSocket)
+                                         executor: link.loop, registry: registry, remote: remote, link: .webSocket)
     }
 
-    func webSocket(_ socket: WebSocketServerAdapter, didReceive message: WebSocketMessage) {
-        switch message {
-        case .binary(let bytes):
-            connection?.receive(bytes)
-        case .text:
-            // PROTOCOL.md §2: every message is a binary CBOR map; text is a protocol violation.
-            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "sync messages are binary (CBOR), not text")
-            finish()
-        }
-    }
-
-    func webSocketDidDrain(_ socket: WebSocketServerAdapter) {
-        outbox.noteSocket(queued: socket.socketQueuedBytes)
+    private func drained() {
+        outbox.noteSocket(queued: link?.queuedBytes ?? 0)
         outbox.takeDrainRequest()?.transportDrained()
     }
 
-    func webSocketDidClose(_ socket: WebSocketServerAdapter, code: WebSocketCloseCode, reason: String) {
-        finish()
-    }
-
     private func finish() {
+        link = nil
         connection?.transportClosed()  // the registry frees the slot when the session ends
         connection = nil
         outbox.release()

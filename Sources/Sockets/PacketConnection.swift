@@ -51,10 +51,18 @@ public final class PacketConnection {
     private var connecting = false
     private var drainRequested = false
     private var closeWhenFlushed = false
+    /// Half-closed after the last packet, reading and dropping until the peer closes too.
+    private var lingering = false
     private var closed = false
     private var watchingWritable = false
+    private var watchingReadable = true
+
+    private var readingEnabled = true
 
     public var isClosed: Bool { closed }
+    /// Called after a flush handed packets to the kernel, once `bytesSent` has moved (for send
+    /// completions); nil by default.
+    public var onBytesWritten: (() -> Void)?
 
     /// Adopts a connected or accepted non-blocking descriptor; `start()` registers it. Must run on `loop`.
     public init(fd: Int32, address: PacketLinkAddress, options: PacketSocketOptions, loop: EventLoop) {
@@ -95,10 +103,12 @@ public final class PacketConnection {
     /// Registers with the loop. Call once, after setting `delegate`.
     public func start() throws(IOError) {
         loop.assertInLoop()
-        registration = try loop.register(fd: fd, interest: connecting ? [.readable, .writable] : .readable) { [self] ready in
+        var interest: Interest = connecting ? .writable : []
+        if readingEnabled || connecting { interest.insert(.readable) }
+        registration = try loop.register(fd: fd, interest: interest) { [self] ready in
             self.handle(ready)
         }
-        watchingWritable = connecting
+        (watchingWritable, watchingReadable) = (connecting, readingEnabled)
     }
 
     /// Queues one packet. A packet above `sendMTU` is refused (as L2CAP refuses it: EMSGSIZE).
@@ -118,14 +128,38 @@ public final class PacketConnection {
         return true
     }
 
-    /// Closes once every queued packet is handed to the kernel.
+    /// Closes once every queued packet is handed to the kernel: half-closes, then reads and drops
+    /// until the peer closes (at most 2 s). Closing with the peer's packets unread would reset an
+    /// AF_UNIX peer (ECONNRESET) before it read our last ones, the `bye` among them. On L2CAP the
+    /// kernel's shutdown disconnects the channel (not tried on a radio); the read that follows
+    /// sees the end and finishes the close.
     public func closeAfterFlush() {
         guard !closed else { return }
         closeWhenFlushed = true
-        if queuedBytes == 0 && !connecting { finish(error: nil) }
+        if queuedBytes == 0 && !connecting { linger() }
+    }
+
+    private func linger() {
+        guard !lingering, !closed else { return }
+        guard Glibc.shutdown(fd, Int32(SHUT_WR)) == 0 else { return finish(error: nil) }
+        lingering = true
+        readingEnabled = true
+        updateInterest()
+        loop.scheduleTimer(after: .seconds(2)) { [weak self] in self?.finish(error: nil) }
     }
 
     public func close() { finish(error: nil) }
+
+    /// Stops reading (backpressure toward the peer: on L2CAP it runs out of credits, on the
+    /// stand-in its sends find the receive queue full).
+    public func pauseReading() { setReading(false) }
+    public func resumeReading() { setReading(true) }
+
+    private func setReading(_ on: Bool) {
+        guard on != readingEnabled else { return }
+        readingEnabled = on
+        updateInterest()
+    }
 
     // MARK: - Events
 
@@ -140,18 +174,20 @@ public final class PacketConnection {
             connecting = false
             let err = SocketOps.pendingError(fd)
             if err != 0 { return finish(error: IOError(call: "connect(\(address))", errno: err)) }
-            updateWritableInterest()
+            updateInterest()
             becameReady()
             return
         }
         if ready.isWritable && queuedBytes > 0 { flush() }
-        if !closed && ready.isReadable { readAvailable() }
+        // A hang-up is reported whatever the interest (level-triggered): read what is left even
+        // while paused, or the loop would spin on it.
+        if !closed && ready.isReadable && (readingEnabled || ready.isHangup) { readAvailable(evenIfPaused: ready.isHangup) }
     }
 
-    private func readAvailable() {
+    private func readAvailable(evenIfPaused: Bool) {
         let buf = loop.readBuffer
         var budget = 16  // packets per wake-up: fairness between connections
-        while budget > 0 && !closed {
+        while budget > 0 && !closed && (readingEnabled || evenIfPaused) {
             budget -= 1
             let r: IOResult<Int>
             do {
@@ -161,6 +197,7 @@ public final class PacketConnection {
             }
             guard case .processed(let n) = r else { return }
             if n == 0 { return finish(error: nil) }  // EOF: this link never sends empty packets
+            if lingering { continue }
             guard n <= receiveMTU, n <= buf.count else { return finish(error: PacketSizeError(size: n, mtu: receiveMTU)) }
             packetsReceived += 1
             bytesReceived += UInt64(n)
@@ -169,6 +206,7 @@ public final class PacketConnection {
     }
 
     private func flush() {
+        let headBefore = head
         while head < queue.count && !closed {
             let packet = queue[head]
             let r: IOResult<Int>
@@ -185,6 +223,7 @@ public final class PacketConnection {
             packetsSent += 1
             bytesSent += UInt64(packet.count)
         }
+        let wrote = head > headBefore
         if head == queue.count {
             queue.removeAll(keepingCapacity: true)
             head = 0
@@ -192,19 +231,23 @@ public final class PacketConnection {
             queue.removeFirst(head)
             head = 0
         }
-        updateWritableInterest()
-        if closeWhenFlushed && queuedBytes == 0 { return finish(error: nil) }
+        updateInterest()
+        if wrote, let onBytesWritten { onBytesWritten() }
+        if closed { return }
+        if closeWhenFlushed && queuedBytes == 0 { return linger() }
         if drainRequested && queuedBytes <= lowWaterMark {
             drainRequested = false
             delegate?.packetConnectionDidDrain(self)
         }
     }
 
-    private func updateWritableInterest() {
-        let want = queuedBytes > 0 || connecting
-        guard want != watchingWritable, let registration else { return }
-        watchingWritable = want
-        try? loop.modify(registration, interest: want ? [.readable, .writable] : .readable)
+    private func updateInterest() {
+        let writable = queuedBytes > 0 || connecting
+        guard writable != watchingWritable || readingEnabled != watchingReadable, let registration else { return }
+        (watchingWritable, watchingReadable) = (writable, readingEnabled)
+        var interest: Interest = writable ? .writable : []
+        if readingEnabled || connecting { interest.insert(.readable) }
+        try? loop.modify(registration, interest: interest)
     }
 
     private func finish(error: (any Error)?) {
@@ -214,6 +257,7 @@ public final class PacketConnection {
         registration = nil
         queue.removeAll()
         queuedBytes = 0
+        onBytesWritten = nil
         Syscall.close(fd)
         let d = delegate
         delegate = nil

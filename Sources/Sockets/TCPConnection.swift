@@ -73,6 +73,10 @@ public final class TCPConnection {
     /// Bytes handed to the kernel (or to TLS) so far: write-progress for timeouts.
     public private(set) var totalBytesWritten: UInt64 = 0
     public var isBackpressured: Bool { output.count > limits.highWaterMark }
+    /// Called after a flush handed bytes to the kernel (or to TLS), once `totalBytesWritten` has
+    /// moved: for a layer that completes sends when their bytes have left (`MessageLink`). Nil by
+    /// default, so a connection that does not ask pays one nil check per flush.
+    public var onBytesWritten: (() -> Void)?
     /// The ALPN protocol agreed during the TLS handshake, if any.
     public var negotiatedProtocol: String? { tls?.negotiatedProtocol }
     public var isTLS: Bool { tls != nil }
@@ -163,14 +167,16 @@ public final class TCPConnection {
         if let tls, !tls.handshakeDone { return driveHandshake() }
         if ready.isWritable && !output.isEmpty { flushNow() }
         if state == .closed { return }
-        if ready.isReadable { readAvailable() }
+        // A hang-up or error is reported whatever the interest (level-triggered): read even while
+        // paused, so the error or EOF ends the connection instead of the loop spinning on it.
+        if ready.isReadable { readAvailable(evenIfPaused: ready.isHangup) }
     }
 
-    private func readAvailable() {
-        guard state != .closed, readingEnabled || state == .lingering else { return }
+    private func readAvailable(evenIfPaused: Bool = false) {
+        guard state != .closed, readingEnabled || state == .lingering || evenIfPaused else { return }
         let buf = loop.readBuffer
         var budget = 16  // reads per wake-up: fairness between connections
-        while budget > 0 && state != .closed && (readingEnabled || state == .lingering) {
+        while budget > 0 && state != .closed && (readingEnabled || state == .lingering || evenIfPaused) {
             budget -= 1
             let n: Int
             if let tls {
@@ -292,8 +298,11 @@ public final class TCPConnection {
         }
         // Counted before any delegate call: `connectionDidDrain` may queue and flush more
         // (re-entering here), and bytes queued then must not cancel out bytes written now.
-        totalBytesWritten &+= UInt64(max(0, queuedBefore - output.count))
+        let written = queuedBefore - output.count
+        totalBytesWritten &+= UInt64(max(0, written))
         updateInterest()
+        if written > 0, let onBytesWritten { onBytesWritten() }
+        if state == .closed { return }
         if wasAboveHighWater && output.count <= limits.lowWaterMark {
             wasAboveHighWater = false
             delegate?.connectionDidDrain(self)
@@ -343,6 +352,7 @@ public final class TCPConnection {
         if let t = handshakeTimer { loop.cancelTimer(t); handshakeTimer = nil }
         output.removeAll()
         tls = nil
+        onBytesWritten = nil
         Syscall.close(fd)
         let d = delegate
         delegate = nil

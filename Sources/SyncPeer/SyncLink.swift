@@ -2,7 +2,7 @@
 // /api/v4/sync`, subprotocol bigpeer-sync.v1) or over a LAN TCP peer link (`tcp://`, `tls://`: the
 // length-prefixed stream of PROTOCOL.md §2, `StreamLinkConnection`), or over a BLE L2CAP channel
 // (`l2cap://`, or its AF_UNIX stand-in `seqpacket://`: the SDU framing of PROTOCOL.md §2.1,
-// `PacketSyncLink`, `PacketLinkURL`). Resolve the host off the
+// `PacketSyncLink`, `PacketLinkURL`): one `MessageLink` at a time. Resolve the host off the
 // loop, connect (TLS for wss:// and tls://), hand each message to the delegate, and after a close
 // or a failed attempt connect again after an exponential backoff with full jitter. What runs over the link (a `SyncClientSession`
 // and a store) is the delegate's: SmallPeer's `SyncClient` and the server's upstream replicator
@@ -28,7 +28,7 @@ public protocol SyncLinkDelegate: AnyObject {
     func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool)
 }
 
-public final class SyncLink: WebSocketClientHandler {
+public final class SyncLink {
     public struct Configuration: Sendable {
         /// `ws://host:port[/path]` or `wss://...` (without a path, `/api/v4/sync`); or
         /// `tcp://host:port` / `tls://host:port` for a LAN TCP peer link; `l2cap://…` or
@@ -91,9 +91,8 @@ public final class SyncLink: WebSocketClientHandler {
     public let packetTarget: (address: PacketLinkAddress, options: PacketSocketOptions)?
     public let loop: EventLoop
     public weak var delegate: (any SyncLinkDelegate)?
-    private var socket: WebSocketClientAdapter?
-    private var stream: StreamLinkConnection?
-    private var packet: PacketSyncLink?
+    /// The link up or being made (a WebSocket, TCP or BLE `MessageLink`).
+    private var link: (any MessageLink)?
     private var connecting = false
     private var reconnectTimer: TimerID?
     private var tls: TLSContext?
@@ -143,11 +142,13 @@ public final class SyncLink: WebSocketClientHandler {
         self.loop = loop
     }
 
-    public var isOpen: Bool { socket?.isOpen ?? stream?.isOpen ?? packet?.isOpen ?? false }
+    public var isOpen: Bool { link?.isOpen ?? false }
     /// Whether a connection is being made or is up (so `connectNow` would do nothing).
-    public var isActive: Bool { socket != nil || stream != nil || packet != nil || connecting }
-    /// The BLE link's counters (nil for the others, and while none is up).
-    public var packetCounters: PacketSyncLink.Counters? { packet?.counters }
+    public var isActive: Bool { link != nil || connecting }
+    /// The current link's counters (nil while none is up or being made).
+    public var counters: LinkCounters? { link?.counters }
+    /// The BLE channel's counters (nil for the other links, and while none is up).
+    public var packetCounters: PacketSyncLink.ChannelCounters? { (link as? PacketSyncLink)?.channelCounters }
 
     // MARK: - Control
 
@@ -185,21 +186,20 @@ public final class SyncLink: WebSocketClientHandler {
     public func stop() {
         stopped = true
         halt()
-        socket?.close()
-        stream?.close(code: SyncCloseCode.normal.rawValue, reason: "")
-        packet?.close(code: SyncCloseCode.normal.rawValue, reason: "")
+        link?.close(code: SyncCloseCode.normal.rawValue, reason: "")
     }
 
+    /// Sends one message (dropped while no link is open). One above the link's limit closes the
+    /// link (4009), as the peer would on receiving it.
     public func send(_ bytes: [UInt8]) {
-        if let stream { return stream.send(bytes) }
-        if let packet { return packet.send(bytes) }
-        try? socket?.send(.binary(bytes))
+        guard let link else { return }
+        do { try link.send(bytes, completion: nil) } catch {
+            if case .tooLarge = error { link.close(code: SyncCloseCode.messageTooLarge.rawValue, reason: "\(error)") }
+        }
     }
 
     public func close(code: UInt16, reason: String) {
-        if let stream { return stream.close(code: code, reason: reason) }
-        if let packet { return packet.close(code: code, reason: reason) }
-        socket?.close(WebSocketCloseCode(code), reason: reason)
+        link?.close(code: code, reason: reason)
     }
 
     // MARK: - Connecting
@@ -242,26 +242,24 @@ public final class SyncLink: WebSocketClientHandler {
         var ws = WebSocketConfiguration(maxFrameSize: configuration.maxMessageSize, maxMessageSize: configuration.maxMessageSize)
         ws.pingInterval = nil  // the sync protocol has its own heartbeat (PROTOCOL.md §5)
         do {
-            socket = try WebSocketClientAdapter.connect(url: url, address: address, loop: loop,
-                                                        handshake: WebSocketClientHandshake(subprotocols: [SyncProtocol.webSocketSubprotocol]),
-                                                        configuration: ws, tls: tls, handler: self)
+            link = try WebSocketMessageLink.connect(url: url, address: address, loop: loop, subprotocol: SyncProtocol.webSocketSubprotocol,
+                                                    configuration: ws, tls: tls, callbacks: linkCallbacks())
         } catch {
             attemptFailed(error.description)
         }
     }
 
     private func openStream(_ address: SocketAddress) {
-        let callbacks = transportCallbacks { [weak self] in self?.stream = nil }
         do {
-            stream = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
-                                                      maxMessageSize: configuration.maxMessageSize, callbacks: callbacks)
+            link = try StreamLinkConnection.connect(to: address, loop: loop, tls: tls, serverName: url.secure ? url.host : nil,
+                                                    maxMessageSize: configuration.maxMessageSize, callbacks: linkCallbacks())
         } catch {
             attemptFailed("\(error)")
         }
     }
 
-    /// What a stream or packet transport reports, passed on to the delegate; `gone` forgets the transport.
-    private func transportCallbacks(gone: @escaping () -> Void) -> LinkCallbacks {
+    /// What the link reports, passed on to the delegate.
+    private func linkCallbacks() -> LinkCallbacks {
         LinkCallbacks(
             connected: { [weak self] in
                 guard let self else { return }
@@ -273,10 +271,10 @@ public final class SyncLink: WebSocketClientHandler {
                 guard let self else { return }
                 self.delegate?.syncLink(self, received: bytes)
             },
-            closed: { [weak self] reason, wasOpen in
+            closed: { [weak self] close in
                 guard let self else { return }
-                gone()
-                if wasOpen { self.linkClosed(reason) } else { self.attemptFailed(reason) }
+                self.link = nil
+                if close.wasOpen { self.linkClosed(close.description) } else { self.attemptFailed(close.description) }
             })
     }
 
@@ -284,36 +282,11 @@ public final class SyncLink: WebSocketClientHandler {
         var link = PacketSyncLink.Configuration(maxMessageSize: configuration.maxMessageSize)
         link.keepaliveInterval = configuration.packetKeepaliveInterval
         link.supervisionTimeout = configuration.packetSupervisionTimeout
-        let callbacks = transportCallbacks { [weak self] in self?.packet = nil }
         do {
-            packet = try PacketSyncLink.connect(to: address, options: options, configuration: link, loop: loop, callbacks: callbacks)
+            self.link = try PacketSyncLink.connect(to: address, options: options, configuration: link, loop: loop, callbacks: linkCallbacks())
         } catch {
             attemptFailed("\(error)")
         }
-    }
-
-    public func webSocketDidConnect(_ socket: WebSocketClientAdapter, agreement: WebSocketClientHandshake.Agreement) {
-        connecting = false
-        guard agreement.subprotocol == SyncProtocol.webSocketSubprotocol else {
-            socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "subprotocol not agreed")
-            return
-        }
-        // Not `failedAttempts = 0` yet: a server that accepts the WebSocket and then refuses the
-        // session (bad credentials, too many sessions) must still be retried with backoff.
-        sessionAccepted = false
-        delegate?.syncLinkConnected(self)
-    }
-
-    public func webSocket(_ socket: WebSocketClientAdapter, didReceive message: WebSocketMessage) {
-        switch message {
-        case .binary(let bytes): delegate?.syncLink(self, received: bytes)
-        case .text: socket.close(WebSocketCloseCode(SyncCloseCode.protocolViolation.rawValue), reason: "text message on a sync link")
-        }
-    }
-
-    public func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String) {
-        self.socket = nil
-        linkClosed("closed (\(code.rawValue)\(reason.isEmpty ? "" : ": " + reason))")
     }
 
     private func linkClosed(_ why: String) {
@@ -324,14 +297,8 @@ public final class SyncLink: WebSocketClientHandler {
         down(why, wasOpen: true)
     }
 
-    public func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError) {
-        attemptFailed(error.description)
-    }
-
     private func attemptFailed(_ why: String) {
-        socket = nil
-        stream = nil
-        packet = nil
+        link = nil
         connecting = false
         failedAttempts += 1
         down("cannot connect to \(configuration.url): \(why)", wasOpen: false)

@@ -87,6 +87,12 @@ public protocol WebSocketClientHandler: AnyObject {
     func webSocketDidClose(_ socket: WebSocketClientAdapter, code: WebSocketCloseCode, reason: String)
     /// The connection never opened (instead of the three calls above).
     func webSocket(_ socket: WebSocketClientAdapter, didFailToConnect error: WebSocketClientError)
+    /// The output queue fell to the low-water mark after `requestDrainNotification`.
+    func webSocketDidDrain(_ socket: WebSocketClientAdapter)
+}
+
+extension WebSocketClientHandler {
+    public func webSocketDidDrain(_ socket: WebSocketClientAdapter) {}
 }
 
 /// One client WebSocket, owned by its event loop (same threading rules as the server adapter:
@@ -155,6 +161,20 @@ public final class WebSocketClientAdapter: ConnectionDelegate {
         try driver.ping(payload)
     }
 
+    /// Asks for `webSocketDidDrain` once the output queue falls to the low-water mark. False when
+    /// it already is there, or the socket is not open (no call follows).
+    public func requestDrainNotification() -> Bool {
+        loop.assertInLoop()
+        guard driver != nil, let connection else { return false }
+        return connection.requestDrainNotification()
+    }
+
+    /// Holds reading (true) or lets it go on (false), as `WebSocketServerAdapter.holdReading`.
+    public func holdReading(_ hold: Bool) {
+        loop.assertInLoop()
+        driver?.holdReading(hold)
+    }
+
     /// Starts the close handshake; before the handshake finished, abandons the connection.
     public func close(_ code: WebSocketCloseCode = .normalClosure, reason: String = "") {
         loop.assertInLoop()
@@ -192,7 +212,10 @@ public final class WebSocketClientAdapter: ConnectionDelegate {
         if let driver { driver.readEOF() } else { fail(.closedDuringHandshake) }
     }
 
-    public func connectionDidDrain(_ connection: TCPConnection) { driver?.drained() }
+    public func connectionDidDrain(_ connection: TCPConnection) {
+        driver?.drained()
+        if driver != nil { handler?.webSocketDidDrain(self) }
+    }
 
     public func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         cancelHandshakeTimer()

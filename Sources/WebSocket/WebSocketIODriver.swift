@@ -26,6 +26,9 @@ final class WebSocketIODriver {
     private(set) var transportClosing = false
     private var timer: TimerID?
     private var timerDeadline: NanoTime?
+    /// The application takes no messages now (a consumer out of credit): no buffered input is
+    /// processed and the socket is not read, whatever the WebSocket layer wants.
+    private var readingHeld = false
 
     /// How long a closing socket may take to flush its last bytes before it is cut.
     static let closeFlushTimeout: Duration = .seconds(2)
@@ -87,6 +90,12 @@ final class WebSocketIODriver {
 
     func drained() { pump() }
 
+    func holdReading(_ hold: Bool) {
+        guard hold != readingHeld else { return }
+        readingHeld = hold
+        pump()
+    }
+
     func transportDidClose() {
         if let timer { connection.loop.cancelTimer(timer) }
         timer = nil
@@ -124,13 +133,13 @@ final class WebSocketIODriver {
         while !transportClosing {
             connection.flushNow()
             accountWrites()
-            guard ws.wantsToRead, ws.hasBufferedInput else { break }
+            guard ws.wantsToRead, !readingHeld, ws.hasBufferedInput else { break }
             let actions = ws.receive([], now: .now())
             if actions.isEmpty { break }
             apply(actions)
         }
         guard !transportClosing, !connection.isClosed else { return }
-        if ws.wantsToRead { connection.resumeReading() } else { connection.pauseReading() }
+        if ws.wantsToRead && !readingHeld { connection.resumeReading() } else { connection.pauseReading() }
         armTimer()
     }
 

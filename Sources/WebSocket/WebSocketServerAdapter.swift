@@ -77,6 +77,13 @@ public final class WebSocketServerAdapter: ConnectionDelegate {
         return connection.requestDrainNotification()
     }
 
+    /// Holds reading (true) or lets it go on (false): while held no message is delivered and the
+    /// socket is not read, so a consumer that takes nothing pushes back over TCP.
+    public func holdReading(_ hold: Bool) {
+        loop.assertInLoop()
+        driver.holdReading(hold)
+    }
+
     /// Sends a message. Throws `.notOpen` once closing; a peer that does not read is dropped by
     /// the connection's limits (1008) rather than buffered without bound.
     public func send(_ message: WebSocketMessage) throws(WebSocketSendError) {

@@ -19,7 +19,7 @@ import Testing
         let drains = MutexBox(0)
         private let held = MutexBox<LoopBound<PacketSyncLink>?>(nil)
 
-        init(mtu: Int, maxMessageSize: Int = 1 << 20) async throws {
+        init(mtu: Int, maxMessageSize: Int = 1 << 20, credit: Int = .max) async throws {
             group = try EventLoopGroup(threads: 1)
             loop = group.next()
             var pair: [Int32] = [0, 0]
@@ -39,9 +39,9 @@ import Testing
             let link = try await loop.submit { () throws -> LoopBound<PacketSyncLink> in
                 let callbacks = PacketSyncLink.Callbacks(
                     connected: {}, received: { m in received.withLock { $0.append(m) } }, drained: { drains.withLock { $0 += 1 } },
-                    closed: { reason, _ in closedReason.withLock { $0 = reason } })
+                    closed: { close in closedReason.withLock { $0 = close.description } })
                 let link = try PacketSyncLink.accepted(fd: fd, address: .unixStandIn(path: "pair"), options: PacketSocketOptions(standInMTU: mtu),
-                                                       configuration: linkConfiguration, loop: loop, callbacks: callbacks)
+                                                       configuration: linkConfiguration, loop: loop, credit: credit, callbacks: callbacks)
                 return LoopBound(link, loop: loop)
             }
             held.withLock { $0 = link }
@@ -84,9 +84,9 @@ import Testing
         #expect(sdus.count == 16 && sdus.dropLast().allSatisfy { $0.count == 64 })
         for sdu in PacketFraming.sdus(message, mtu: 64) { h.rawSend(sdu) }
         #expect(await eventually { h.received.withLock { $0 } == [message] })
-        let counters = try await h.onLink { $0.counters }
+        let (counters, channel) = try await h.onLink { ($0.counters, $0.channelCounters) }
         #expect(counters.messagesSent == 1 && counters.messagesReceived == 1)
-        #expect(counters.sdusSent == 16 && counters.sdusReceived == 16 && counters.bytesSent == 1004)
+        #expect(channel.sdusSent == 16 && channel.sdusReceived == 16 && channel.bytesSent == 1004)
     }
 
     /// A peer that does not read: SDUs wait in the link's queue (as for a peer without credits),
@@ -144,5 +144,27 @@ import Testing
         #expect(await eventually { h.closedReason.withLock { $0 } != nil })
         #expect(h.closedReason.withLock { $0 }?.hasPrefix("link lost: nothing received for 20") == true)
         while let sdu = h.rawReceive() { #expect(sdu == PacketFraming.keepalive) }  // no bye: the link is gone
+    }
+
+    /// A consumer without credit stops the channel being read, so the peer's keepalives wait
+    /// unread: that silence is ours, and supervision does not count it; once the consumer reads
+    /// again the held message is delivered and the timeout runs from then.
+    @Test func silenceWhileTheConsumerHasNoCreditIsNotLoss() async throws {
+        let h = try await Harness(mtu: 64, credit: 0)
+        defer { h.shutdown() }
+        let message = [UInt8](repeating: 9, count: 100)
+        for sdu in PacketFraming.sdus(message, mtu: 64) { h.rawSend(sdu) }
+        h.advance(.seconds(30))
+        try await h.onLink { $0.checkSupervision() }
+        #expect(try await h.onLink { $0.isOpen })
+        #expect(h.received.withLock { $0 }.isEmpty)
+        try await h.onLink { $0.grantCredit(.max) }
+        #expect(await eventually { h.received.withLock { $0 } == [message] })
+        h.advance(.seconds(19))
+        try await h.onLink { $0.checkSupervision() }
+        #expect(try await h.onLink { $0.isOpen })
+        h.advance(.seconds(1))
+        try await h.onLink { $0.checkSupervision() }
+        #expect(await eventually { h.closedReason.withLock { $0 } != nil })
     }
 }
