@@ -22,7 +22,7 @@ swift build --build-tests
 # on a 2-core machine) run
 # after the rest, one test at a time: run beside 700 other tests they starved each other (connect
 # timeouts, 2 s tokens expiring before use), and the rest finish sooner without them.
-heavy='LargeResultTests|PrivateClusterTests|SyncSessionBoundsTests|AnalystRoleTests|InMemoryEvaluationEndpointTests|IdleConnectionsTests|CLISyncSimulationTests|PostgresCopyStreamTests|GroupCommitGatherTests|UpstreamReplicationTests|SeveralHopsTests|UpstreamCredentialsTests|ReplicationSimulationTests|LinkFaultTests|RelayedSubscriptionsTests|UpstreamReplacedTests|KnownStatesReplicationTests|SeveralInstancesTests|LANLinkTests|PresenceTests'
+heavy='LargeResultTests|PrivateClusterTests|SyncSessionBoundsTests|AnalystRoleTests|InMemoryEvaluationEndpointTests|IdleConnectionsTests|CLISyncSimulationTests|PostgresCopyStreamTests|GroupCommitGatherTests|UpstreamReplicationTests|SeveralHopsTests|UpstreamCredentialsTests|ReplicationSimulationTests|LinkFaultTests|RelayedSubscriptionsTests|UpstreamReplacedTests|KnownStatesReplicationTests|SeveralInstancesTests|LANLinkTests|PresenceTests|BLELinkTests|LinkSwitch|MixedLinkSimulation'
 
 echo "==> swift test (in parallel, all but the heavy suites)"
 swift test --skip-build --skip "$heavy" 2>&1 | tee /tmp/bigpeer-swift-test.log
