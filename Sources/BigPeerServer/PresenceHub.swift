@@ -69,7 +69,11 @@ final class PresenceHub: Sendable {
         SyncConnection.PresencePort(
             ready: { [weak self] hello in self?.linkUp(number, peerKey: hello.peerKey, type: type, peer: DirectPeer(deviceName: hello.deviceName, metadata: hello.metadata)) },
             received: { [weak self] records in self?.received(records, from: number) },
-            ended: { [weak self] in self?.linkDown(number) })
+            ended: { [weak self] in self?.linkDown(number) },
+            linkType: type,
+            moved: { [weak self] hello, moved in
+                self?.linkUp(number, peerKey: hello.peerKey, type: moved, peer: DirectPeer(deviceName: hello.deviceName, metadata: hello.metadata))
+            })
     }
 
     func attach(_ number: UInt64, _ connection: SyncConnection) { state.withLock { $0.sessions[number] = connection } }

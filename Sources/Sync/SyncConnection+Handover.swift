@@ -32,7 +32,7 @@ extension SyncConnection {
         guard let target = resumable?.find(request.token), target !== self,
               let transport = attachment.withLock({ $0.transport }),
               target.adopt(transport, link: ownLink, peerReceived: request.received, site: site,
-                           maxQueuedBytes: session.withLock({ $0.configuration.maxQueuedBytes })) else {
+                           maxQueuedBytes: session.withLock({ $0.configuration.maxQueuedBytes }), linkType: presence?.linkType) else {
             return deliver(.resumeNotFound)
         }
         handedOver.withLock { $0 = target }
@@ -44,7 +44,9 @@ extension SyncConnection {
     /// Runs this session on `transport` from now on (see the top of this file). False when it
     /// cannot be resumed (closed, another site, a count outside what was sent).
     /// `maxQueuedBytes`: the new link's queue limit (a BLE channel holds less than a LAN socket).
-    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64, maxQueuedBytes: Int) -> Bool {
+    /// `linkType`: the new link's kind, for presence.
+    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64, maxQueuedBytes: Int,
+               linkType: LinkType? = nil) -> Bool {
         let left = session.withLock { s -> Transport?? in
             guard s.peer?.site == site, let actions = s.resume(peerReceived: peerReceived, now: clock()) else { return nil }
             s.configuration.maxQueuedBytes = maxQueuedBytes
@@ -56,6 +58,7 @@ extension SyncConnection {
             return .some(old)
         }
         guard let left else { return false }
+        if let type = linkType, let hello = session.withLock({ $0.peer }) { presence?.moved(hello, type) }
         left?.close(SyncCloseCode.linkLeft.rawValue, "the session was resumed on another link")
         deliver(.transportDrained)  // the pump goes on, now that there is a link again
         return true

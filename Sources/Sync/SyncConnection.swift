@@ -86,11 +86,18 @@ public final class SyncConnection: Sendable {
         public var ready: @Sendable (Hello) -> Void
         public var received: @Sendable ([PresenceRecord]) -> Void
         public var ended: @Sendable () -> Void
+        /// The kind of link this port's session came on (nil: not said).
+        public var linkType: LinkType?
+        /// The session now runs on a link of another kind (it was resumed there, PROTOCOL.md §4.16).
+        public var moved: @Sendable (Hello, LinkType) -> Void
         public init(ready: @escaping @Sendable (Hello) -> Void, received: @escaping @Sendable ([PresenceRecord]) -> Void,
-                    ended: @escaping @Sendable () -> Void) {
+                    ended: @escaping @Sendable () -> Void, linkType: LinkType? = nil,
+                    moved: @escaping @Sendable (Hello, LinkType) -> Void = { _, _ in }) {
             self.ready = ready
             self.received = received
             self.ended = ended
+            self.linkType = linkType
+            self.moved = moved
         }
     }
 

@@ -55,6 +55,11 @@ import Values
                 Self.fail(proxy)
                 #expect(await eventually(within: .seconds(30)) { client.status.resumes == 1 && client.status.activeURL == configuration.fallbackURLs[0] },
                         "the session moved to the BLE link: \(client.status)")
+                #expect(await eventually {
+                    let graph = try? await rest.get("/api/v4/presence").body
+                    let peer = graph?["remotePeers"]?.arrayValue?.first { $0["deviceName"]?.stringValue == "smallpeer" }
+                    return peer?["connections"]?.arrayValue?.compactMap { $0["type"]?.stringValue } == ["Bluetooth"]
+                }, "the node's presence shows the session on its new link")
                 try await Self.insert(rest, prefix: "b", count: 50)
                 _ = try peer.execute("INSERT INTO docs DOCUMENTS ({'_id': 'from-peer-on-ble'})")
                 #expect(await eventually(within: .seconds(60)) { BLELinkTests.ids(peer, "docs").count == 251 }, "\(client.status)")
