@@ -8,7 +8,7 @@ import Synchronization
 /// `--ble`: BLE L2CAP peer links (or, in tests, the AF_UNIX SEQPACKET stand-in), the sync protocol
 /// in SDUs (PROTOCOL.md §2.1). A phone connects here as it would to `/api/v4/sync`: the same
 /// sessions, credentials, connection policy (`SyncAdmission`), session limit and subscription
-/// relay; only the transport differs (`SyncPacketHandler`). Bound with PSM 0, the kernel picks a
+/// relay; only the transport differs (`SyncLinkHandler` over a `PacketSyncLink`). Bound with PSM 0, the kernel picks a
 /// dynamic PSM: `psm` is what the advertisement and the GATT PSM characteristic must carry.
 ///
 /// **Threading.** The listening socket lives on the group's first loop; each accepted channel is
@@ -18,9 +18,9 @@ final class BLEPeerListener: Sendable {
     let psm: UInt16?
     let address: PacketLinkAddress
     private let listener: LoopBound<PacketListener>
-    private let open: OpenLinks<SyncPacketHandler>
+    private let open: OpenLinks<SyncLinkHandler>
 
-    private init(psm: UInt16?, address: PacketLinkAddress, listener: LoopBound<PacketListener>, open: OpenLinks<SyncPacketHandler>) {
+    private init(psm: UInt16?, address: PacketLinkAddress, listener: LoopBound<PacketListener>, open: OpenLinks<SyncLinkHandler>) {
         self.psm = psm
         self.address = address
         self.listener = listener
@@ -33,17 +33,20 @@ final class BLEPeerListener: Sendable {
                       route: SyncRoute, registry: SyncSessionRegistry, group: EventLoopGroup) async throws -> BLEPeerListener {
         let loops = group.loops
         let counter = Atomic<Int>(0)
-        let open = OpenLinks<SyncPacketHandler>()
+        let open = OpenLinks<SyncLinkHandler>()
         let first = loops[0]
         let listener = try await first.submit { () throws -> LoopBound<PacketListener> in
             let l = try PacketListener(address: address, options: options, loop: first) { fd in
                 let loop = loops[counter.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
                 let adopt: @Sendable () -> Void = {
                     let number = registry.nextNumber()
-                    guard let handler = SyncPacketHandler(fd: fd, address: address, options: options, configuration: link, loop: loop,
-                                                          number: number, route: route, registry: registry, onClose: { open.remove(number) })
-                    else { return }
+                    guard let handler = SyncLinkHandler(number: number, remote: "\(address)#\(number)", kind: .ble, loop: loop, route: route,
+                                                        registry: registry, onClose: { open.remove(number) }, accept: { callbacks in
+                        try PacketSyncLink.accepted(fd: fd, address: address, options: options, configuration: link, loop: loop,
+                                                    credit: 0, callbacks: callbacks)
+                    }) else { return }
                     open.add(number, LoopBound(handler, loop: loop))
+                    handler.start()
                 }
                 if loop === first { adopt() } else { loop.execute(adopt) }
             }

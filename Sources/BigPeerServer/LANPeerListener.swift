@@ -1,5 +1,6 @@
 import Logging
 import Sockets
+import SyncPeer
 import Sync
 import SyncProtocol
 import Synchronization
@@ -8,7 +9,7 @@ import Synchronization
 /// length-prefixed framing of PROTOCOL.md §2 (optionally in TLS). A peer on the LAN connects here
 /// as it would to `/api/v4/sync`: the same sessions, credentials, session limit and subscription
 /// relay (`SyncSessionRegistry`), the same `SyncConnection` driver; only the transport differs
-/// (`SyncStreamHandler`).
+/// (`SyncLinkHandler`).
 ///
 /// **Threading.** The listening socket lives on the group's first loop; each accepted connection
 /// is handed round-robin to a loop of the group and stays there. `open` (the handlers, for
@@ -16,9 +17,9 @@ import Synchronization
 final class LANPeerListener: Sendable {
     let port: Int
     private let listener: LoopBound<TCPListener>
-    private let open: OpenLinks<SyncStreamHandler>
+    private let open: OpenLinks<SyncLinkHandler>
 
-    private init(port: Int, listener: LoopBound<TCPListener>, open: OpenLinks<SyncStreamHandler>) {
+    private init(port: Int, listener: LoopBound<TCPListener>, open: OpenLinks<SyncLinkHandler>) {
         self.port = port
         self.listener = listener
         self.open = open
@@ -30,16 +31,21 @@ final class LANPeerListener: Sendable {
         let address = try SocketAddress(ip: host, port: port)
         let loops = group.loops
         let counter = Atomic<Int>(0)
-        let open = OpenLinks<SyncStreamHandler>()
+        let open = OpenLinks<SyncLinkHandler>()
         let first = loops[0]
         let listener = try await first.submit { () throws -> LoopBound<TCPListener> in
             let l = try TCPListener(address: address, loop: first) { fd, remote in
                 let loop = loops[counter.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
                 let adopt: @Sendable () -> Void = {
                     let number = registry.nextNumber()
-                    guard let handler = SyncStreamHandler(fd: fd, remote: remote, loop: loop, tls: tls, number: number,
-                                                          route: route, registry: registry, onClose: { open.remove(number) })
-                    else { return }
+                    var kind = SyncLinkHandler.Kind.lan
+                    kind.waitsForHandshake = tls != nil
+                    // Write limits as the WebSocket's (`SyncRoute.webSocketLimits`).
+                    guard let handler = SyncLinkHandler(number: number, remote: "\(remote)", kind: kind, loop: loop, route: route, registry: registry,
+                                                        onClose: { open.remove(number) }, accept: { callbacks in
+                        try StreamLinkConnection.accepted(fd: fd, remote: remote, loop: loop, tls: tls,
+                                                          maxMessageSize: route.session.limits.maxMessageSize, credit: 0, callbacks: callbacks)
+                    }) else { return }
                     open.add(number, LoopBound(handler, loop: loop))
                     handler.start()
                 }

@@ -92,7 +92,7 @@ struct SyncRoute {
 }
 
 /// One sync WebSocket: the bridge between its `WebSocketMessageLink` (loop-owned: binary messages
-/// only, a text one closes with 4004) and the session driver, as `SyncStreamHandler` is for a LAN
+/// only, a text one closes with 4004) and the session driver, as `SyncLinkHandler` is for a LAN
 /// TCP link.
 ///
 /// **Threading.** Created on the connection's event loop and called there only. The transport

@@ -6,7 +6,7 @@ import Synchronization
 
 /// One accepted LAN TCP link a small peer serves (`SmallPeer.serve`) on an accepted
 /// `StreamLinkConnection` (the length-prefixed frames of PROTOCOL.md §2, `bye` with the close code
-/// before a close), as a BigPeer node's `SyncStreamHandler` does. Whoever listens (the CLI's
+/// before a close), as a BigPeer node's `SyncLinkHandler` does. Whoever listens (the CLI's
 /// `peer --lan --listen`) adopts each accepted descriptor on a loop:
 ///
 ///     let link = try ServedStreamLink(fd: fd, remote: remote, loop: loop, tls: tls, peer: peer)

@@ -3,7 +3,7 @@
 //
 //   a link connects, none active                 ─▶ it carries the session (new, or resumed)
 //   a link connects, the active one in handshake  ─▶ standby: open and idle, takes over at once
-//                                                    if that handshake fails
+//                                                    if that handshake fails or takes over 3 s
 //   a better link connects, the session ready     ─▶ the session moves there once the server
 //                                                    resumes it on it; until then the old link
 //                                                    carries on (a link that connects but carries
@@ -113,6 +113,18 @@ extension SyncClientCore {
             standby.remove(rank)
             if links[rank].isOpen { place(rank) }
         }
+    }
+
+    /// How long the active link's handshake may take while a standby link waits: the standby is
+    /// idle on the server, whose own handshake timeout (10 s) would end it if it waited for the
+    /// active link's full one (a blackholed LAN and a BLE standby then took turns timing out).
+    static let handshakeWithStandbyMillis: UInt64 = 3_000
+
+    /// Drops the active link when its handshake is slow and a standby link is up (it carries next).
+    func giveUpSlowHandshake(now: UInt64) {
+        guard let s = session, s.state == .awaitingWelcome, standby.contains(where: { links[$0].isOpen }),
+              now &- s.startedAt >= Self.handshakeWithStandbyMillis, let link else { return }
+        link.close(code: SyncCloseCode.timeout.rawValue, reason: "no welcome within \(Self.handshakeWithStandbyMillis) ms while another link is up")
     }
 
     /// The session stops using its link: detached if it can be resumed, else ended.

@@ -287,6 +287,7 @@ final class SyncClientCore: SyncLinkDelegate {
             let actions = s.tick(now: now)
             self.session = s
             self.perform(actions)
+            self.giveUpSlowHandshake(now: now)
             self.peer.presence.tick()
             let outboxEmpty = self.serverSite.map { self.peer.pendingUploadCount(server: $0) == 0 } ?? (self.peer.pendingUploadCount == 0)
             let waitingFor = s.waitingFor(now: now, quietMillis: self.configuration.quietMillis, outboxEmpty: outboxEmpty)

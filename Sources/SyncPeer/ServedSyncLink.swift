@@ -1,4 +1,4 @@
-// The socket side of a served LAN TCP sync link, shared by a BigPeer node (`SyncStreamHandler`)
+// The socket side of a served LAN TCP sync link, shared by a BigPeer node (`SyncLinkHandler`)
 // and a small peer that serves (`ServedStreamLink`).
 
 import Sockets

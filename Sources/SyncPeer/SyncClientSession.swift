@@ -104,7 +104,8 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     var lastReceivedAt: UInt64 = 0
     private var lastPingAt: UInt64 = 0
     private var pingCounter: UInt64 = 0
-    var startedAt: UInt64 = 0
+    /// When the current handshake began (the `hello` went out).
+    public internal(set) var startedAt: UInt64 = 0
     /// A live subscription of this session.
     struct SessionSubscription: Sendable {
         var key: String
