@@ -4,11 +4,11 @@ import Sync
 import SyncPeer
 import SyncProtocol
 
-/// One accepted peer link that is not a WebSocket — a LAN TCP link (`LANPeerListener`:
-/// `StreamLinkConnection`, PROTOCOL.md §2) or a BLE L2CAP channel (`BLEPeerListener`:
-/// `PacketSyncLink`, §2.1) — bridged to a session driver, as `SyncSocketHandler` is for a
-/// WebSocket. The link does the framing, limits, `bye` and (BLE) keepalive and supervision; this
-/// class only joins it to the session, whatever its kind (`MessageLink`).
+/// One accepted peer link bridged to a session driver, whatever its kind (`MessageLink`): a sync
+/// WebSocket (`SyncRoute`: `WebSocketMessageLink`, binary messages only), a LAN TCP link
+/// (`LANPeerListener`: `StreamLinkConnection`, PROTOCOL.md §2) or a BLE L2CAP channel
+/// (`BLEPeerListener`: `PacketSyncLink`, §2.1). The link does the framing, limits, `bye` and (BLE)
+/// keepalive and supervision; this class only joins it to the session.
 ///
 /// **Threading.** Created and called on its link's loop only. The transport closures given to
 /// `SyncConnection` may run on any thread; they reach the link through a `LoopBound` inside
@@ -24,6 +24,9 @@ final class SyncLinkHandler {
         var waitsForHandshake = false
         static let lan = Kind(type: .accessPoint, maxQueuedBytes: 1 << 20)
         static let ble = Kind(type: .bluetooth, maxQueuedBytes: 256 << 10)
+        /// The socket's high-water mark (`SyncRoute.sessionQueueLimit`), where the WebSocket layer
+        /// also stops reading from the peer.
+        static func webSocket(maxQueuedBytes: Int) -> Kind { Kind(type: .webSocket, maxQueuedBytes: maxQueuedBytes) }
     }
 
     let number: UInt64
@@ -59,6 +62,25 @@ final class SyncLinkHandler {
             route.logger.warning("cannot adopt a \(kind.type.rawValue) peer link", metadata: ["remote": "\(remote)", "error": "\(error)"])
             return nil
         }
+    }
+
+    /// Takes an open link (a WebSocket once upgraded) and starts its session at once.
+    init(number: UInt64, remote: String, kind: Kind, route: SyncRoute, registry: SyncSessionRegistry, link: any MessageLink) {
+        self.number = number
+        self.remote = remote
+        self.kind = kind
+        self.loop = link.loop
+        self.route = route
+        self.registry = registry
+        self.onClose = {}
+        self.link = link
+        // Strong: the link keeps this object until it closes (then it drops its callbacks).
+        link.callbacks = LinkCallbacks(
+            connected: {},
+            received: { message in self.connection?.receive(message) },
+            drained: { self.drained() },
+            closed: { _ in self.closed() })
+        openSession()
     }
 
     /// Starts the session now, or once the handshake is done (`connected`) for a link that has one.

@@ -78,80 +78,17 @@ struct SyncRoute {
                                                 deflate: nil),
             configuration: limits,
             makeHandler: { request, _ in
-                let number = registry.nextNumber()
-                var config = route.session
-                config.sessionID = "\(route.session.sessionID)-\(number)"
-                config.maxQueuedBytes = Self.sessionQueueLimit(route.limits)
-                return SyncSocketHandler(route: route, registry: registry, number: number, configuration: config,
-                                         remote: request.remoteAddress ?? "-").webSocketHandler
+                // Once the socket is open it is a link of its own; until it closes, the link and
+                // the endpoint keep the handler (strong captures, dropped at the close).
+                let remote = request.remoteAddress ?? "-"
+                return WebSocketMessageLink.handler(maxMessageSize: route.limits.maxMessageSize) { link in
+                    _ = SyncLinkHandler(number: registry.nextNumber(), remote: remote, kind: .webSocket(maxQueuedBytes: Self.sessionQueueLimit(route.limits)),
+                                        route: route, registry: registry, link: link)
+                }
             })
         endpoint.maxConnections = Self.maxSockets(sessions: maxSessions)
         router.get(Self.path, endpoint.httpHandler)
         return (endpoint, registry)
-    }
-}
-
-/// One sync WebSocket: the bridge between its `WebSocketMessageLink` (loop-owned: binary messages
-/// only, a text one closes with 4004) and the session driver, as `SyncLinkHandler` is for a LAN
-/// TCP link.
-///
-/// **Threading.** Created on the connection's event loop and called there only. The transport
-/// closures given to `SyncConnection` may run on any thread; they reach the link through a
-/// `LoopBound` inside `loop.execute`, and messages leave in the order the session produced them
-/// (`SyncOutbox`).
-final class SyncSocketHandler {
-    let route: SyncRoute
-    let registry: SyncSessionRegistry
-    let number: UInt64
-    let configuration: SyncSession.Configuration
-    let remote: String
-    var connection: SyncConnection?
-    let outbox = SyncOutbox()
-    private var link: WebSocketMessageLink?
-
-    init(route: SyncRoute, registry: SyncSessionRegistry, number: UInt64, configuration: SyncSession.Configuration, remote: String) {
-        self.route = route
-        self.registry = registry
-        self.number = number
-        self.configuration = configuration
-        self.remote = remote
-    }
-
-    /// The endpoint's handler: once the socket is open it is this handler's link. Until the link
-    /// closes, it and the endpoint keep this object (strong captures, dropped at the close).
-    var webSocketHandler: any WebSocketHandler {
-        WebSocketMessageLink.handler(maxMessageSize: route.limits.maxMessageSize) { link in self.start(link) }
-    }
-
-    private func start(_ link: WebSocketMessageLink) {
-        self.link = link
-        link.callbacks = LinkCallbacks(
-            received: { message in self.connection?.receive(message) },
-            drained: { self.drained() },
-            closed: { _ in self.finish() })
-        let bound = LoopBound(link, loop: link.loop)
-        let transport = outbox.loopTransport(
-            bound,
-            write: { link, messages in
-                link.batchingSends { for message in messages { link.send(message) } }
-                return link.queuedBytes
-            },
-            queued: { $0.queuedBytes }, requestDrain: { $0.requestDrainNotification() },
-            close: { code, reason in bound.loop.execute { bound.value.close(code: code, reason: reason) } })
-        connection = route.startSession(number: number, configuration: configuration, transport: transport, outbox: outbox,
-                                         executor: link.loop, registry: registry, remote: remote, link: .webSocket)
-    }
-
-    private func drained() {
-        outbox.noteSocket(queued: link?.queuedBytes ?? 0)
-        outbox.takeDrainRequest()?.transportDrained()
-    }
-
-    private func finish() {
-        link = nil
-        connection?.transportClosed()  // the registry frees the slot when the session ends
-        connection = nil
-        outbox.release()
     }
 }
 
