@@ -23,6 +23,18 @@ import Values
         }
     }
 
+    /// A peer subscribed to `docs`, syncing over `url`, else `fallback`, reconnecting quickly.
+    static func peerOnTwoLinks(_ dir: TempDirectory, key: String, url: String, fallback: String) throws
+        -> (SmallPeer, SyncClient, SyncClient.Configuration) {
+        let peer = try openPeer(dir.path)
+        _ = try peer.subscribe("SELECT * FROM docs")
+        var configuration = SyncClient.Configuration(url: url, apiKey: key)
+        configuration.fallbackURLs = [fallback]
+        configuration.reconnectBase = .milliseconds(50)
+        configuration.reconnectMax = .milliseconds(300)
+        return (peer, try SyncClient(peer: peer, configuration: configuration), configuration)
+    }
+
     /// Cuts the proxied link the way a lost Wi-Fi does: open connections die, new ones hang.
     static func fail(_ proxy: LinkProxy) {
         proxy.set(.init(cut: true))
@@ -40,13 +52,8 @@ import Values
             defer { shaper.stop() }
             let peerDir = TempDirectory()
             defer { peerDir.cleanup() }
-            let peer = try openPeer(peerDir.path)
-            _ = try peer.subscribe("SELECT * FROM docs")
-            var configuration = SyncClient.Configuration(url: "ws://127.0.0.1:\(proxy.port)", apiKey: key)
-            configuration.fallbackURLs = ["seqpacket://\(dir)/shaped"]
-            configuration.reconnectBase = .milliseconds(50)
-            configuration.reconnectMax = .milliseconds(300)
-            let client = try SyncClient(peer: peer, configuration: configuration)
+            let (peer, client, configuration) = try Self.peerOnTwoLinks(peerDir, key: key, url: "ws://127.0.0.1:\(proxy.port)",
+                                                                        fallback: "seqpacket://\(dir)/shaped")
             try await afterwards({ await client.stop() }) {
                 try await client.waitUntilCaughtUp(timeout: .seconds(60))
                 #expect(BLELinkTests.ids(peer, "docs").count == 200)
@@ -90,13 +97,8 @@ import Values
             proxy.set(.init(bytesPerSecond: 200_000))
             let peerDir = TempDirectory()
             defer { peerDir.cleanup() }
-            let peer = try openPeer(peerDir.path)
-            _ = try peer.subscribe("SELECT * FROM docs")
-            var configuration = SyncClient.Configuration(url: "ws://127.0.0.1:\(proxy.port)", apiKey: key)
-            configuration.fallbackURLs = ["seqpacket://\(dir)/node"]
-            configuration.reconnectBase = .milliseconds(50)
-            configuration.reconnectMax = .milliseconds(300)
-            let client = try SyncClient(peer: peer, configuration: configuration)
+            let (peer, client, _) = try Self.peerOnTwoLinks(peerDir, key: key, url: "ws://127.0.0.1:\(proxy.port)",
+                                                                        fallback: "seqpacket://\(dir)/node")
             try await afterwards({ await client.stop() }) {
                 #expect(await eventually(within: .seconds(60)) { client.status.receivedEntries >= 300 }, "\(client.status)")
                 Self.fail(proxy)
