@@ -7,7 +7,8 @@
 //        ─▶ B hands over: its input (messages, close, drain) goes to A, tagged with B's link
 //
 // Connection A drops input tagged with a link it has left, so a late message or close from the
-// old link cannot reach the session. Not found (expired, another instance, another peer's site):
+// old link cannot reach the session. Not found (expired, another instance, another peer's site or
+// credentials of another identity):
 // B answers `.resumeNotFound` to its own session, which welcomes the peer into a new one.
 
 import Synchronization
@@ -32,6 +33,7 @@ extension SyncConnection {
         guard let target = resumable?.find(request.token), target !== self,
               let transport = attachment.withLock({ $0.transport }),
               target.adopt(transport, link: ownLink, peerReceived: request.received, site: site,
+                           principal: session.withLock({ $0.permissions.principal }),
                            maxQueuedBytes: session.withLock({ $0.configuration.maxQueuedBytes }), linkType: presence?.linkType) else {
             return deliver(.resumeNotFound)
         }
@@ -45,10 +47,10 @@ extension SyncConnection {
     /// cannot be resumed (closed, another site, a count outside what was sent).
     /// `maxQueuedBytes`: the new link's queue limit (a BLE channel holds less than a LAN socket).
     /// `linkType`: the new link's kind, for presence.
-    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64, maxQueuedBytes: Int,
+    func adopt(_ transport: Transport, link: UInt64, peerReceived: UInt64, site: UInt64, principal: String?, maxQueuedBytes: Int,
                linkType: LinkType? = nil) -> Bool {
         let left = session.withLock { s -> Transport?? in
-            guard s.peer?.site == site, let actions = s.resume(peerReceived: peerReceived, now: clock()) else { return nil }
+            guard s.peer?.site == site, let actions = s.resume(peerReceived: peerReceived, principal: principal, now: clock()) else { return nil }
             s.configuration.maxQueuedBytes = maxQueuedBytes
             let old = attachment.withLock { a -> Transport? in
                 defer { a = Attachment(transport: transport, link: link) }

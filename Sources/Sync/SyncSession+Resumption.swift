@@ -24,11 +24,12 @@ extension SyncSession {
     }
 
     /// The peer resumed this session on a new link, having received `peerReceived` of its numbered
-    /// messages: `welcome` with the server's count, then every message after the peer's. Nil when
-    /// the session cannot be resumed (closed, not resumable, or a count outside what was sent): the
-    /// peer then gets a new session.
-    public mutating func resume(peerReceived: UInt64, now: UInt64) -> [SyncSessionAction]? {
-        guard state == .ready, var r = resumption else { return nil }
+    /// messages and presented credentials of `principal` there: `welcome` with the server's count,
+    /// then every message after the peer's. Nil when the session cannot be resumed (closed, not
+    /// resumable, another identity — a stolen token alone does not carry a session's permissions
+    /// over to other credentials —, or a count outside what was sent): the peer then gets a new session.
+    public mutating func resume(peerReceived: UInt64, principal: String?, now: UInt64) -> [SyncSessionAction]? {
+        guard state == .ready, var r = resumption, principal == permissions.principal else { return nil }
         let replay: ArraySlice<[UInt8]>
         do { replay = try r.replay(after: peerReceived) } catch { return nil }
         resumption = r

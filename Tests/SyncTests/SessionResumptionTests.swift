@@ -76,8 +76,10 @@ import Testing
         _ = h.feed(.transportClosed)
         _ = h.advance(20_001)  // no ping while detached
         var beyond = h.session
-        #expect(beyond.resume(peerReceived: 5, now: h.now) == nil, "a count beyond what was sent cannot resume")
-        let resumed = h.session.resume(peerReceived: 1, now: h.now)
+        #expect(beyond.resume(peerReceived: 5, principal: nil, now: h.now) == nil, "a count beyond what was sent cannot resume")
+        var other = h.session
+        #expect(other.resume(peerReceived: 1, principal: "someone-else", now: h.now) == nil, "credentials of another identity cannot take the session")
+        let resumed = h.session.resume(peerReceived: 1, principal: nil, now: h.now)
         let actions = try #require(resumed)
         guard case .send(_, .welcome(let w))? = actions.first else { Issue.record("\(actions)"); return }
         #expect(w.resumedReceived == 2 && w.resumeToken == token)
