@@ -124,7 +124,8 @@ extension SyncClientCore {
     func giveUpSlowHandshake(now: UInt64) {
         guard let s = session, s.state == .awaitingWelcome, standby.contains(where: { links[$0].isOpen }),
               now &- s.startedAt >= Self.handshakeWithStandbyMillis, let link else { return }
-        link.close(code: SyncCloseCode.timeout.rawValue, reason: "no welcome within \(Self.handshakeWithStandbyMillis) ms while another link is up")
+        link.close(code: s.isResuming ? SyncCloseCode.linkLeft.rawValue : SyncCloseCode.timeout.rawValue,
+                   reason: "no welcome within \(Self.handshakeWithStandbyMillis) ms while another link is up")
     }
 
     /// The session stops using its link: detached if it can be resumed, else ended.

@@ -152,7 +152,8 @@ final class SyncClientCore: SyncLinkDelegate {
                 link?.close(code: code, reason: reason)
             case .moveFailed(let reason):
                 if let candidate {
-                    links[candidate].close(code: SyncCloseCode.normal.rawValue, reason: reason)
+                    // The server may run the session there already: leave the link, not the session.
+                    links[candidate].close(code: SyncCloseCode.linkLeft.rawValue, reason: reason)
                     self.candidate = nil
                 }
             case .resumed(let welcome):

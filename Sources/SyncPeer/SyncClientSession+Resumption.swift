@@ -58,6 +58,17 @@ extension SyncClientSession {
         movingSince = nil
     }
 
+    /// Gives up the link this resume went out on, without ending the session: `bye` 4010 then
+    /// close; `linkClosed` then detaches the session again.
+    mutating func leaveLink(_ reason: String) -> [Action] {
+        let r = limits.closeReason(reason)
+        return [.send(SyncMessage.bye(code: SyncCloseCode.linkLeft.rawValue, reason: r).encode()),
+                .close(code: SyncCloseCode.linkLeft.rawValue, reason: r)]
+    }
+
+    /// The `hello` on the current link asks to resume and its `welcome` has not come yet.
+    public var isResuming: Bool { state == .awaitingWelcome && resuming }
+
     /// A move is under way (a `hello` with `resume` went out on another link).
     public var isMoving: Bool { state == .ready && resumeSentAt != nil }
 

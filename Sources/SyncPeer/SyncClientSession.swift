@@ -336,7 +336,12 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     public mutating func tick(now: UInt64) -> [Action] {
         switch state {
         case .awaitingWelcome:
-            if now &- startedAt >= configuration.handshakeTimeoutMillis { return fail(SyncCloseCode.timeout.rawValue, "no welcome within the handshake timeout") }
+            if now &- startedAt >= configuration.handshakeTimeoutMillis {
+                // A resume may have reached the server, which then runs the session on this link:
+                // leave the link (4010), do not end the session (PROTOCOL.md §4.16).
+                if resuming { return leaveLink("no welcome within the handshake timeout") }
+                return fail(SyncCloseCode.timeout.rawValue, "no welcome within the handshake timeout")
+            }
         case .ready:
             if let movingSince, now &- movingSince >= configuration.handshakeTimeoutMillis {
                 moveAbandoned()

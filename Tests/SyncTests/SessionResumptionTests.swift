@@ -136,6 +136,26 @@ import Testing
         #expect(p.state == .ready && p.linksUsed == 2)
     }
 
+    /// The server may already run the session on the link whose welcome is late: the peer leaves
+    /// that link with 4010 (the session goes on) instead of ending the session with 4008.
+    @Test func aResumeWithoutWelcomeLeavesTheLinkNotTheSession() throws {
+        var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
+        c.resumable = true
+        var p = Peer(configuration: c)
+        _ = p.start(now: 0)
+        _ = p.receive(SyncMessage.welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20_000, maxMessageSize: 1 << 20,
+                                                 credit: 1 << 20, resumeToken: Array(repeating: 3, count: 16))).encode(), now: 1)
+        p.linkClosed()
+        _ = p.start(now: 2)
+        let actions = p.tick(now: 2 + c.handshakeTimeoutMillis)
+        guard case .send(let bytes)? = actions.first, case .bye(let code, _) = try SyncMessageDecoder.decode(bytes, limits: .default) else {
+            Issue.record("\(actions)"); return
+        }
+        #expect(code == SyncCloseCode.linkLeft.rawValue)
+        p.linkClosed()
+        #expect(p.state == .detached, "the session waits for the next link")
+    }
+
     @Test func aResumeTheServerRefusesStartsOver() {
         var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
         c.resumable = true
