@@ -181,6 +181,11 @@ public struct SyncSession: Sendable {
     public internal(set) var detached = false
     /// `hello.resume` was handed to the driver: waiting for a handover or `.resumeNotFound`.
     var resumeLookup = false
+    /// The peer let more than `maxUnconfirmedBytes` go unconfirmed (checked after each step).
+    var unconfirmedOverflow = false
+    /// What a resumable session keeps for a peer that does not `rack`: data stops at the queue
+    /// limit, but control messages (a `pong` per `ping`) do not, so they are bounded here.
+    var maxUnconfirmedBytes: Int { 2 * max(configuration.maxQueuedBytes, 64 << 10) }
 
     public init(configuration: Configuration, now: UInt64) {
         self.configuration = configuration
@@ -281,6 +286,9 @@ public struct SyncSession: Sendable {
             }
         }
         if state == .ready { pump(now: now, into: &out) }
+        if unconfirmedOverflow, state != .closed {
+            close(.protocolViolation, "more than \(maxUnconfirmedBytes) bytes not confirmed with rack", into: &out)
+        }
         if state == .closed { answerPendingQueriesAtClose(now: now, into: &out) }
         return out
     }
@@ -478,7 +486,10 @@ public struct SyncSession: Sendable {
     mutating func send(_ m: SyncMessage, capacity: Int = 64, into out: inout [SyncSessionAction]) {
         let bytes = m.encode(capacity: capacity)
         if m.consumesCredit { credit -= Int64(bytes.count) }
-        if resumption != nil && m.isNumbered { resumption?.recordSent(bytes) }
+        if resumption != nil && m.isNumbered {
+            resumption?.recordSent(bytes)
+            if (resumption?.unconfirmedBytes ?? 0) > maxUnconfirmedBytes { unconfirmedOverflow = true }
+        }
         transportQueued += bytes.count
         out.append(.send(bytes, m))
     }

@@ -112,6 +112,30 @@ import Testing
     typealias Peer = SyncClientSession<TestUpload>
     struct TestUpload: SyncUpload { var ref: DocumentRef; var delta: [UInt8] }
 
+    /// A resumable peer welcomed with token 3…3 whose link dropped, its resume `hello` sent on the next link at time 2.
+    static func peerResumingOnASecondLink() -> Peer {
+        var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
+        c.resumable = true
+        var p = Peer(configuration: c)
+        _ = p.start(now: 0)
+        _ = p.receive(SyncMessage.welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20_000, maxMessageSize: 1 << 20,
+                                                 credit: 1 << 20, resumeToken: Array(repeating: 3, count: 16))).encode(), now: 1)
+        p.linkClosed()
+        _ = p.start(now: 2)
+        return p
+    }
+
+    /// Pongs are numbered and need no credit: a peer that pings and never racks is cut off, not buffered for.
+    @Test func aPeerThatNeverRacksIsClosedAtTheBound() {
+        var h = SessionHarness(configure: { $0.resumable = true; $0.maxQueuedBytes = 1024 })
+        _ = h.receive(.hello(Self.resumableHello()))
+        _ = h.feed(.authenticated(.accept(.everything)))
+        var code: UInt16?
+        for n in 0..<20_000 where code == nil { code = closeCode(h.receive(.ping(UInt64(n)))) }
+        #expect(code == SyncCloseCode.protocolViolation.rawValue)
+        #expect((h.session.resumption?.unconfirmedBytes ?? 0) <= h.session.maxUnconfirmedBytes + 64)
+    }
+
     @Test func thePeerDetachesAndResumesWithItsCount() throws {
         var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
         c.resumable = true
@@ -139,15 +163,8 @@ import Testing
     /// The server may already run the session on the link whose welcome is late: the peer leaves
     /// that link with 4010 (the session goes on) instead of ending the session with 4008.
     @Test func aResumeWithoutWelcomeLeavesTheLinkNotTheSession() throws {
-        var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
-        c.resumable = true
-        var p = Peer(configuration: c)
-        _ = p.start(now: 0)
-        _ = p.receive(SyncMessage.welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20_000, maxMessageSize: 1 << 20,
-                                                 credit: 1 << 20, resumeToken: Array(repeating: 3, count: 16))).encode(), now: 1)
-        p.linkClosed()
-        _ = p.start(now: 2)
-        let actions = p.tick(now: 2 + c.handshakeTimeoutMillis)
+        var p = Self.peerResumingOnASecondLink()
+        let actions = p.tick(now: 2 + p.configuration.handshakeTimeoutMillis)
         guard case .send(let bytes)? = actions.first, case .bye(let code, _) = try SyncMessageDecoder.decode(bytes, limits: .default) else {
             Issue.record("\(actions)"); return
         }
@@ -157,14 +174,7 @@ import Testing
     }
 
     @Test func aResumeTheServerRefusesStartsOver() {
-        var c = Peer.Configuration(site: 9, peerKey: [1], deviceName: "p", credentials: nil)
-        c.resumable = true
-        var p = Peer(configuration: c)
-        _ = p.start(now: 0)
-        _ = p.receive(SyncMessage.welcome(Welcome(site: 1, sessionID: "s", heartbeatMillis: 20_000, maxMessageSize: 1 << 20,
-                                                 credit: 1 << 20, resumeToken: Array(repeating: 3, count: 16))).encode(), now: 1)
-        p.linkClosed()
-        _ = p.start(now: 2)
+        var p = Self.peerResumingOnASecondLink()
         let fresh = p.receive(SyncMessage.welcome(Welcome(site: 1, sessionID: "s2", heartbeatMillis: 20_000, maxMessageSize: 1 << 20,
                                                          credit: 1 << 20, resumeToken: Array(repeating: 4, count: 16))).encode(), now: 3)
         guard case .connected(let w)? = fresh.first else { Issue.record("\(fresh)"); return }
