@@ -88,7 +88,7 @@ public final class SyncClient: Sendable {
 
         public var description: String {
             switch self {
-            case .invalidURL(let u): "not a ws:// or wss:// URL: \(u)"
+            case .invalidURL(let u): "not a ws://, wss://, tcp://, tls://, l2cap:// or seqpacket:// URL: \(u)"
             case .failed(let why): why
             case .timedOut(let why): "not caught up in time: \(why)"
             }
