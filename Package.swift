@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "SyncProtocol", dependencies: ["Values", "COpenSSL"], swiftSettings: strict),
         // The serving side of sync sessions over any `SyncStorage`: BigPeer's store or a small peer's.
         .target(name: "Sync", dependencies: ["SyncProtocol", "CRDT", "DQL", "Values"], swiftSettings: strict),
-        .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         // Which peers may sync: rules from a policy file and a connection webhook, for every link type.
         .target(name: "ConnectionPolicy", dependencies: ["HTTP", "Sockets", "SyncProtocol", "Values"], swiftSettings: strict),
         // Wiring and clients.
