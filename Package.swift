@@ -18,6 +18,7 @@ let package = Package(
         // Library products for the benchmark packages under Benchmarks/ (they depend on this one by path).
         .library(name: "HTTP", targets: ["HTTP"]),
         .library(name: "Sockets", targets: ["Sockets"]),
+        .library(name: "Auth", targets: ["Auth"]),
         .library(name: "CRDT", targets: ["CRDT"]),
         .library(name: "DQL", targets: ["DQL"]),
         .library(name: "Values", targets: ["Values"]),

@@ -1,4 +1,4 @@
-import Glibc
+import Foundation
 import HTTP
 import Synchronization
 
@@ -164,20 +164,16 @@ public final class JWKSSource: Sendable {
 
     /// The file's bytes, refused if longer than `maxBytes`.
     static func readBounded(_ path: String, maxBytes: Int) throws(JWKError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw JWKError(nil, "cannot open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { return out }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw JWKError(nil, "reading \(path): \(String(cString: strerror(errno)))")
-            }
-            out.append(contentsOf: chunk[0..<n])
-            guard out.count <= maxBytes else { throw JWKError(nil, "\(path) is larger than \(maxBytes) bytes") }
+        do {
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            defer { try? handle.close() }
+            let bytes = [UInt8](try handle.read(upToCount: maxBytes + 1) ?? Data())
+            guard bytes.count <= maxBytes else { throw JWKError(nil, "\(path) is larger than \(maxBytes) bytes") }
+            return bytes
+        } catch let error as JWKError {
+            throw error
+        } catch {
+            throw JWKError(nil, "reading \(path): \(error.localizedDescription)")
         }
     }
 

@@ -89,8 +89,12 @@ public struct JWKSet: Sendable {
     /// in the set verifies `alg`.
     public func key(algorithm: JWSAlgorithm, keyID: String?) -> Result<JWSVerificationKey, JWTError> {
         if let keyID {
-            guard let key = keys.first(where: { $0.keyID == keyID }) else { return .failure(.unknownKey(keyID)) }
-            guard key.algorithm == algorithm else { return .failure(.algorithmNotAllowedForKey(algorithm.rawValue, keyID: keyID)) }
+            // One kid may name keys of several types (a provider publishing RSA and EC twins).
+            let named = keys.filter { $0.keyID == keyID }
+            guard !named.isEmpty else { return .failure(.unknownKey(keyID)) }
+            guard let key = named.first(where: { $0.algorithm == algorithm }) else {
+                return .failure(.algorithmNotAllowedForKey(algorithm.rawValue, keyID: keyID))
+            }
             return .success(key)
         }
         let candidates = keys.filter { $0.algorithm == algorithm }

@@ -25,6 +25,10 @@ public final class JWSVerificationKey: @unchecked Sendable {
     /// The JWK `kid`, if it had one.
     public let keyID: String?
     let material: Material
+    /// An EVP_MD_CTX set up once for verifying with this key; each verification copies it, which
+    /// costs less than setting one up (OpenSSL 3 fetches the algorithms on every init). Read-only
+    /// after `init`, like the key.
+    private let verifyTemplate: OpaquePointer?
 
     public static let minimumRSABits: Int32 = 2048
     public static let maximumRSABits: Int32 = 8192
@@ -33,10 +37,25 @@ public final class JWSVerificationKey: @unchecked Sendable {
         self.algorithm = algorithm
         self.keyID = keyID
         self.material = material
+        var template: OpaquePointer?
+        if case .publicKey(let key) = material, let context = EVP_MD_CTX_new() {
+            if EVP_DigestVerifyInit(context, nil, Self.digest(algorithm), nil, key) == 1 {
+                template = context
+            } else {
+                EVP_MD_CTX_free(context)
+                ERR_clear_error()
+            }
+        }
+        verifyTemplate = template
     }
 
     deinit {
+        EVP_MD_CTX_free(verifyTemplate)
         if case .publicKey(let key) = material { EVP_PKEY_free(key) }
+    }
+
+    private static func digest(_ algorithm: JWSAlgorithm) -> OpaquePointer? {
+        algorithm == .edDSA ? nil : EVP_sha256()  // Ed25519 hashes internally (RFC 8032)
     }
 
     /// An HS256 key (shared secret); at least `JWTVerifier.minimumSecretBytes`.
@@ -105,7 +124,7 @@ public final class JWSVerificationKey: @unchecked Sendable {
             case .rs256, .hs256:
                 break
             }
-            let ok = Self.digestVerify(key, digest: algorithm == .edDSA ? nil : EVP_sha256(), signingInput, encoded)
+            let ok = digestVerify(key, signingInput, encoded)
             // A failed verification leaves errors on this thread's queue, which TLS on the same
             // thread would otherwise read as its own (SSL_get_error consults it).
             if !ok { ERR_clear_error() }
@@ -113,10 +132,13 @@ public final class JWSVerificationKey: @unchecked Sendable {
         }
     }
 
-    private static func digestVerify(_ key: OpaquePointer, digest: OpaquePointer?, _ message: ArraySlice<UInt8>, _ signature: [UInt8]) -> Bool {
+    private func digestVerify(_ key: OpaquePointer, _ message: ArraySlice<UInt8>, _ signature: [UInt8]) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, digest, nil, key) == 1 else { return false }
+        if verifyTemplate == nil || EVP_MD_CTX_copy_ex(context, verifyTemplate) != 1 {
+            EVP_MD_CTX_reset(context)
+            guard EVP_DigestVerifyInit(context, nil, Self.digest(algorithm), nil, key) == 1 else { return false }
+        }
         return message.withUnsafeBufferPointer { m in
             signature.withUnsafeBufferPointer { s in
                 EVP_DigestVerify(context, s.baseAddress, s.count, m.baseAddress, m.count) == 1

@@ -26,7 +26,8 @@ public struct JWTClaimRules: Sendable {
     public func check(_ claims: [String: Value]) -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
         let t = now()
         guard let exp = Self.numericDate(claims["exp"]) else { return .failure(.malformed("exp (expiry, seconds since the epoch) is required")) }
-        if t > exp + leewaySeconds { return .failure(.expired) }
+        // `t - leeway`, not `exp + leeway`: exp is the token's and may be Int64.max.
+        if t - leewaySeconds > exp { return .failure(.expired) }
         if let nbfValue = claims["nbf"] {
             guard let nbf = Self.numericDate(nbfValue) else { return .failure(.malformed("nbf must be a number")) }
             if t + leewaySeconds < nbf { return .failure(.notYetValid) }

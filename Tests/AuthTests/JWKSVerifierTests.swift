@@ -118,6 +118,7 @@ import Values
             #expect(try await !accepted(["exp": 9000, "iat": 800], now: 700, leeway: 60))
             #expect(try await accepted(["exp": 9000, "iat": 760], now: 700, leeway: 60))
             #expect(try await !accepted(["iat": 100], now: 700, leeway: 60))  // exp is required
+            #expect(try await accepted(["exp": .int(Int64.max), "nbf": .int(Int64.min), "iat": .int(Int64.min)], now: 700, leeway: 60))
             #expect(try await accepted(["exp": 9000, "aud": ["x", "aud-a"]], now: 0, leeway: 0))
             #expect(try await !accepted(["exp": 9000, "aud": ["x", "y"]], now: 0, leeway: 0))
             #expect(try await !accepted(["exp": 9000, "aud": 5], now: 0, leeway: 0))

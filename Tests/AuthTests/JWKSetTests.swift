@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import Values
 @testable import Auth
@@ -17,6 +18,15 @@ import Values
         #expect(refusal(set.key(algorithm: .rs256, keyID: "ec-1")) == .algorithmNotAllowedForKey("RS256", keyID: "ec-1"))
         #expect(refusal(set.key(algorithm: .hs256, keyID: nil)) == .unknownKey(nil))
         #expect(refusal(set.key(algorithm: .rs256, keyID: nil)) != nil)  // two RS256 keys, no kid
+    }
+
+    @Test func oneKidOnKeysOfTwoTypes_picksByAlgorithm() throws {
+        let twins = try JOSEVectors.document(["rsa-1", "ec-1"]).replacingOccurrences(of: #""rsa-1""#, with: #""twin""#)
+            .replacingOccurrences(of: #""ec-1""#, with: #""twin""#)
+        let set = try JOSEVectors.set(twins)
+        #expect(try set.key(algorithm: .rs256, keyID: "twin").get().algorithm == .rs256)
+        #expect(try set.key(algorithm: .es256, keyID: "twin").get().algorithm == .es256)
+        if case .success = set.key(algorithm: .edDSA, keyID: "twin") { Issue.record("EdDSA matched an RSA or EC key") }
     }
 
     @Test func skipsKeysItCannotOrMayNotUse() throws {
