@@ -136,6 +136,7 @@ public final class JWSVerificationKey: @unchecked Sendable {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
         if verifyTemplate == nil || EVP_MD_CTX_copy_ex(context, verifyTemplate) != 1 {
+            ERR_clear_error()
             EVP_MD_CTX_reset(context)
             guard EVP_DigestVerifyInit(context, nil, Self.digest(algorithm), nil, key) == 1 else { return false }
         }
