@@ -6,8 +6,9 @@ import Synchronization
 ///
 /// The keys are cached; they are re-read when a token names a `kid` the cache does not have (at
 /// most once per `minimumRefreshInterval`, so tokens with made-up kids cannot turn into a flood of
-/// fetches) and once they are older than `maximumKeyAge`, so a provider's key rotation needs no
-/// restart. A refresh that fails keeps the keys it had. Concurrent refreshes are one fetch.
+/// fetches; that token waits for the re-read) and, in the background, once they are older than
+/// `maximumKeyAge`, so a provider's key rotation needs no restart. A refresh that fails keeps the
+/// keys it had. Concurrent refreshes are one fetch.
 ///
 /// Fetches are `async` (the HTTP client's own loop for a URL, a cooperative-pool task reading a
 /// bounded file for a path): nothing here runs on, or blocks, a server event loop.
@@ -110,9 +111,24 @@ public final class JWKSSource: Sendable {
         }
     }
 
+    /// Starts a re-read if `reason` allows it now, without waiting for it: verifications go on
+    /// with the keys at hand while an aged set is re-read.
+    public func refreshInBackground(_ reason: RefreshReason) {
+        _ = startRefresh(force: false, reason: reason)
+    }
+
+    /// Returns once the re-read under way, if any, has finished.
+    public func settled() async {
+        await state.withLock { $0.inFlight }?.value
+    }
+
     private func refresh(force: Bool, reason: RefreshReason = .unknownKey) async {
+        await startRefresh(force: force, reason: reason)?.value
+    }
+
+    private func startRefresh(force: Bool, reason: RefreshReason) -> Task<Void, Never>? {
         let now = monotonic()
-        let task: Task<Void, Never>? = state.withLock { s in
+        return state.withLock { s in
             if let running = s.inFlight { return running }
             guard force || allowed(s, reason, now: now) else { return nil }
             s.lastAttempt = now
@@ -121,7 +137,6 @@ public final class JWKSSource: Sendable {
             s.inFlight = task
             return task
         }
-        await task?.value
     }
 
     private func fetchAndInstall() async {

@@ -22,16 +22,16 @@ public struct JWKSVerifier: Sendable {
     }
 
     /// `verify`, and the first second at which the token is refused as expired (`exp + leeway + 1`).
-    /// Re-reads the keys first when they are older than the source's `maximumKeyAge`, and once
-    /// more (rate-limited) when the token's `kid` is not among them.
+    /// Starts a background re-read when the keys are older than the source's `maximumKeyAge`, and
+    /// waits for one (rate-limited) when the token's `kid` is not among them.
     public func verifyWithExpiry(_ token: String) async -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
         let jws: JWSCompact
         switch JWSCompact.parse(token, maxBytes: Self.maxTokenBytes) {
         case .success(let parsed): jws = parsed
         case .failure(let error): return .failure(error)
         }
-        if source.isDue { await source.refresh(.keyAge) }
         var found = Self.key(for: jws, in: source)
+        if source.isDue { source.refreshInBackground(.keyAge) }
         if case .failure(.unknownKey) = found {
             await source.refresh(.unknownKey)
             found = Self.key(for: jws, in: source)
