@@ -19,7 +19,9 @@ try await source.load()
 let verifier = JWKSVerifier(source: source, rules: JWTClaimRules(issuer: "https://id.example", audience: "bigpeer", now: { 1_800_000_000 }))
 
 let clock = ContinuousClock()
-for (name, token) in tokens {
+// An argument picks the algorithms whose name contains it (e.g. `AuthBench RS256`, for a profile).
+let only = CommandLine.arguments.dropFirst().first
+for (name, token) in tokens where only.map(name.contains) ?? true {
     let iterations = 5000
     var rounds: [Double] = []
     for _ in 0..<7 {
