@@ -13,9 +13,11 @@ public enum JWSAlgorithm: String, Sendable, CaseIterable {
 /// P-256 key only ES256, an Ed25519 key only EdDSA, a shared secret only HS256. A token's header
 /// never chooses how a key is used (RFC 8725 §2.1, §3.1): a public key is never an HMAC secret.
 public final class JWSVerificationKey: @unchecked Sendable {
-    // @unchecked: `publicKey` is an EVP_PKEY built once in `init` and never modified; OpenSSL 3
-    // allows concurrent verifications with one EVP_PKEY (each call uses its own EVP_MD_CTX), and
-    // it is freed only in deinit, when no verification can still hold it.
+    // @unchecked: `publicKey` (an EVP_PKEY) and `verifyTemplate` (an EVP_MD_CTX) are built once in
+    // `init` and never modified after; each verification copies the template into its own context
+    // (EVP_MD_CTX_copy_ex only reads its source, taking references with atomic counts), so
+    // concurrent verifications share nothing mutable. Both are freed only in deinit, when no
+    // verification can still hold them.
     enum Material {
         case secret([UInt8])
         case publicKey(OpaquePointer)

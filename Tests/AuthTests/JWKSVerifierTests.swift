@@ -39,6 +39,24 @@ import Values
         }
     }
 
+    @Test func oneKeyVerifiesOnManyThreadsAtOnce() async throws {
+        do { let dir = try TemporaryDirectory("jwks")
+            let v = try await Self.verifier(JOSEVectors.jwks, in: dir)
+            let tokens = [JOSEVectors.rsa1Token, JOSEVectors.ec1Token, JOSEVectors.ed1Token]
+            let accepted = await withTaskGroup(of: Int.self) { group in
+                for task in 0..<6 {
+                    group.addTask {
+                        var ok = 0
+                        for _ in 0..<50 where (try? v.verifyCached(tokens[task % 3]).get()) != nil { ok += 1 }
+                        return ok
+                    }
+                }
+                return await group.reduce(0, +)
+            }
+            #expect(accepted == 300)
+        }
+    }
+
     @Test func refusesAlgNoneAndAlgorithmConfusion() async throws {
         do { let dir = try TemporaryDirectory("jwks")
             let v = try await Self.verifier(JOSEVectors.jwks, in: dir)
