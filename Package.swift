@@ -18,6 +18,7 @@ let package = Package(
         // Library products for the benchmark packages under Benchmarks/ (they depend on this one by path).
         .library(name: "HTTP", targets: ["HTTP"]),
         .library(name: "Sockets", targets: ["Sockets"]),
+        .library(name: "Auth", targets: ["Auth"]),
         .library(name: "CRDT", targets: ["CRDT"]),
         .library(name: "DQL", targets: ["DQL"]),
         .library(name: "Values", targets: ["Values"]),
@@ -57,7 +58,7 @@ let package = Package(
         .target(name: "SyncProtocol", dependencies: ["Values", "COpenSSL"], swiftSettings: strict),
         // The serving side of sync sessions over any `SyncStorage`: BigPeer's store or a small peer's.
         .target(name: "Sync", dependencies: ["SyncProtocol", "CRDT", "DQL", "Values"], swiftSettings: strict),
-        .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "Postgres", "Values"], swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["COpenSSL", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
         // Which peers may sync: rules from a policy file and a connection webhook, for every link type.
         .target(name: "ConnectionPolicy", dependencies: ["HTTP", "Sockets", "SyncProtocol", "Values"], swiftSettings: strict),
         // Wiring and clients.

@@ -3,8 +3,9 @@ import Logging
 import Synchronization
 import Values
 
-/// An HTTP server standing in for a webhook: every POST to any path is answered by `answer`
-/// from the parsed JSON body (and its path); the bodies are kept for the test to look at.
+/// An HTTP server standing in for a webhook: every POST (or GET, whose body is `null`) to any path
+/// is answered by `answer` from the parsed JSON body (and its path); the bodies are kept for the
+/// test to look at.
 /// `.hang` holds the request until `stop`, for timeouts.
 public final class WebhookTestServer: Sendable {
     public enum Answer: Sendable {
@@ -38,7 +39,7 @@ public final class WebhookTestServer: Sendable {
         // The handler needs the state before the server exists; it lives in a box they share.
         let box = MutexBox<WebhookTestServer?>(nil)
         var router = HTTPRouter()
-        router.post("/*", .respond { request in
+        let handler = HTTPHandler.respond { request in
             let body = (try? JSON.parse(request.body)) ?? .null
             guard let webhook = box.withLock({ $0 }) else { return HTTPResponse(status: HTTPStatus(503, "Not Ready")) }
             webhook.state.withLock { $0.bodies.append(body) }
@@ -49,7 +50,9 @@ public final class WebhookTestServer: Sendable {
                 await webhook.hold()
                 return HTTPResponse(status: HTTPStatus(503, "Stopped"))
             }
-        })
+        }
+        router.post("/*", handler)
+        router.get("/*", handler)
         var config = HTTPServerConfiguration()
         config.host = "127.0.0.1"
         config.port = 0
