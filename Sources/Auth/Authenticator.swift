@@ -1,4 +1,5 @@
 import Postgres
+import Values
 import Synchronization
 
 /// Who is calling, once their key checked out: what they may read and write.
@@ -7,11 +8,15 @@ public struct Principal: Sendable, Hashable {
     public var keyID: String?
     public var read: CollectionScope
     public var write: CollectionScope
+    /// The verified claims of the caller's token (a JWT's payload, a webhook's answer); empty for
+    /// API keys. Permission rules read them as `:claims.NAME` parameters.
+    public var claims: [String: Value]
 
-    public init(keyID: String?, read: CollectionScope, write: CollectionScope) {
+    public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:]) {
         self.keyID = keyID
         self.read = read
         self.write = write
+        self.claims = claims
     }
 
     /// `.forbidden` unless this principal's scopes cover `requirement`.
