@@ -77,6 +77,10 @@ public final class SyncClient: Sendable {
         /// Sessions resumed on a new link (PROTOCOL.md §4.16), and the link the session runs on.
         public var resumes = 0
         public var activeURL: String?
+        /// Why sessions ended, oldest first (the last 8): a link that dropped under a session
+        /// that could not wait for another link, a timeout, or a resume the server answered
+        /// with a new session. A resumable session that moves between links does not end.
+        public var sessionEnds: [String] = []
         /// A client that has not started: connecting, nothing synced.
         public init() {}
     }

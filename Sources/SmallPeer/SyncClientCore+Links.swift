@@ -51,7 +51,7 @@ extension SyncClientCore {
             // A session that cannot move (not resumable): a new one on the better link.
             let old = links[active]
             self.active = nil
-            leaveLink()
+            leaveLink(reason: "moving to a better link (the session cannot move)")
             old.halt()
             old.close(code: SyncCloseCode.normal.rawValue, reason: "moving to a better link")
             return carry(on: rank)
@@ -128,15 +128,25 @@ extension SyncClientCore {
                    reason: "no welcome within \(Self.handshakeWithStandbyMillis) ms while another link is up")
     }
 
-    /// The session stops using its link: detached if it can be resumed, else ended.
-    func leaveLink() {
+    /// The session stops using its link: detached if it can be resumed, else ended (`reason`
+    /// goes to `Status.sessionEnds` when a session that was running ends).
+    func leaveLink(reason: String) {
         peer.presence.linkDown(linkID)
+        let wasRunning = session.map { $0.state == .ready || $0.isResuming } ?? false
         session?.linkClosed()
         if session?.state != .detached {
+            if wasRunning { noteSessionEnd(reason) }
             session = nil
             serverSite = nil
         }
         if let t = tickTimer { loop.cancelTimer(t); tickTimer = nil }
+    }
+
+    func noteSessionEnd(_ reason: String) {
+        status.withLock { s in
+            s.sessionEnds.append(reason)
+            if s.sessionEnds.count > 8 { s.sessionEnds.removeFirst(s.sessionEnds.count - 8) }
+        }
     }
 
     func syncLinkDown(_ link: SyncLink, reason: String, wasOpen: Bool) {
@@ -152,7 +162,7 @@ extension SyncClientCore {
             // The old link went first: the one the session was moving to carries its resume.
             candidate = nil
             active = to
-            leaveLink()
+            leaveLink(reason: reason)
             status.withLock { $0.activeURL = links[to].configuration.url }
             if var s = session {
                 _ = s.start(now: Self.nowMillis())  // the resume hello is out already
@@ -163,7 +173,7 @@ extension SyncClientCore {
         }
         if carried {
             active = nil
-            leaveLink()
+            leaveLink(reason: reason)
             status.withLock { $0.activeURL = nil }
             if !stopped {
                 if let best = standby.min(), links[best].isOpen {

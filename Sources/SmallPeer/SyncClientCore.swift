@@ -149,6 +149,7 @@ final class SyncClientCore: SyncLinkDelegate {
             case .send(let bytes):
                 link?.send(bytes)
             case .close(let code, let reason):
+                if session?.state == .closed { noteSessionEnd("closed (\(code)): \(reason)") }
                 link?.close(code: code, reason: reason)
             case .moveFailed(let reason):
                 if let candidate {
@@ -164,6 +165,8 @@ final class SyncClientCore: SyncLinkDelegate {
                 sendRefreshIfNeeded()
                 settleStandby()
             case .connected(let welcome):
+                // A session's second link, welcomed into a new session: the resume was not found.
+                if (session?.linksUsed ?? 0) > 1 { noteSessionEnd("the server answered a resume with a new session") }
                 serverSite = welcome.site
                 do { try peer.linkServer(welcome.site) } catch { localFailure(error); return }
                 link?.sessionWasAccepted()

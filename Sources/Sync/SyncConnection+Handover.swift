@@ -24,20 +24,38 @@ extension SyncConnection {
 
     /// Input from this connection's own link: to the session it was handed to, if any.
     func fromOwnLink(_ input: SyncSessionInput) {
-        if let target = handedOver.withLock({ $0 }) { return target.deliver(input, via: ownLink) }
+        if let target = handedOver.withLock({ $0 }) {
+            // Dropped only while the handover is under way (not attached yet): remember a close.
+            if !target.deliver(input, via: ownLink), case .transportClosed = input { closedDuringHandover.store(true, ordering: .relaxed) }
+            return
+        }
         deliver(input, via: ownLink)
     }
 
     /// `.resume`: find the session and give it this link; else a new session here.
     func handOver(_ request: ResumeRequest, site: UInt64) {
         guard let target = resumable?.find(request.token), target !== self,
-              let transport = attachment.withLock({ $0.transport }),
-              target.adopt(transport, link: ownLink, peerReceived: request.received, site: site,
-                           principal: session.withLock({ $0.permissions.principal }),
-                           maxQueuedBytes: session.withLock({ $0.configuration.maxQueuedBytes }), linkType: presence?.linkType) else {
-            return deliver(.resumeNotFound)
+              let transport = attachment.withLock({ $0.transport }) else {
+            deliver(.resumeNotFound)
+            return
         }
+        let principal = session.withLock { $0.permissions.principal }
+        let maxQueuedBytes = session.withLock { $0.configuration.maxQueuedBytes }
+        // This link's input goes to the target before `adopt` writes the welcome: the peer answers
+        // it at once (replays, subscriptions), and an answer that reached this connection's own
+        // session, still authenticating, would be dropped with it. The target holds such input
+        // under its lock until `adopt` has attached this link.
         handedOver.withLock { $0 = target }
+        guard target.adopt(transport, link: ownLink, peerReceived: request.received, site: site, principal: principal,
+                           maxQueuedBytes: maxQueuedBytes, linkType: presence?.linkType) else {
+            // Nothing was written, so the peer has sent nothing since its hello but maybe a close.
+            handedOver.withLock { $0 = nil }
+            deliver(.resumeNotFound)
+            if closedDuringHandover.load(ordering: .relaxed) { deliver(.transportClosed, via: ownLink) }
+            return
+        }
+        // A close that came before `adopt` attached this link.
+        if closedDuringHandover.load(ordering: .relaxed) { target.deliver(.transportClosed, via: ownLink) }
         // This connection's own session never started: no welcome went out, nothing to close.
         session.withLock { _ = $0.handle(.transportClosed, now: clock()) }
         stop()

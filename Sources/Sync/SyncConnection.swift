@@ -55,6 +55,8 @@ public final class SyncConnection: Sendable {
     let ownLink: UInt64
     /// Set once this connection handed its link to the session it resumed: its input goes there.
     let handedOver = Mutex<SyncConnection?>(nil)
+    /// This connection's link closed while `handOver` ran, before the session it resumed attached it.
+    let closedDuringHandover = Atomic<Bool>(false)
     /// Where resumable sessions are found by token; nil: sessions are not resumable here.
     let resumable: ResumableSessions?
     /// Told once when the session ends (the registry frees its slot).
@@ -185,8 +187,10 @@ public final class SyncConnection: Sendable {
     /// Sends presence records to the peer once the session is ready (dropped before and after).
     public func sendPresence(_ records: [PresenceRecord]) { deliver(.sendPresence(records)) }
 
-    /// `via`: the link the input came from; dropped unless the session runs on that link now.
-    func deliver(_ input: SyncSessionInput, via link: UInt64? = nil) {
+    /// `via`: the link the input came from; dropped unless the session runs on that link now
+    /// (false then).
+    @discardableResult
+    func deliver(_ input: SyncSessionInput, via link: UInt64? = nil) -> Bool {
         typealias Accepted = (version: UInt64, queries: [SubscriptionQuery])
         let step = session.withLock { s -> (actions: [SyncSessionAction], closed: Bool, waiting: Transport?, accepted: Accepted?,
                                             becameReady: Hello?, newToken: [UInt8]?)? in
@@ -211,12 +215,13 @@ public final class SyncConnection: Sendable {
                     changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil, !wasReady && s.state == .ready ? s.peer : nil,
                     !hadToken ? s.resumption?.token : nil)
         }
-        guard let step else { return }
+        guard let step else { return false }
         if let token = step.newToken { resumable?.register(token, self) }
         if let accepted = step.accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
         if let becameReady = step.becameReady { presence?.ready(becameReady) }
         for action in step.actions { perform(action) }
         if step.closed { stop() } else if let waiting = step.waiting { waiting.notifyWhenDrained() }
+        return true
     }
 
     /// The messages among `actions`, in order.
@@ -285,12 +290,13 @@ public final class SyncConnection: Sendable {
     /// is delivered from there. The session has one read outstanding, so batches stay in order.
     func deliverLog(_ batch: LogBatch) {
         let queries = session.withLock { $0.liveQueries }
-        guard !queries.isEmpty, !batch.entries.isEmpty else { return deliver(.log(batch)) }
+        guard !queries.isEmpty, !batch.entries.isEmpty else { deliver(.log(batch)); return }
         let slice = EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps, exhaustion: .yield)
         if let matches = try? LiveMatches.compute(batch.entries, queries, budget: slice) {
             var matched = batch
             matched.liveMatches = matches
-            return deliver(.log(matched))
+            deliver(.log(matched))
+            return
         }
         batchesMatchedOffLoop.add(1, ordering: .relaxed)
         Task(executorPreference: executor) {
