@@ -4,7 +4,7 @@
 # themselves, conformance), then schemathesis against a running server (scripts/schemathesis.sh)
 # the independent Python sync client (scripts/python-sync-client.sh), and LAN discovery against
 # python-zeroconf and avahi in network namespaces (scripts/lan-discovery.sh, scripts/avahi-interop.sh:
-# need root, as CI runs).
+# need root, as CI runs), and every file under deploy/ with its ecosystem's tools (scripts/deploy-check.sh).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,3 +49,6 @@ BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/lan-discovery.sh
 
 echo "==> avahi interop (avahi-daemon and avahi-browse in network namespaces; CI installs avahi)"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/avahi-interop.sh
+
+echo "==> deploy/ files (systemd-analyze, hadolint, compose references, kubernetes-validate, nginx -t) and two instances behind a real nginx"
+BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/deploy-check.sh

@@ -158,8 +158,11 @@ struct ServeCommand: AsyncParsableCommand {
             _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
+        let systemd = SystemdNotifier()
+        systemd?.notify("READY=1\nSTATUS=serving on \(host):\(service.port)")
         let signal = await signals.next()
         logger.notice("received signal \(signal)")
+        systemd?.notify("STOPPING=1\nSTATUS=draining")
         await service.stop()
     }
 }
