@@ -35,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Header-only shim: Glibc does not expose epoll/eventfd/timerfd.
         .target(name: "CEpoll"),
+        // The commit and date a release build was made from (`bigpeer version`; -Xcc -D... at build).
+        .target(name: "CBuildInfo"),
 
         // Byte-wise quoting of SQL and DQL names and literals: the one place it is done.
         .target(name: "Quoting", swiftSettings: strict),
@@ -85,7 +87,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "BLEDiscovery", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "CBuildInfo", "BLEDiscovery", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),

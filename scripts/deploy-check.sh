@@ -3,6 +3,8 @@
 #   systemd    systemd-analyze verify, and the unit's exposure score (systemd-analyze security);
 #   docker     hadolint on the Dockerfile; compose.yaml by scripts/check-compose.py (no daemon here:
 #              `docker compose config` and a build need one, see deploy/README.md);
+#   .deb       scripts/package-deb.sh, installed with dpkg -i (only with CI=true as root: it changes
+#              the machine; else unpacked), `bigpeer serve` run from /usr/bin as the bigpeer user;
 #   kubernetes kubernetes-validate --strict against the current Kubernetes schemas;
 #   nginx      nginx -t, then two `bigpeer serve` instances on one database behind a real nginx
 #              with deploy/nginx/bigpeer.conf: a sync peer connected through nginx receives
@@ -88,6 +90,34 @@ PYEOF
 echo "==> docker: hadolint deploy/docker/Dockerfile; compose.yaml"
 "$venv/bin/hadolint" deploy/docker/Dockerfile
 "$venv/bin/python" scripts/check-compose.py deploy/compose.yaml
+
+echo "==> .deb: scripts/package-deb.sh, then install it and run bigpeer from its installed path"
+deb=$(scripts/package-deb.sh --binary "$bin" --out "$scratch/dist" | tail -1)
+dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/    \1:/p'
+contents=$(dpkg-deb --contents "$deb")
+for f in ./usr/bin/bigpeer ./lib/systemd/system/bigpeer.service ./etc/bigpeer/bigpeer.env; do
+  grep -q " $f\$" <<<"$contents" || { echo "deploy check: the package lacks $f"; exit 1; }
+done
+if [ "${CI:-}" = true ] && [ "$(id -u)" -eq 0 ]; then
+  # A CI machine is thrown away after the run: install the package for real.
+  dpkg -i "$deb" >/dev/null
+  /usr/bin/bigpeer version | grep -q "^sync protocol: " || { echo "deploy check: the installed bigpeer does not run"; exit 1; }
+  getent passwd bigpeer >/dev/null || { echo "deploy check: the package did not create the bigpeer user"; exit 1; }
+  [ "$(stat -c %U /var/lib/bigpeer)" = bigpeer ] || { echo "deploy check: /var/lib/bigpeer is not owned by bigpeer"; exit 1; }
+  systemd-analyze verify /lib/systemd/system/bigpeer.service
+  installed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  setpriv --reuid bigpeer --regid bigpeer --init-groups /usr/bin/bigpeer serve --host 127.0.0.1 --port "$installed_port" --threads 1 --data-dir /var/lib/bigpeer >"$scratch/installed.log" 2>&1 &
+  installed_pid=$!
+  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$installed_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -sf "http://127.0.0.1:$installed_port/readyz" >/dev/null || { tail -20 "$scratch/installed.log"; echo "deploy check: the installed server did not become ready"; exit 1; }
+  kill -TERM "$installed_pid"; wait "$installed_pid" || { echo "deploy check: the installed server did not stop cleanly"; exit 1; }
+  dpkg --purge bigpeer >/dev/null
+  echo "    installed with dpkg -i, served from /usr/bin/bigpeer as user bigpeer, purged"
+else
+  dpkg-deb -x "$deb" "$scratch/unpacked"
+  "$scratch/unpacked/usr/bin/bigpeer" version | grep -q "^sync protocol: " || { echo "deploy check: the packaged bigpeer does not run"; exit 1; }
+  echo "    unpacked and run (dpkg -i only with CI=true as root: it changes the machine)"
+fi
 
 echo "==> kubernetes: kubernetes-validate --strict deploy/kubernetes/*.yaml"
 "$venv/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml

@@ -104,6 +104,9 @@ public final class LocalPostgres: Sendable {
 
     // MARK: - Start
 
+    /// Where a root-started cluster lives when the postgres user cannot reach `--data-dir`.
+    static let rootFallbackClusters = "/var/lib/postgresql/bigpeer-clusters/"
+
     /// Creates the cluster on first use, starts it (or finds it running), and creates the database.
     public static func start(dataDirectory: String, options: Options = .init(), loop: EventLoop) async throws -> LocalPostgres {
         let bin = try findBinaries()
@@ -119,7 +122,9 @@ public final class LocalPostgres: Sendable {
         if let runAs, !userCanWrite(runAs, cluster) {
             // e.g. a checkout under /root, which the postgres user cannot traverse.
             try? FileManager.default.removeItem(atPath: cluster)
-            cluster = "/var/lib/bigpeer/clusters/" + String(stableHash(dataDir), radix: 16)
+            // Under the postgres user's own home, not /var/lib/bigpeer: that is the packaged
+            // service's data directory (deploy/), owned by the bigpeer user.
+            cluster = Self.rootFallbackClusters + String(stableHash(dataDir), radix: 16)
             try makeDirectory(cluster, mode: 0o700, owner: runAs)
         }
         let socketDir = cluster

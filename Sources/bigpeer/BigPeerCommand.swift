@@ -1,4 +1,6 @@
 import ArgumentParser
+import CBuildInfo
+import SyncProtocol
 
 @main
 struct BigPeerCommand: AsyncParsableCommand {
@@ -9,12 +11,22 @@ struct BigPeerCommand: AsyncParsableCommand {
 }
 
 struct VersionCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "version", abstract: "Print the version.")
-    func run() { print("bigpeer \(BigPeerVersion.string)") }
+    static let configuration = CommandConfiguration(commandName: "version",
+                                                    abstract: "Print the version, the commit and date of the build, and the protocol versions.")
+    func run() {
+        print("bigpeer \(BigPeerVersion.string)")
+        print("commit: \(BigPeerVersion.commit)")
+        print("built: \(BigPeerVersion.buildDate)")
+        print("sync protocol: \(SyncProtocol.version)")
+        print("HTTP API: v4")
+    }
 }
 
 enum BigPeerVersion {
     static let string = "0.1.0"
+    /// Set by release builds (scripts/package-deb.sh, the Dockerfile); "unknown" otherwise.
+    static let commit = String(cString: bigpeer_build_commit())
+    static let buildDate = String(cString: bigpeer_build_date())
 }
 
 /// Options every command that touches the database shares.
