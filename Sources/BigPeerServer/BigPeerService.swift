@@ -57,12 +57,15 @@ public final class BigPeerService: Sendable {
     /// The presence graph this instance gossips and serves (`GET /api/v4/presence`).
     let presence: PresenceHub
     private let logger: Logger
+    /// Turns `/readyz` to 503 when `stop` begins.
+    let drain: DrainFlag
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
                  upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, bleAdvertising: BLEAdvertising?, mesh: LANMesh?,
-                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, presence: PresenceHub, logger: Logger) {
+                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, presence: PresenceHub, drain: DrainFlag, logger: Logger) {
+        self.drain = drain
         self.upstream = upstream
         self.presence = presence
         self.lan = lan
@@ -177,7 +180,8 @@ public final class BigPeerService: Sendable {
                                                                        "subscriptions": "\(upstreamConfiguration.subscriptions.count)"])
         }
         var router = HTTPRouter()
-        HealthRoutes(pool: pool).register(on: &router)  // no auth: load balancers call these
+        let drain = DrainFlag()
+        HealthRoutes(pool: pool, drain: drain).register(on: &router)  // no auth: load balancers call these
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
@@ -309,7 +313,7 @@ public final class BigPeerService: Sendable {
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
                               upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
-                              presence: presence, logger: logger)
+                              presence: presence, drain: drain, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.
@@ -344,6 +348,7 @@ public final class BigPeerService: Sendable {
     public var bleAdvertisedPSM: UInt16? { bleAdvertising?.advertisedPSM }
 
     public func stop() async {
+        drain.start()
         logger.notice("shutting down: draining requests", metadata: ["grace": "\(configuration.shutdownGrace)"])
         for endpoint in webSocketEndpoints where endpoint.openConnections > 0 {
             await endpoint.closeAll(.goingAway, reason: "server shutting down", deadline: .seconds(2))

@@ -1,4 +1,4 @@
-import BigPeerServer
+@testable import BigPeerServer
 import BigPeerTestSupport
 import ServerTestSupport
 import HTTP
@@ -21,6 +21,12 @@ import Values
             #expect(ready.status.code == 200)
             let missing = try await client.get("http://127.0.0.1:\(service.port)/nope")
             #expect(missing.status.code == 404)
+            // What `stop` does first: from then on the instance is not ready, whatever its database says.
+            service.drain.start()
+            let draining = try await client.get("http://127.0.0.1:\(service.port)/readyz")
+            #expect(draining.status.code == 503 && draining.headers["Retry-After"] == "5")
+            #expect(String(decoding: draining.body, as: UTF8.self).contains(#""status":"draining""#))
+            #expect(try await client.get("http://127.0.0.1:\(service.port)/healthz").status.code == 200, "alive while it drains")
             await client.shutdown()
 
             // The settings table exists for ALTER SYSTEM.
