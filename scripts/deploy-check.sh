@@ -123,41 +123,20 @@ echo "==> kubernetes: kubernetes-validate --strict deploy/kubernetes/*.yaml"
 "$venv/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
 
 echo "==> nginx: nginx -t with deploy/nginx/bigpeer.conf"
+. scripts/lib/nginx-front.sh
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 test_server_start deploy
 first_port=$port
 second_port=$(free_port)
-nginx_port=$(free_port)
-mkdir -p "$scratch/nginx/temp"
-chmod -R a+rwx "$scratch/nginx"
-sed -e "s/127.0.0.1:8081/127.0.0.1:$first_port/; s/127.0.0.1:8082/127.0.0.1:$second_port/" \
-    -e "s/listen 80;/listen 127.0.0.1:$nginx_port;/; /listen \[::\]:80;/d" deploy/nginx/bigpeer.conf >"$scratch/nginx/bigpeer.conf"
-grep -q "127.0.0.1:$second_port" "$scratch/nginx/bigpeer.conf" || { echo "deploy check: the upstream lines of bigpeer.conf changed"; exit 1; }
-cat >"$scratch/nginx/nginx.conf" <<EOF
-worker_processes 1;
-pid $scratch/nginx/nginx.pid;
-error_log $scratch/nginx/error.log info;
-events { worker_connections 256; }
-http {
-    access_log $scratch/nginx/access.log;
-    client_body_temp_path $scratch/nginx/temp/body;
-    proxy_temp_path $scratch/nginx/temp/proxy;
-    fastcgi_temp_path $scratch/nginx/temp/fastcgi;
-    uwsgi_temp_path $scratch/nginx/temp/uwsgi;
-    scgi_temp_path $scratch/nginx/temp/scgi;
-    include $scratch/nginx/bigpeer.conf;
-}
-EOF
-nginx -t -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf"
+nginx_front_config "$scratch" "$first_port" "$second_port"
+echo "    nginx -t: the configuration is valid"
 
-echo "==> nginx: a second instance on the same database (127.0.0.1:$second_port), nginx on 127.0.0.1:$nginx_port"
+echo "==> nginx: a second instance on the same database (127.0.0.1:$second_port), nginx in front of both"
 "$bin" serve --host 127.0.0.1 --port "$second_port" --threads 2 --data-dir "$work/data" >"$work/server2.log" 2>&1 &
 second_pid=$!
 for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$second_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
 curl -sf "http://127.0.0.1:$second_port/readyz" >/dev/null || { tail -30 "$work/server2.log"; echo "deploy check: the second instance is not ready"; exit 1; }
-nginx -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" -g 'daemon off;' &
-nginx_pid=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$nginx_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+nginx_front_start "$scratch" "$first_port" "$second_port"
 key=$(test_server_key deploy-check --read-all --write-all)
 
 fail() { echo "==> deploy check: FAILED: $*"; for f in "$work/server.log" "$work/server2.log" "$scratch/nginx/error.log" "$scratch/peer.out"; do echo "--- $f"; tail -15 "$f" 2>/dev/null || true; done; exit 1; }
