@@ -1,4 +1,5 @@
 import ArgumentParser
+import Auth
 import BigPeerServer
 import ConnectionPolicy
 import Upstream
@@ -129,6 +130,8 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CleanExit.message("error: \(error)")
         }
+        config.jwks = jwt.keySet()
+        config.jwtRules = jwt.rules
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
         if let upstream {
             let key = upstreamKey ?? getenv("BIGPEER_UPSTREAM_KEY").map { String(cString: $0) }
@@ -155,6 +158,10 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let e as PolicyConfigurationError {
             // A bad policy must not look like a clean exit to a supervisor: status 1.
             let line = Array("error: connection policy: \(e)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            throw ExitCode.failure
+        } catch let e as JWKError {
+            let line = Array("error: --jwks: \(e)\n".utf8)
             _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
