@@ -51,6 +51,8 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var lan: LANOptions
     @OptionGroup var ble: BLEOptions
     @OptionGroup var jwt: JWTOptions
+    @Option(name: .customLong("jwks"), help: "JWKS file or http(s) URL with the public keys of RS256/ES256/EdDSA JWTs (default: $BIGPEER_JWKS). Re-read on an unknown kid and by age (file: 2 s, URL: 10 min); an unreadable file stops the start, an unreachable URL is retried (JWTs get 503 meanwhile).")
+    var jwks: String?
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
     var upstream: String?
@@ -130,7 +132,9 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CleanExit.message("error: \(error)")
         }
-        config.jwks = jwt.keySet()
+        if let location = jwks ?? getenv("BIGPEER_JWKS").map({ String(cString: $0) }), !location.isEmpty {
+            config.jwks = JWKSSource.Configuration(location: JWKSSource.Location(location))
+        }
         config.jwtRules = jwt.rules
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
         if let upstream {

@@ -4,14 +4,12 @@ import Auth
 import Glibc
 import Values
 
-/// How JWTs are verified (REST and sync alike, docs/AUTH.md): an HS256 secret from a file
+/// How JWTs are verified (REST and sync alike, docs/AUTH.md): the HS256 secret, from a file
 /// (preferred: not visible in `ps` or the environment of child processes) or `$BIGPEER_JWT_SECRET`,
-/// and/or a JWKS file or URL (`--jwks`, `$BIGPEER_JWKS`) for RS256, ES256 and EdDSA.
+/// and the claims every token must satisfy. `serve --jwks` adds a key set for the other algorithms.
 struct JWTOptions: ParsableArguments {
     @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (≥ 32 bytes) for JWTs (default: $BIGPEER_JWT_SECRET; neither this nor --jwks: JWTs are refused).")
     var secretFile: String?
-    @Option(name: .customLong("jwks"), help: "JWKS file or http(s) URL with the public keys of RS256/ES256/EdDSA JWTs (default: $BIGPEER_JWKS). Re-read on an unknown kid and by age (file: 2 s, URL: 10 min); an unreadable file stops the start, an unreachable URL is retried (JWTs get 503 meanwhile).")
-    var jwks: String?
     @Option(name: .customLong("jwt-issuer"), help: "Accept only JWTs whose iss is this.") var issuer: String?
     @Option(name: .customLong("jwt-audience"), help: "Accept only JWTs whose aud contains this.") var audience: String?
     @Option(name: .customLong("jwt-leeway"), help: "Seconds of clock skew tolerated on exp, nbf and iat (0...600).") var leewaySeconds: Int64 = 60
@@ -22,12 +20,6 @@ struct JWTOptions: ParsableArguments {
 
     /// The claims every JWT must satisfy.
     var rules: JWTClaimRules { JWTClaimRules(issuer: issuer, audience: audience, leewaySeconds: leewaySeconds) }
-
-    /// Where the JWKS comes from (`--jwks`, else `$BIGPEER_JWKS`); nil when neither is given.
-    func keySet() -> JWKSSource.Configuration? {
-        guard let text = jwks ?? getenv("BIGPEER_JWKS").map({ String(cString: $0) }), !text.isEmpty else { return nil }
-        return JWKSSource.Configuration(location: JWKSSource.Location(text))
-    }
 
     /// The HS256 verifier; nil when no secret is configured.
     func verifier() throws -> JWTVerifier? {

@@ -49,8 +49,10 @@ import Values
                 #expect(read.status == 200, "\(key.algorithm): \(read.text)")
                 #expect(read["items"]?.arrayCount ?? 0 >= 1, "\(key.algorithm): \(read.text)")
                 #expect(try await Self.execute(s, "INSERT INTO cars DOCUMENTS ({'_id': '\(key.kid)'})", token: token).status == 200)
-                // The legacy endpoints and the attachment routes share the check.
+                // The legacy endpoints and the attachment routes share the check (past it, an unknown attachment is 404).
                 #expect(try await s.rest().post("/api/v4/store/count", ["collection": "cars"], headers: Self.bearer(token)).status == 200)
+                #expect(try await s.rest().get("/api/v4/attachments/" + String(repeating: "ab", count: 32), headers: Self.bearer(token)).status == 404)
+                #expect(try await s.rest().get("/api/v4/attachments/" + String(repeating: "ab", count: 32)).status == 401)
                 // The token's scopes bound it like an API key's.
                 let other = try await Self.execute(s, "SELECT * FROM people", token: token)
                 #expect(other.status == 403, "\(key.algorithm)")
