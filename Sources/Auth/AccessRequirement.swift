@@ -106,6 +106,8 @@ public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A JWT that does not verify, has expired or is not accepted here; `.keysUnavailable`: its
     /// keys cannot be loaded right now (try again later).
     case invalidToken(JWTError)
+    /// An authentication webhook refused the token, or could not be asked (`AuthWebhookError`).
+    case webhook(AuthWebhookError)
     /// The key is valid but its scope does not cover the request.
     case forbidden(String)
     /// The key table could not be read (the database is down).
@@ -121,6 +123,7 @@ public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
         case .expiredKey: "the API key has expired"
         case .revokedKey: "the API key has been revoked"
         case .invalidToken(let why): why.description
+        case .webhook(let why): why.description
         case .forbidden(let why): "not permitted: \(why)"
         case .unavailable: "credentials cannot be checked right now; retry later"
         case .randomUnavailable: "the random number generator failed"

@@ -52,6 +52,8 @@ public final class Authenticator: Sendable {
     private let keys: APIKeyStore?
     /// Verifies JWTs (nil: a JWT is refused as not accepted here).
     public let tokens: TokenVerifier?
+    /// Asks the providers' authentication webhooks about their tokens (nil: none configured).
+    public let webhook: AuthWebhook?
     private let cache = Mutex<[String: Entry]>([:])
     public let cacheTTL: Duration
     public let maxCachedKeys: Int
@@ -59,11 +61,12 @@ public final class Authenticator: Sendable {
     private let wallClock: @Sendable () -> PostgresTimestamp
     private let monotonic: @Sendable () -> ContinuousClock.Instant
 
-    public init(keys: APIKeyStore, tokens: TokenVerifier? = nil, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
+    public init(keys: APIKeyStore, tokens: TokenVerifier? = nil, webhook: AuthWebhook? = nil, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
                 wallClock: @escaping @Sendable () -> PostgresTimestamp = APIKeyStore.now,
                 monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.keys = keys
         self.tokens = tokens
+        self.webhook = webhook
         self.cacheTTL = cacheTTL
         self.maxCachedKeys = max(1, maxCachedKeys)
         self.wallClock = wallClock
@@ -73,6 +76,7 @@ public final class Authenticator: Sendable {
     private init() {
         keys = nil
         tokens = nil
+        webhook = nil
         cacheTTL = .zero
         maxCachedKeys = 1
         wallClock = APIKeyStore.now
@@ -85,10 +89,22 @@ public final class Authenticator: Sendable {
     public var isInsecureDevelopment: Bool { keys == nil }
 
     /// The caller presenting these `Authorization` header values (every one the request carries:
-    /// more than one is malformed), or why there is none.
-    public func authenticate(authorizationHeaders values: [String]) async -> Result<Principal, AuthError> {
-        if values.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
-        return await authenticate(authorization: values.first)
+    /// more than one is malformed), or why there is none. With an `X-Auth-Provider` header the
+    /// bearer token is that provider's, for its webhook to judge, whatever its shape.
+    public func authenticate(authorizationHeaders values: [String], providerHeaders: [String] = []) async -> Result<Principal, AuthError> {
+        if values.count > 1 || providerHeaders.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
+        guard let provider = providerHeaders.first, !isInsecureDevelopment else { return await authenticate(authorization: values.first) }
+        guard let authorization = values.first else { return .failure(.missingCredentials) }
+        guard let token = Self.bearerToken(authorization) else { return .failure(.malformedCredentials) }
+        return await authenticate(provider: provider, token: String(token)).map(\.principal)
+    }
+
+    /// A token of an authentication provider (`X-Auth-Provider`, a sync `hello` or `auth`), as its
+    /// webhook judges it.
+    public func authenticate(provider: String, token: String) async -> Result<AuthWebhook.Grant, AuthError> {
+        guard keys != nil else { return .success(AuthWebhook.Grant(principal: Self.everything, refusedFrom: Int64.max, clientInfo: nil)) }
+        guard let webhook else { return .failure(.webhook(.unknownProvider(provider))) }
+        return await webhook.authenticate(provider: provider, token: token).mapError(AuthError.webhook)
     }
 
     /// The caller presenting this `Authorization` header value (nil: no header).

@@ -64,7 +64,13 @@ struct APIError: Error, Sendable, CustomStringConvertible {
             self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_request", error.description))
         case .invalidToken(.keysUnavailable), .unavailable, .randomUnavailable:
             self.init(.serviceUnavailable, error.description)
-        case .invalidKey, .expiredKey, .revokedKey, .invalidToken:
+        case .webhook(let why) where why.detail != nil:
+            self.init(.serviceUnavailable, error.description, serverFault: why.detail)
+        case .webhook(.configuration):
+            self.init(.serviceUnavailable, error.description, serverFault: error.description)
+        case .webhook(.unknownProvider):
+            self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_request", error.description))
+        case .invalidKey, .expiredKey, .revokedKey, .invalidToken, .webhook:
             self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_token", error.description))
         case .forbidden:
             self.init(.forbidden, error.description, challenge: Self.bearerChallenge("insufficient_scope", error.description))

@@ -54,8 +54,9 @@ public final class BigPeerService: Sendable {
     /// links ask the same one), and the task re-reading its file.
     let connectionPolicy: SyncConnectionPolicy
     private let policyWatch: Task<Void, Never>?
-    /// JWT verification (`--jwks`, `--jwt-secret-file`): its key-set fetches stop with the service.
-    private let tokens: TokenVerifier?
+    /// JWT verification (`--jwks`, `--jwt-secret-file`) and authentication webhooks: their
+    /// fetches and HTTP clients stop with the service.
+    private let verifiers: CredentialVerifiers
     /// The presence graph this instance gossips and serves (`GET /api/v4/presence`).
     let presence: PresenceHub
     private let logger: Logger
@@ -64,8 +65,8 @@ public final class BigPeerService: Sendable {
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
                  upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, bleAdvertising: BLEAdvertising?, mesh: LANMesh?,
-                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, tokens: TokenVerifier?, presence: PresenceHub, logger: Logger) {
-        self.tokens = tokens
+                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, verifiers: CredentialVerifiers, presence: PresenceHub, logger: Logger) {
+        self.verifiers = verifiers
         self.upstream = upstream
         self.presence = presence
         self.lan = lan
@@ -95,19 +96,19 @@ public final class BigPeerService: Sendable {
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
         let openAPI = try OpenAPIRoute.load()  // before anything starts: a bad BIGPEER_OPENAPI stops nothing
         let policyRules = try SyncConnectionPolicy.loadRules(configuration)  // a bad --peer-policy file too
-        let tokens = try await configuration.startTokenVerification(logger: logger)  // and a bad --jwks file
+        let verifiers = try await configuration.startCredentialVerification(logger: logger)  // and a bad --jwks file
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
         } catch {
-            await tokens?.shutdown()
+            await verifiers.shutdown()
             throw error
         }
         let policy: PeerPolicy
         do {
             policy = PeerPolicy(ruleFile: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
         } catch {
-            await tokens?.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -117,7 +118,7 @@ public final class BigPeerService: Sendable {
                                                loop: group.next(), logger: logger)
         } catch {
             await policy.shutdown()
-            await tokens?.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -148,7 +149,7 @@ public final class BigPeerService: Sendable {
             await pool.shutdown()
             try? database.localCluster?.stop()
             await policy.shutdown()
-            await tokens?.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -165,7 +166,7 @@ public final class BigPeerService: Sendable {
             await pool.shutdown()
             try? database.localCluster?.stop()
             await policy.shutdown()
-            await tokens?.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
         }
 
@@ -177,7 +178,7 @@ public final class BigPeerService: Sendable {
                 """)
             auth = .insecureDevelopment()
         } else {
-            auth = Authenticator(keys: APIKeyStore(pool: pool), tokens: tokens, cacheTTL: configuration.authCacheTTL)
+            auth = Authenticator(keys: APIKeyStore(pool: pool), tokens: verifiers.tokens, webhook: verifiers.webhook, cacheTTL: configuration.authCacheTTL)
         }
         var upstream: UpstreamReplicator?
         if let upstreamConfiguration = configuration.upstream {
@@ -322,7 +323,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch, tokens: tokens,
+                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch, verifiers: verifiers,
                               presence: presence, logger: logger)
     }
 
@@ -374,7 +375,7 @@ public final class BigPeerService: Sendable {
         syncSessions.stopMonitor()
         policyWatch?.cancel()
         await connectionPolicy.policy.shutdown()
-        await tokens?.shutdown()
+        await verifiers.shutdown()
         await presence.stop()
         follower.cancel()
         maintenance?.cancel()

@@ -68,6 +68,9 @@ public struct ServerConfiguration: Sendable {
     /// Verified JWTs remembered by their SHA-256, so a repeated token skips the signature check
     /// (`TokenVerifier`); 0: none.
     public var maxCachedTokens = 4096
+    /// `--auth-webhook NAME=URL` (and `--auth-webhook-database-id`): providers whose tokens their
+    /// webhook judges (Ditto's contract, docs/AUTH.md), on REST (`X-Auth-Provider`) and sync.
+    public var authWebhook: AuthWebhook.Configuration?
     /// Sync sessions this instance admits at once (`--max-sync-sessions`): a peer beyond it is
     /// refused with 4003 after its credentials check. Each costs ~15 KB idle and at most about
     /// 1 MiB of queued output (a peer that stops reading). Sockets still in their handshake get

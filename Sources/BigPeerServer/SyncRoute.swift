@@ -215,6 +215,15 @@ struct SyncAuthentication: Sendable {
                 return .refuse(code: .tryAgainLater, reason: "the JWT verification keys are unavailable; retry later")
             case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
             }
+        case .provider(let provider, let token):
+            switch await keys.authenticate(provider: provider, token: token) {
+            case .success(let grant):
+                let (millis, overflow) = grant.refusedFrom.multipliedReportingOverflow(by: 1000)
+                return .accept(permissions(grant.principal, validUntilMillis: overflow ? nil : millis))
+            case .failure(.webhook(let why)) where why.detail != nil:
+                return .refuse(code: .tryAgainLater, reason: String(why.description.prefix(120)))
+            case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
+            }
         }
     }
 

@@ -1,7 +1,32 @@
 import Auth
 import Logging
 
+/// The verifiers of credentials other than API keys (`--jwks`, `--jwt-secret-file`,
+/// `--auth-webhook`), started before the service and stopped with it.
+struct CredentialVerifiers: Sendable {
+    var tokens: TokenVerifier?
+    var webhook: AuthWebhook?
+
+    func shutdown() async {
+        await tokens?.shutdown()
+        await webhook?.shutdown()
+    }
+}
+
 extension ServerConfiguration {
+    /// The JWT verification and the authentication webhooks this configuration asks for (none
+    /// with `--insecure-dev`, where nothing is checked).
+    func startCredentialVerification(logger: Logger) async throws -> CredentialVerifiers {
+        guard !insecureDevelopment else { return CredentialVerifiers() }
+        let webhook = try authWebhook.map { try AuthWebhook($0) }
+        do {
+            return CredentialVerifiers(tokens: try await startTokenVerification(logger: logger), webhook: webhook)
+        } catch {
+            await webhook?.shutdown()
+            throw error
+        }
+    }
+
     /// The JWT verification `jwt` (HS256 secret) and `jwks` (key set) ask for, keys loaded; nil
     /// when neither is configured (or `--insecure-dev`, where nothing is checked).
     ///
