@@ -59,11 +59,8 @@ public final class AuthWebhook: Sendable {
         }
         self.configuration = configuration
         self.now = now
-        var http = HTTPClient.Configuration()
-        http.connectTimeout = configuration.timeout
-        http.requestTimeout = configuration.timeout
-        http.maxResponseBytes = configuration.maxResponseBytes
-        http.userAgent = "BigPeer authentication webhook"
+        let http = HTTPClient.Configuration(timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes,
+                                            userAgent: "BigPeer authentication webhook")
         do {
             client = try HTTPClient(configuration: http)
         } catch {

@@ -85,11 +85,8 @@ public final class JWKSSource: Sendable {
             client = nil
             return
         }
-        var http = HTTPClient.Configuration()
-        http.connectTimeout = configuration.fetchTimeout
-        http.requestTimeout = configuration.fetchTimeout
-        http.maxResponseBytes = configuration.limits.maxDocumentBytes
-        http.userAgent = "BigPeer JWKS"
+        let http = HTTPClient.Configuration(timeout: configuration.fetchTimeout, maxResponseBytes: configuration.limits.maxDocumentBytes,
+                                            userAgent: "BigPeer JWKS")
         do {
             client = try HTTPClient(configuration: http)
         } catch {

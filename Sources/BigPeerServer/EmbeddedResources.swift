@@ -625,7 +625,8 @@ components:
       description: >-
         an API key created with `bigpeer keys create` (`bpk_…`), or a JWT verified with the
         server's `--jwks` key set (RS256, ES256, EdDSA) or `--jwt-secret-file` secret (HS256);
-        its `read`/`write` claims are its scopes (docs/AUTH.md)
+        its `read`/`write` claims are its scopes; or, with `X-Auth-Provider: NAME`, a token
+        the authentication webhook of provider NAME judges (`--auth-webhook`, docs/AUTH.md)
   responses:
     Error:
       description: a failure (docs/API.md, "Errors")
