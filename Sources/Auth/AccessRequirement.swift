@@ -97,12 +97,17 @@ public struct AccessRequirement: Sendable, Hashable {
 public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No `Authorization` header.
     case missingCredentials
-    /// A header that is not `Bearer <key>`, or a key that is not a BigPeer key.
+    /// A header that is not `Bearer <key>`, or a credential that is neither a BigPeer key nor a JWT.
     case malformedCredentials
     /// Well-formed but unknown, or the secret does not match.
     case invalidKey
     case expiredKey
     case revokedKey
+    /// A JWT that does not verify, has expired or is not accepted here; `.keysUnavailable`: its
+    /// keys cannot be loaded right now (try again later).
+    case invalidToken(JWTError)
+    /// An authentication webhook refused the token, or could not be asked (`AuthWebhookError`).
+    case webhook(AuthWebhookError)
     /// The key is valid but its scope does not cover the request.
     case forbidden(String)
     /// The key table could not be read (the database is down).
@@ -113,10 +118,12 @@ public enum AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .missingCredentials: "authentication required: send Authorization: Bearer <API key>"
-        case .malformedCredentials: "the Authorization header must be Bearer followed by a BigPeer API key (bpk_...)"
+        case .malformedCredentials: "the Authorization header must be Bearer followed by a BigPeer API key (bpk_...) or a JWT"
         case .invalidKey: "the API key is not valid"
         case .expiredKey: "the API key has expired"
         case .revokedKey: "the API key has been revoked"
+        case .invalidToken(let why): why.description
+        case .webhook(let why): why.description
         case .forbidden(let why): "not permitted: \(why)"
         case .unavailable: "credentials cannot be checked right now; retry later"
         case .randomUnavailable: "the random number generator failed"

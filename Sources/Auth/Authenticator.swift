@@ -25,7 +25,9 @@ public struct Principal: Sendable, Hashable {
     }
 }
 
-/// Checks `Authorization: Bearer <key>` (RFC 6750 §2.1) against `api_keys`.
+/// Checks `Authorization: Bearer <credential>` (RFC 6750 §2.1): a BigPeer API key against
+/// `api_keys`, or a JWT with `tokens` (told apart by shape: `bpk_<hex>_<hex>` has no dot, a JWT is
+/// three base64url parts joined by dots; nothing is tried twice).
 ///
 /// Verified keys are cached in memory for `cacheTTL` (default 5 s), so a point read costs no extra
 /// database round trip. Consequences, documented in docs/API.md:
@@ -48,6 +50,10 @@ public final class Authenticator: Sendable {
     }
 
     private let keys: APIKeyStore?
+    /// Verifies JWTs (nil: a JWT is refused as not accepted here).
+    public let tokens: TokenVerifier?
+    /// Asks the providers' authentication webhooks about their tokens (nil: none configured).
+    public let webhook: AuthWebhook?
     private let cache = Mutex<[String: Entry]>([:])
     public let cacheTTL: Duration
     public let maxCachedKeys: Int
@@ -55,10 +61,12 @@ public final class Authenticator: Sendable {
     private let wallClock: @Sendable () -> PostgresTimestamp
     private let monotonic: @Sendable () -> ContinuousClock.Instant
 
-    public init(keys: APIKeyStore, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
+    public init(keys: APIKeyStore, tokens: TokenVerifier? = nil, webhook: AuthWebhook? = nil, cacheTTL: Duration = .seconds(5), maxCachedKeys: Int = 4096,
                 wallClock: @escaping @Sendable () -> PostgresTimestamp = APIKeyStore.now,
                 monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.keys = keys
+        self.tokens = tokens
+        self.webhook = webhook
         self.cacheTTL = cacheTTL
         self.maxCachedKeys = max(1, maxCachedKeys)
         self.wallClock = wallClock
@@ -67,6 +75,8 @@ public final class Authenticator: Sendable {
 
     private init() {
         keys = nil
+        tokens = nil
+        webhook = nil
         cacheTTL = .zero
         maxCachedKeys = 1
         wallClock = APIKeyStore.now
@@ -79,20 +89,62 @@ public final class Authenticator: Sendable {
     public var isInsecureDevelopment: Bool { keys == nil }
 
     /// The caller presenting these `Authorization` header values (every one the request carries:
-    /// more than one is malformed), or why there is none.
-    public func authenticate(authorizationHeaders values: [String]) async -> Result<Principal, AuthError> {
-        if values.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
-        return await authenticate(authorization: values.first)
+    /// more than one is malformed), or why there is none. With an `X-Auth-Provider` header the
+    /// bearer token is that provider's, for its webhook to judge, whatever its shape.
+    public func authenticate(authorizationHeaders values: [String], providerHeaders: [String] = []) async -> Result<Principal, AuthError> {
+        if values.count > 1 || providerHeaders.count > 1 { return isInsecureDevelopment ? .success(Self.everything) : .failure(.malformedCredentials) }
+        guard let provider = providerHeaders.first, !isInsecureDevelopment else { return await authenticate(authorization: values.first) }
+        guard let authorization = values.first else { return .failure(.missingCredentials) }
+        guard let token = Self.bearerToken(authorization) else { return .failure(.malformedCredentials) }
+        return await authenticate(provider: provider, token: String(token)).map(\.principal)
+    }
+
+    /// A token of an authentication provider (`X-Auth-Provider`, a sync `hello` or `auth`), as its
+    /// webhook judges it.
+    public func authenticate(provider: String, token: String) async -> Result<AuthWebhook.Grant, AuthError> {
+        guard keys != nil else { return .success(AuthWebhook.Grant(principal: Self.everything, refusedFrom: Int64.max, clientInfo: nil)) }
+        guard let webhook else { return .failure(.webhook(.unknownProvider(provider))) }
+        return await webhook.authenticate(provider: provider, token: token).mapError(AuthError.webhook)
     }
 
     /// The caller presenting this `Authorization` header value (nil: no header).
     public func authenticate(authorization: String?) async -> Result<Principal, AuthError> {
         guard let keys else { return .success(Self.everything) }
         guard let authorization else { return .failure(.missingCredentials) }
-        guard let token = Self.bearerToken(authorization).flatMap({ APIKeyToken(parsing: $0) }) else {
-            return .failure(.malformedCredentials)
-        }
+        guard let bearer = Self.bearerToken(authorization) else { return .failure(.malformedCredentials) }
+        if Self.hasJWTShape(bearer) { return await authenticate(jwt: String(bearer)).map(\.principal) }
+        guard let token = APIKeyToken(parsing: bearer) else { return .failure(.malformedCredentials) }
         return await verify(token, keys: keys, maxAge: cacheTTL).map(\.principal)
+    }
+
+    /// A JWT (a bearer header of that shape, a sync `hello` or `auth`), with the first second (since
+    /// the epoch) at which it is refused as expired: `exp` + leeway + 1.
+    public func authenticate(jwt: String) async -> Result<TokenVerifier.Verified, AuthError> {
+        guard keys != nil else { return .success((Self.everything, Int64.max)) }
+        guard let tokens else {
+            return .failure(.invalidToken(.notAccepted("no JWT verification is configured (--jwks, --jwt-secret-file)")))
+        }
+        return await tokens.verify(jwt).mapError(AuthError.invalidToken)
+    }
+
+    /// JWS compact serialization (RFC 7515 §7.1): three base64url parts joined by two dots, the
+    /// first two non-empty (an empty signature is an unsecured JWT, refused as `alg: none` by
+    /// the verifier rather than as malformed). An API key has no dot: the shapes never overlap.
+    static func hasJWTShape(_ text: Substring) -> Bool {
+        var dots = 0, partLength = 0
+        for c in text.utf8 {
+            if c == UInt8(ascii: ".") {
+                guard partLength > 0, dots < 2 else { return false }
+                dots += 1
+                partLength = 0
+            } else {
+                let isBase64URL = (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z"))
+                    || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
+                guard isBase64URL else { return false }
+                partLength += 1
+            }
+        }
+        return dots == 2
     }
 
     /// An API key given as such (not in a header: a sync `hello` or `auth`), with the key's expiry.

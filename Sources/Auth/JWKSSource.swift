@@ -27,12 +27,26 @@ public final class JWKSSource: Sendable {
         public var location: Location
         public var limits = JWKSet.Limits()
         /// An unknown `kid` causes a re-read at most this often.
-        public var minimumRefreshInterval: Duration = .seconds(30)
+        public var minimumRefreshInterval: Duration
         /// Keys older than this are re-read before the next verification.
-        public var maximumKeyAge: Duration = .seconds(600)
+        public var maximumKeyAge: Duration
         public var fetchTimeout: Duration = .seconds(10)
 
-        public init(location: Location) { self.location = location }
+        /// A URL is re-read every 10 minutes and on an unknown `kid` at most every 30 s (an
+        /// identity provider's endpoint, rate-limited, usually served with a max-age of minutes);
+        /// a file every 2 s and on an unknown `kid` at most every second (a local read of a few
+        /// KiB, and an operator who replaces the file expects it to take effect at once).
+        public init(location: Location) {
+            self.location = location
+            switch location {
+            case .url:
+                minimumRefreshInterval = .seconds(30)
+                maximumKeyAge = .seconds(600)
+            case .file:
+                minimumRefreshInterval = .seconds(1)
+                maximumKeyAge = .seconds(2)
+            }
+        }
     }
 
     /// Why a refresh is asked for.
@@ -45,6 +59,12 @@ public final class JWKSSource: Sendable {
 
     private struct State {
         var keys: JWKSet?
+        /// The document `keys` was parsed from: a re-read that finds the same bytes keeps the keys.
+        var document: [UInt8]?
+        /// Counts the key sets installed (a changed document); 0 before the first.
+        var generation: UInt64 = 0
+        /// `keepLoading`'s retries, until a load succeeds or `shutdown`.
+        var retrying: Task<Void, Never>?
         var loadedAt: ContinuousClock.Instant?
         var lastAttempt: ContinuousClock.Instant?
         var lastError: JWKError?
@@ -65,11 +85,8 @@ public final class JWKSSource: Sendable {
             client = nil
             return
         }
-        var http = HTTPClient.Configuration()
-        http.connectTimeout = configuration.fetchTimeout
-        http.requestTimeout = configuration.fetchTimeout
-        http.maxResponseBytes = configuration.limits.maxDocumentBytes
-        http.userAgent = "BigPeer JWKS"
+        let http = HTTPClient.Configuration(timeout: configuration.fetchTimeout, maxResponseBytes: configuration.limits.maxDocumentBytes,
+                                            userAgent: "BigPeer JWKS")
         do {
             client = try HTTPClient(configuration: http)
         } catch {
@@ -83,12 +100,35 @@ public final class JWKSSource: Sendable {
     public var lastError: JWKError? { state.withLock { $0.lastError } }
     /// How many fetches were started.
     public var fetchCount: Int { state.withLock { $0.fetches } }
+    /// Changes whenever a different key set is installed, so what was verified with the previous
+    /// keys can be verified again (`TokenVerifier`'s cache); a re-read of the same document keeps it.
+    public var generation: UInt64 { state.withLock { $0.generation } }
 
     /// Reads the keys now, whatever the rate limit says (startup: a missing or broken JWKS is a
     /// configuration error the operator should see at once).
     public func load() async throws(JWKError) {
         await refresh(force: true)
         if let error = state.withLock({ $0.keys == nil ? $0.lastError : nil }) { throw error }
+    }
+
+    /// Retries loading, with a delay doubling from `firstRetry` up to `minimumRefreshInterval`,
+    /// until keys are loaded or `shutdown` (a URL that cannot be reached at start: the server
+    /// answers 503 to tokens meanwhile, and needs no request to notice that the keys came back).
+    public func keepLoading(firstRetry: Duration = .seconds(1)) {
+        let limit = configuration.minimumRefreshInterval
+        state.withLock { s in
+            guard s.keys == nil, s.retrying == nil else { return }
+            s.retrying = Task { [weak self] in
+                var delay = firstRetry
+                while true {
+                    do { try await Task.sleep(for: delay) } catch { return }
+                    guard let source = self else { return }
+                    await source.refresh(force: true)
+                    if source.keys != nil { return }
+                    delay = min(delay * 2, max(limit, firstRetry))
+                }
+            }
+        }
     }
 
     /// Re-reads the keys if `reason` allows it now; returns once that read (or one already under
@@ -140,9 +180,14 @@ public final class JWKSSource: Sendable {
     }
 
     private func fetchAndInstall() async {
-        let result: Result<JWKSet, JWKError>
+        let result: Result<(JWKSet?, [UInt8]), JWKError>
         do {
-            result = .success(try JWKSet.parse(try await fetch(), limits: configuration.limits))
+            let document = try await fetch()
+            if state.withLock({ $0.document == document && $0.keys != nil }) {
+                result = .success((nil, document))
+            } else {
+                result = .success((try JWKSet.parse(document, limits: configuration.limits), document))
+            }
         } catch {
             result = .failure(error)
         }
@@ -150,8 +195,12 @@ public final class JWKSSource: Sendable {
         state.withLock { s in
             s.inFlight = nil
             switch result {
-            case .success(let set):
-                s.keys = set
+            case .success(let (set, document)):
+                if let set {
+                    s.keys = set
+                    s.document = document
+                    s.generation &+= 1
+                }
                 s.loadedAt = loadedAt
                 s.lastError = nil
             case .failure(let error):
@@ -192,5 +241,11 @@ public final class JWKSSource: Sendable {
         }
     }
 
-    public func shutdown() async { await client?.shutdown() }
+    public func shutdown() async {
+        state.withLock { s in
+            s.retrying?.cancel()
+            s.retrying = nil
+        }
+        await client?.shutdown()
+    }
 }

@@ -25,11 +25,14 @@ public struct JWKSVerifier: Sendable {
     /// Starts a background re-read when the keys are older than the source's `maximumKeyAge`, and
     /// waits for one (rate-limited) when the token's `kid` is not among them.
     public func verifyWithExpiry(_ token: String) async -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
-        let jws: JWSCompact
         switch JWSCompact.parse(token, maxBytes: Self.maxTokenBytes) {
-        case .success(let parsed): jws = parsed
+        case .success(let jws): return await verify(jws)
         case .failure(let error): return .failure(error)
         }
+    }
+
+    /// `verifyWithExpiry` of a token already split and decoded.
+    func verify(_ jws: JWSCompact) async -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
         var found = Self.key(for: jws, in: source)
         if source.isDue { source.refreshInBackground(.keyAge) }
         if case .failure(.unknownKey) = found {

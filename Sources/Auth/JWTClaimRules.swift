@@ -52,7 +52,7 @@ public struct JWTClaimRules: Sendable {
         var subject: String?
         if case .string(let sub)? = claims["sub"] { subject = sub }
         let (end, overflow) = exp.addingReportingOverflow(leewaySeconds + 1)
-        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write), overflow ? Int64.max : end))
+        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims), overflow ? Int64.max : end))
     }
 
     /// NumericDate (RFC 7519 §2): seconds, possibly fractional; nil for anything else.

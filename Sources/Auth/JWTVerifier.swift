@@ -57,11 +57,11 @@ public struct JWTVerifier: Sendable {
     /// `verify`, and the first second (since the epoch) at which the token is refused as expired:
     /// `exp + leeway + 1` (a sync session ends then: docs/PROTOCOL.md §4.1.1).
     public func verifyWithExpiry(_ token: String) -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
-        let jws: JWSCompact
-        switch JWSCompact.parse(token, maxBytes: Self.maxTokenBytes) {
-        case .success(let parsed): jws = parsed
-        case .failure(let error): return .failure(error)
-        }
+        JWSCompact.parse(token, maxBytes: Self.maxTokenBytes).flatMap(verify)
+    }
+
+    /// `verifyWithExpiry` of a token already split and decoded.
+    func verify(_ jws: JWSCompact) -> Result<(principal: Principal, refusedFrom: Int64), JWTError> {
         guard jws.algorithm == .hs256 else { return .failure(.unsupportedAlgorithm(JSON.string(.string(jws.algorithm.rawValue)))) }
         guard constantTimeEqual(hmacSHA256(Array(jws.signingInput)), jws.signature) else { return .failure(.badSignature) }
         return jws.claims().flatMap(rules.check)
@@ -85,7 +85,7 @@ func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     return a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, x.count) == 0 } }
 }
 
-public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum JWTError: Error, Sendable, Hashable, CustomStringConvertible {
     case secretTooShort(Int)
     case malformed(String)
     case unsupportedAlgorithm(String)
@@ -100,6 +100,9 @@ public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
     case algorithmNotAllowedForKey(String, keyID: String?)
     /// The key set could not be loaded, so no token can be verified (try again later).
     case keysUnavailable(String)
+    /// The server is configured with no way to verify this token (no `--jwks`, or no
+    /// `--jwt-secret-file` for an HS256 token).
+    case notAccepted(String)
 
     public var description: String {
         switch self {
@@ -114,6 +117,7 @@ public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownKey(let kid): kid.map { "no JWT verification key has kid \"\($0)\"" } ?? "the JWT has no kid and no single key fits its alg"
         case .algorithmNotAllowedForKey(let alg, let kid): "JWT algorithm \(alg) may not be used with key \(kid.map { "\"\($0)\"" } ?? "(no kid)")"
         case .keysUnavailable(let why): "the JWT verification keys are unavailable: \(why)"
+        case .notAccepted(let why): "this server does not accept this JWT: \(why)"
         }
     }
 }

@@ -61,14 +61,36 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         case .missingCredentials:
             self.init(.unauthorized, error.description, challenge: #"Bearer realm="bigpeer""#)
         case .malformedCredentials:
-            self.init(.unauthorized, error.description, challenge: #"Bearer realm="bigpeer", error="invalid_request""#)
-        case .invalidKey, .expiredKey, .revokedKey:
-            self.init(.unauthorized, error.description, challenge: #"Bearer realm="bigpeer", error="invalid_token""#)
-        case .forbidden:
-            self.init(.forbidden, error.description, challenge: #"Bearer realm="bigpeer", error="insufficient_scope""#)
-        case .unavailable, .randomUnavailable:
+            self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_request", error.description))
+        case .invalidToken(.keysUnavailable), .unavailable, .randomUnavailable:
             self.init(.serviceUnavailable, error.description)
+        case .webhook(let why) where why.detail != nil:
+            self.init(.serviceUnavailable, error.description, serverFault: why.detail)
+        case .webhook(.configuration):
+            self.init(.serviceUnavailable, error.description, serverFault: error.description)
+        case .webhook(.unknownProvider):
+            self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_request", error.description))
+        case .invalidKey, .expiredKey, .revokedKey, .invalidToken, .webhook:
+            self.init(.unauthorized, error.description, challenge: Self.bearerChallenge("invalid_token", error.description))
+        case .forbidden:
+            self.init(.forbidden, error.description, challenge: Self.bearerChallenge("insufficient_scope", error.description))
         }
+    }
+
+    /// `Bearer realm="bigpeer", error="…", error_description="…"` (RFC 6750 §3). The description
+    /// may quote a token's own `kid` or `alg`: characters §3 does not allow in it (`"`, `\`,
+    /// controls, non-ASCII) become `'` or `?`, so no token can break out of the quoted string or
+    /// the header line; it is cut at 200 bytes.
+    static func bearerChallenge(_ code: String, _ description: String) -> String {
+        var text: [UInt8] = []
+        for c in description.utf8.prefix(200) {
+            switch c {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): text.append(UInt8(ascii: "'"))
+            case 0x20...0x7E: text.append(c)
+            default: text.append(UInt8(ascii: "?"))
+            }
+        }
+        return #"Bearer realm="bigpeer", error=""# + code + #"", error_description=""# + String(decoding: text, as: UTF8.self) + "\""
     }
 
     init(_ error: AttachmentError) {

@@ -54,6 +54,9 @@ public final class BigPeerService: Sendable {
     /// links ask the same one), and the task re-reading its file.
     let connectionPolicy: SyncConnectionPolicy
     private let policyWatch: Task<Void, Never>?
+    /// JWT verification (`--jwks`, `--jwt-secret-file`) and authentication webhooks: their
+    /// fetches and HTTP clients stop with the service.
+    private let verifiers: CredentialVerifiers
     /// The presence graph this instance gossips and serves (`GET /api/v4/presence`).
     let presence: PresenceHub
     private let logger: Logger
@@ -64,7 +67,9 @@ public final class BigPeerService: Sendable {
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
                  upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, bleAdvertising: BLEAdvertising?, mesh: LANMesh?,
-                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, presence: PresenceHub, drain: DrainFlag, logger: Logger) {
+                 connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, verifiers: CredentialVerifiers, presence: PresenceHub,
+                 drain: DrainFlag, logger: Logger) {
+        self.verifiers = verifiers
         self.drain = drain
         self.upstream = upstream
         self.presence = presence
@@ -95,11 +100,19 @@ public final class BigPeerService: Sendable {
     public static func start(_ configuration: ServerConfiguration, logger: Logger = Logger(label: "bigpeer")) async throws -> BigPeerService {
         let openAPI = try OpenAPIRoute.load()  // before anything starts: a bad BIGPEER_OPENAPI stops nothing
         let policyRules = try SyncConnectionPolicy.loadRules(configuration)  // a bad --peer-policy file too
-        let group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
+        let verifiers = try await configuration.startCredentialVerification(logger: logger)  // and a bad --jwks file
+        let group: EventLoopGroup
+        do {
+            group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
+        } catch {
+            await verifiers.shutdown()
+            throw error
+        }
         let policy: PeerPolicy
         do {
             policy = PeerPolicy(ruleFile: policyRules, webhook: try SyncConnectionPolicy.makeWebhook(configuration, group: group))
         } catch {
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -109,6 +122,7 @@ public final class BigPeerService: Sendable {
                                                loop: group.next(), logger: logger)
         } catch {
             await policy.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -139,6 +153,7 @@ public final class BigPeerService: Sendable {
             await pool.shutdown()
             try? database.localCluster?.stop()
             await policy.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
             throw error
         }
@@ -155,6 +170,7 @@ public final class BigPeerService: Sendable {
             await pool.shutdown()
             try? database.localCluster?.stop()
             await policy.shutdown()
+            await verifiers.shutdown()
             group.shutdown()
         }
 
@@ -166,7 +182,7 @@ public final class BigPeerService: Sendable {
                 """)
             auth = .insecureDevelopment()
         } else {
-            auth = Authenticator(keys: APIKeyStore(pool: pool), cacheTTL: configuration.authCacheTTL)
+            auth = Authenticator(keys: APIKeyStore(pool: pool), tokens: verifiers.tokens, webhook: verifiers.webhook, cacheTTL: configuration.authCacheTTL)
         }
         var upstream: UpstreamReplicator?
         if let upstreamConfiguration = configuration.upstream {
@@ -216,7 +232,7 @@ public final class BigPeerService: Sendable {
             syncSession.authenticationTimeoutMillis = UInt64(max(0, configuration.connectionWebhookTimeout / .milliseconds(1))) + 5_000
         }
         var syncRoute = SyncRoute(store: store,
-                                  authentication: SyncAuthentication(keys: auth, jwt: configuration.jwt),
+                                  authentication: SyncAuthentication(keys: auth),
                                   session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
@@ -312,7 +328,7 @@ public final class BigPeerService: Sendable {
         return BigPeerService(configuration: configuration, group: group, database: database, pool: pool, store: store, attachments: attachments,
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
-                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch,
+                              upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch, verifiers: verifiers,
                               presence: presence, drain: drain, logger: logger)
     }
 
@@ -365,6 +381,7 @@ public final class BigPeerService: Sendable {
         syncSessions.stopMonitor()
         policyWatch?.cancel()
         await connectionPolicy.policy.shutdown()
+        await verifiers.shutdown()
         await presence.stop()
         follower.cancel()
         maintenance?.cancel()

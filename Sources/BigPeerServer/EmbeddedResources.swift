@@ -22,9 +22,9 @@ info:
     response envelope (`ExecuteError`, `queryType: unknown`) on `/api/v4/store/execute`. Every 503
     carries `Retry-After`.
 
-    Authentication: `Authorization: Bearer <API key>` (see `bigpeer keys`). Every endpoint except
-    `/healthz` and `/readyz` will require it; until API keys are enabled on a server, requests
-    without it are accepted.
+    Authentication: `Authorization: Bearer <API key or JWT>` (see `bigpeer keys`, docs/AUTH.md).
+    Every endpoint except `/healthz` and `/readyz` requires it (unless the server runs with
+    `--insecure-dev`).
 servers:
   - url: http://127.0.0.1:8080
     description: a local `bigpeer serve`
@@ -109,12 +109,12 @@ paths:
                   - $ref: "#/components/schemas/ExecuteError"
                   - $ref: "#/components/schemas/Error"
         "401":
-          description: missing or invalid API key
+          description: missing or invalid API key or JWT
           content:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
         "403":
-          description: the API key may not read or write this collection
+          description: the API key or JWT may not read or write this collection
           content:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteError" }
@@ -392,7 +392,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
         "401":
-          description: missing or invalid API key
+          description: missing or invalid API key or JWT
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
@@ -493,7 +493,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
         "401":
-          description: missing or invalid API key
+          description: missing or invalid API key or JWT
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
@@ -622,7 +622,11 @@ components:
     bearerAuth:
       type: http
       scheme: bearer
-      description: an API key created with `bigpeer keys create`
+      description: >-
+        an API key created with `bigpeer keys create` (`bpk_…`), or a JWT verified with the
+        server's `--jwks` key set (RS256, ES256, EdDSA) or `--jwt-secret-file` secret (HS256);
+        its `read`/`write` claims are its scopes; or, with `X-Auth-Provider: NAME`, a token
+        the authentication webhook of provider NAME judges (`--auth-webhook`, docs/AUTH.md)
   responses:
     Error:
       description: a failure (docs/API.md, "Errors")

@@ -55,9 +55,22 @@ public struct ServerConfiguration: Sendable {
     /// Limits of the echo endpoint (default: large enough for Autobahn section 9).
     public var echoLimits: WebSocketConfiguration = .echo
 
-    /// Accepts sync peers presenting an HS256 JWT signed with this secret (`--jwt-secret-file`,
+    /// Accepts REST requests and sync peers presenting an HS256 JWT signed with this secret (`--jwt-secret-file`,
     /// `BIGPEER_JWT_SECRET`); nil: only API keys are accepted.
     public var jwt: JWTVerifier?
+    /// `--jwks PATH|URL`: accepts JWTs (RS256, ES256, EdDSA; REST and sync) verified with the keys
+    /// of this JWKS and checked by `jwtRules`. A file that cannot be loaded stops the start; a URL
+    /// is retried in the background meanwhile (`startTokenVerification`).
+    public var jwks: JWKSSource.Configuration?
+    /// Issuer, audience and leeway the claims of `jwks`-verified tokens must satisfy
+    /// (`--jwt-issuer`, `--jwt-audience`, `--jwt-leeway`; `jwt` carries its own).
+    public var jwtRules = JWTClaimRules()
+    /// Verified JWTs remembered by their SHA-256, so a repeated token skips the signature check
+    /// (`TokenVerifier`); 0: none.
+    public var maxCachedTokens = 4096
+    /// `--auth-webhook NAME=URL` (and `--auth-webhook-database-id`): providers whose tokens their
+    /// webhook judges (Ditto's contract, docs/AUTH.md), on REST (`X-Auth-Provider`) and sync.
+    public var authWebhook: AuthWebhook.Configuration?
     /// Sync sessions this instance admits at once (`--max-sync-sessions`): a peer beyond it is
     /// refused with 4003 after its credentials check. Each costs ~15 KB idle and at most about
     /// 1 MiB of queued output (a peer that stops reading). Sockets still in their handshake get

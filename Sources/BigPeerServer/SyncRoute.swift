@@ -179,12 +179,12 @@ final class SyncOutbox: Sendable {
     }
 }
 
-/// Checks a peer's credentials (`hello.cred`, `auth.cred`): an API key (the same keys and scopes
-/// as the REST API) or an HS256 JWT signed with the configured secret. Scopes become the session's
-/// permissions; the credentials' expiry becomes the session's deadline (`validForMillis`).
+/// Checks a peer's credentials (`hello.cred`, `auth.cred`): an API key or a JWT, verified by the
+/// same `Authenticator` (and its `TokenVerifier`) as REST requests. Scopes become the session's
+/// permissions; the credentials' expiry becomes the session's deadline (`validForMillis`: a JWT's
+/// `exp` + leeway, to the second).
 struct SyncAuthentication: Sendable {
     let keys: Authenticator
-    let jwt: JWTVerifier?
     /// Wall clock in milliseconds since the epoch (expiry is wall-clock time).
     var wallClockMillis: @Sendable () -> Int64 = { APIKeyStore.now().microsecondsSince1970 / 1000 }
 
@@ -207,13 +207,21 @@ struct SyncAuthentication: Sendable {
                 return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
             }
         case .jwt(let token):
-            guard let jwt else {
-                return .refuse(code: .unauthorized, reason: "this server does not accept JWTs (no JWT secret configured)")
-            }
-            switch jwt.verifyWithExpiry(token) {
+            switch await keys.authenticate(jwt: token) {
             case .success(let (principal, refusedFrom)):
                 let (millis, overflow) = refusedFrom.multipliedReportingOverflow(by: 1000)
                 return .accept(permissions(principal, validUntilMillis: overflow ? nil : millis))
+            case .failure(.invalidToken(.keysUnavailable)):
+                return .refuse(code: .tryAgainLater, reason: "the JWT verification keys are unavailable; retry later")
+            case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
+            }
+        case .provider(let provider, let token):
+            switch await keys.authenticate(provider: provider, token: token) {
+            case .success(let grant):
+                let (millis, overflow) = grant.refusedFrom.multipliedReportingOverflow(by: 1000)
+                return .accept(permissions(grant.principal, validUntilMillis: overflow ? nil : millis))
+            case .failure(.webhook(let why)) where why.detail != nil:
+                return .refuse(code: .tryAgainLater, reason: String(why.description.prefix(120)))
             case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))
             }
         }

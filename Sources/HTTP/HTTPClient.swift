@@ -16,6 +16,15 @@ public final class HTTPClient: Sendable {
         public var additionalCAFile: String?
         public var userAgent = "BigPeer"
         public init() {}
+
+        /// For one kind of bounded call (a webhook, a key-set fetch): `timeout` for connecting and
+        /// for the whole response alike.
+        public init(timeout: Duration, maxResponseBytes: Int, userAgent: String) {
+            connectTimeout = timeout
+            requestTimeout = timeout
+            self.maxResponseBytes = maxResponseBytes
+            self.userAgent = userAgent
+        }
     }
 
     private let configuration: Configuration

@@ -18,8 +18,11 @@ public final class SyncClient: Sendable {
         /// / `tls://host:port` for a LAN TCP peer link to a local node (`bigpeer serve --lan`).
         public var url: String
         public var apiKey: String?
-        /// An HS256 JWT to present instead of an API key (PROTOCOL.md §4.1.1).
+        /// A JWT to present instead of an API key (PROTOCOL.md §4.1.1).
         public var jwt: String?
+        /// A token for the server's authentication webhook of this provider, presented instead
+        /// of a JWT or an API key: `(provider, token)` (PROTOCOL.md §4.1.1).
+        public var providerLogin: (provider: String, token: String)?
         public var deviceName = "smallpeer"
         public var peerKey: [UInt8]?
         public var reconnectBase: Duration = .milliseconds(250)

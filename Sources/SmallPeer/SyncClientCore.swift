@@ -65,7 +65,8 @@ final class SyncClientCore: SyncLinkDelegate {
         self.links = links
         self.loop = links[0].loop
         self.status = status
-        credentials = configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) }
+        credentials = configuration.providerLogin.map { .provider($0.provider, token: $0.token) }
+            ?? configuration.jwt.map { .jwt($0) } ?? configuration.apiKey.map { .apiKey($0) }
     }
 
     static func nowMillis() -> UInt64 { NanoTime.now().nanoseconds / 1_000_000 }

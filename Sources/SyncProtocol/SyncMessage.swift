@@ -89,6 +89,8 @@ public struct UploadRejection: Sendable, Equatable {
 public enum SyncCredentials: Sendable, Equatable {
     case apiKey(String)
     case jwt(String)
+    /// A token for the server's authentication webhook of `provider` (PROTOCOL.md §4.1.1).
+    case provider(String, token: String)
 }
 
 public struct Hello: Sendable, Equatable {

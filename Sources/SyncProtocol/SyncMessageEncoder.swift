@@ -207,12 +207,12 @@ extension CBORWriter {
         }
     }
 
-    /// `{"jwt": text}` or `{"apiKey": text}` (`hello.cred`, `auth.cred`).
+    /// `{"jwt": text}`, `{"apiKey": text}` or `{"token": text, "provider": text}` (`hello.cred`, `auth.cred`).
     mutating func write(_ c: SyncCredentials) {
-        mapHeader(1)
         switch c {
-        case .jwt(let s): key("jwt"); text(s)
-        case .apiKey(let s): key("apiKey"); text(s)
+        case .jwt(let s): mapHeader(1); key("jwt"); text(s)
+        case .apiKey(let s): mapHeader(1); key("apiKey"); text(s)
+        case .provider(let name, let token): mapHeader(2); key("token"); text(token); key("provider"); text(name)
         }
     }
 

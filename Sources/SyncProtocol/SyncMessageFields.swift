@@ -103,11 +103,13 @@ struct Fields {
     func credentials() throws(E) -> SyncCredentials? {
         guard let c = items["cred"] else { return nil }
         guard c.size <= limits.maxCredentialBytes else { throw .outOfRange(type: type, field: "cred", reason: "larger than \(limits.maxCredentialBytes) bytes") }
-        guard case .map(let m) = c.item, m.count == 1 else { throw .wrongType(type: type, field: "cred", expected: "a map with one key, \"apiKey\" or \"jwt\"") }
-        switch (m["apiKey"], m["jwt"]) {
-        case (.text(let k)?, nil): return .apiKey(k)
-        case (nil, .text(let j)?): return .jwt(j)
-        default: throw .wrongType(type: type, field: "cred", expected: "{\"apiKey\": text} or {\"jwt\": text}")
+        let expected = "{\"apiKey\": text}, {\"jwt\": text} or {\"provider\": text, \"token\": text}"
+        guard case .map(let m) = c.item else { throw .wrongType(type: type, field: "cred", expected: expected) }
+        switch (m.count, m["apiKey"], m["jwt"], m["provider"], m["token"]) {
+        case (1, .text(let k)?, nil, nil, nil): return .apiKey(k)
+        case (1, nil, .text(let j)?, nil, nil): return .jwt(j)
+        case (2, nil, nil, .text(let name)?, .text(let token)?): return .provider(name, token: token)
+        default: throw .wrongType(type: type, field: "cred", expected: expected)
         }
     }
 

@@ -42,6 +42,11 @@ struct PeerCommand: AsyncParsableCommand {
     @Option(name: .customLong("jwt-file"), help: "A file holding the JWT; re-read every 5 s, and a new token is sent to the server in the running session (docs/PROTOCOL.md §4.13).")
     var jwtFile: String?
 
+    @Option(name: .customLong("auth-provider"), help: "Log in with --token through the server's authentication webhook of this provider (serve --auth-webhook NAME=URL).")
+    var authProvider: String?
+    @Option(help: "The token for --auth-provider.")
+    var token: String?
+
     @Option(name: .customLong("subscribe"), help: "A sync subscription: SELECT * FROM collection [WHERE ...] (repeatable).")
     var subscriptions: [String] = []
 
@@ -103,7 +108,10 @@ struct PeerCommand: AsyncParsableCommand {
         if listen && syncOnce { throw ValidationError("--listen and --sync-once exclude each other") }
         if !(0...65535).contains(listenPort) { throw ValidationError("--listen-port must be 0...65535") }
         if syncOnce && url == nil && !lan && !ble { throw ValidationError("--sync-once needs --url, --lan or --ble") }
-        if [key != nil, jwt != nil, jwtFile != nil].filter({ $0 }).count > 1 { throw ValidationError("--key, --jwt and --jwt-file exclude each other") }
+        if [key != nil, jwt != nil, jwtFile != nil, authProvider != nil].filter({ $0 }).count > 1 {
+            throw ValidationError("--key, --jwt, --jwt-file and --auth-provider exclude each other")
+        }
+        if (authProvider == nil) != (token == nil) { throw ValidationError("--auth-provider and --token go together") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
 
@@ -178,6 +186,7 @@ struct PeerCommand: AsyncParsableCommand {
         config.allowRemoteQueries = allowRemoteQuery
         config.fallbackURLs = fallbackURLs
         config.jwt = jwt
+        if let authProvider, let token { config.providerLogin = (authProvider, token) }
         if let jwtFile {
             guard let token = Self.readToken(jwtFile) else {
                 Output.error("cannot read a JWT from \(jwtFile)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Auth
 import BigPeerServer
 import ConnectionPolicy
 import Upstream
@@ -50,6 +51,12 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var lan: LANOptions
     @OptionGroup var ble: BLEOptions
     @OptionGroup var jwt: JWTOptions
+    @Option(name: .customLong("jwks"), help: "JWKS file or http(s) URL with the public keys of RS256/ES256/EdDSA JWTs (default: $BIGPEER_JWKS). Re-read on an unknown kid and by age (file: 2 s, URL: 10 min); an unreadable file stops the start, an unreachable URL is retried (JWTs get 503 meanwhile).")
+    var jwks: String?
+    @Option(name: .customLong("auth-webhook"), help: "NAME=URL: an authentication provider whose webhook (Ditto's contract, docs/AUTH.md) judges its tokens: sync {provider, token}, REST Bearer + X-Auth-Provider: NAME (repeatable).")
+    var authWebhooks: [String] = []
+    @Option(name: .customLong("auth-webhook-database-id"), help: "Sent to the authentication webhooks as databaseID.")
+    var authWebhookDatabaseID: String?
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
     var upstream: String?
@@ -129,6 +136,25 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CleanExit.message("error: \(error)")
         }
+        if let location = jwks ?? getenv("BIGPEER_JWKS").map({ String(cString: $0) }), !location.isEmpty {
+            config.jwks = JWKSSource.Configuration(location: JWKSSource.Location(location))
+        }
+        config.jwtRules = jwt.rules
+        if !authWebhooks.isEmpty {
+            var providers: [String: String] = [:]
+            for entry in authWebhooks {
+                guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
+                    throw ValidationError("--auth-webhook takes NAME=URL, not \(entry)")
+                }
+                let name = String(entry[..<equals])
+                guard providers.updateValue(String(entry[entry.index(after: equals)...]), forKey: name) == nil else {
+                    throw ValidationError("--auth-webhook names provider \(name) twice")
+                }
+            }
+            var webhook = AuthWebhook.Configuration(providers: providers)
+            webhook.databaseID = authWebhookDatabaseID
+            config.authWebhook = webhook
+        }
         if let tlsCertificate, let tlsKey { config.tls = .init(certificatePath: tlsCertificate, privateKeyPath: tlsKey) }
         if let upstream {
             let key = upstreamKey ?? getenv("BIGPEER_UPSTREAM_KEY").map { String(cString: $0) }
@@ -155,6 +181,14 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let e as PolicyConfigurationError {
             // A bad policy must not look like a clean exit to a supervisor: status 1.
             let line = Array("error: connection policy: \(e)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            throw ExitCode.failure
+        } catch let e as AuthWebhookError {
+            let line = Array("error: \(e)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            throw ExitCode.failure
+        } catch let e as JWKError {
+            let line = Array("error: --jwks: \(e)\n".utf8)
             _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }

@@ -4,15 +4,24 @@ import Auth
 import Glibc
 import Values
 
-/// Where the HS256 secret for sync JWTs comes from: a file (preferred: not visible in `ps` or the
-/// environment of child processes) or `$BIGPEER_JWT_SECRET`.
+/// How JWTs are verified (REST and sync alike, docs/AUTH.md): the HS256 secret, from a file
+/// (preferred: not visible in `ps` or the environment of child processes) or `$BIGPEER_JWT_SECRET`,
+/// and the claims every token must satisfy. `serve --jwks` adds a key set for the other algorithms.
 struct JWTOptions: ParsableArguments {
-    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (≥ 32 bytes) for sync JWTs (default: $BIGPEER_JWT_SECRET; neither: JWTs are refused).")
+    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (≥ 32 bytes) for JWTs (default: $BIGPEER_JWT_SECRET; neither this nor --jwks: JWTs are refused).")
     var secretFile: String?
     @Option(name: .customLong("jwt-issuer"), help: "Accept only JWTs whose iss is this.") var issuer: String?
     @Option(name: .customLong("jwt-audience"), help: "Accept only JWTs whose aud contains this.") var audience: String?
+    @Option(name: .customLong("jwt-leeway"), help: "Seconds of clock skew tolerated on exp, nbf and iat (0...600).") var leewaySeconds: Int64 = 60
 
-    /// nil when no secret is configured.
+    func validate() throws {
+        if !(0...600).contains(leewaySeconds) { throw ValidationError("--jwt-leeway must be 0...600 seconds") }
+    }
+
+    /// The claims every JWT must satisfy.
+    var rules: JWTClaimRules { JWTClaimRules(issuer: issuer, audience: audience, leewaySeconds: leewaySeconds) }
+
+    /// The HS256 verifier; nil when no secret is configured.
     func verifier() throws -> JWTVerifier? {
         let secret: [UInt8]
         if let secretFile {
@@ -24,18 +33,20 @@ struct JWTOptions: ParsableArguments {
         } else {
             return nil
         }
-        return try JWTVerifier(secret: secret, issuer: issuer, audience: audience)
+        var verifier = try JWTVerifier(secret: secret, issuer: issuer, audience: audience)
+        verifier.leewaySeconds = leewaySeconds
+        return verifier
     }
 
     static func readFile(_ path: String) -> [UInt8]? { FileBytes.read(path) }
 }
 
-/// `bigpeer token`: mints a sync JWT with the configured secret (for scripts, tests and operators
+/// `bigpeer token`: mints an HS256 JWT with the configured secret (for scripts, tests and operators
 /// who hand tokens to devices; production deployments usually mint them in their own backend).
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
-        abstract: "Print an HS256 JWT for sync peers, signed with the server's JWT secret.")
+        abstract: "Print an HS256 JWT for REST clients and sync peers, signed with the server's JWT secret.")
 
     @OptionGroup var jwt: JWTOptions
     @Option(help: "Subject (who the token is for).") var subject: String?

@@ -14,6 +14,8 @@ import Values
         let path = try dir.write("jwks.json", document)
         var config = JWKSSource.Configuration(location: .file(path))
         config.limits.allowSymmetricKeys = allowSymmetricKeys
+        config.minimumRefreshInterval = .seconds(30)  // no re-read by age or by a test's pace
+        config.maximumKeyAge = .seconds(600)
         let source = try JWKSSource(config)
         try await source.load()
         return JWKSVerifier(source: source, rules: rules)

@@ -48,20 +48,36 @@ import Values
     }
 
     @Test func authErrorsCarryTheirChallenges() {
+        func challenge(_ code: String, _ error: AuthError) -> String {
+            #"Bearer realm="bigpeer", error=""# + code + #"", error_description=""# + error.description + "\""
+        }
         let cases: [(AuthError, Int, String?)] = [
             (.missingCredentials, 401, #"Bearer realm="bigpeer""#),
-            (.malformedCredentials, 401, #"Bearer realm="bigpeer", error="invalid_request""#),
-            (.invalidKey, 401, #"Bearer realm="bigpeer", error="invalid_token""#),
-            (.expiredKey, 401, #"Bearer realm="bigpeer", error="invalid_token""#),
-            (.revokedKey, 401, #"Bearer realm="bigpeer", error="invalid_token""#),
-            (.forbidden("no"), 403, #"Bearer realm="bigpeer", error="insufficient_scope""#),
-            (.unavailable, 503, nil), (.randomUnavailable, 503, nil),
+            (.malformedCredentials, 401, challenge("invalid_request", .malformedCredentials)),
+            (.invalidKey, 401, challenge("invalid_token", .invalidKey)),
+            (.expiredKey, 401, challenge("invalid_token", .expiredKey)),
+            (.revokedKey, 401, challenge("invalid_token", .revokedKey)),
+            (.invalidToken(.expired), 401, challenge("invalid_token", .invalidToken(.expired))),
+            (.invalidToken(.badSignature), 401, challenge("invalid_token", .invalidToken(.badSignature))),
+            (.forbidden("no"), 403, challenge("insufficient_scope", .forbidden("no"))),
+            (.unavailable, 503, nil), (.randomUnavailable, 503, nil), (.invalidToken(.keysUnavailable("down")), 503, nil),
         ]
         for (error, code, challenge) in cases {
             let r = APIError(error).response(to: Self.request(), logger: Self.logger)
             #expect(r.status.code == code, "\(error)")
             #expect(r.headers["WWW-Authenticate"] == challenge, "\(error)")
+            #expect((r.headers["Retry-After"] != nil) == (code == 503), "\(error)")
         }
+    }
+
+    /// RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E. A token's own text (its kid)
+    /// ends up in it; no token can close the quoted string or start a new header line.
+    @Test func aChallengeDescriptionCarriesOnlyTheCharactersRFC6750Allows() {
+        let hostile = AuthError.invalidToken(.unknownKey("a\"b\\c\r\nSet-Cookie: x=1\u{7F}é"))
+        let header = APIError.bearerChallenge("invalid_token", hostile.description)
+        #expect(header == #"Bearer realm="bigpeer", error="invalid_token", error_description="no JWT verification key has kid 'a'b'c??Set-Cookie: x=1???'""#)
+        let long = APIError.bearerChallenge("invalid_token", String(repeating: "x", count: 1000))
+        #expect(long == #"Bearer realm="bigpeer", error="invalid_token", error_description=""# + String(repeating: "x", count: 200) + "\"")
     }
 
     @Test func attachmentErrorsKeepTheirStatuses() {

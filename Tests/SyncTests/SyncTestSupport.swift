@@ -14,6 +14,7 @@ enum SampleMessages {
                      metadata: ["app": "pos", "nested": ["a": [1, 2.5, nil, true]]], credentials: .apiKey("k"),
                      credit: 1 << 18, maxMessageSize: 1 << 20)),
         .hello(Hello(site: 1, peerKey: [0], deviceName: "", credentials: .jwt("a.b.c"), credit: 65536, maxMessageSize: 65536)),
+        .hello(Hello(site: 2, peerKey: [0], deviceName: "", credentials: .provider("corp", token: "t-1"), credit: 65536, maxMessageSize: 65536)),
         .hello(Hello(site: UInt64.max, peerKey: [9], deviceName: "ñ", credentials: nil, credit: 65536, maxMessageSize: 65536)),
         .hello(Hello(site: 3, peerKey: [9], deviceName: "", credentials: .apiKey("k"), credit: 65536, maxMessageSize: 65536,
                      capabilities: [SyncCapability.remoteQuery, "later"])),

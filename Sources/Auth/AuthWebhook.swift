@@ -1,0 +1,199 @@
+import HTTP
+import Synchronization
+import Values
+
+/// Ditto's authentication webhook (`--auth-webhook NAME=URL`, several providers): a client logs in
+/// with `{provider, token}` (sync `hello.cred`; REST `Authorization: Bearer TOKEN` with
+/// `X-Auth-Provider: NAME`), and the provider's webhook decides.
+///
+///     POST {"version": "1", "provider": "NAME", "token": "…", "databaseID": "…" (if configured)}
+///     200  {"authenticated": true, "userID": "…", "expirationSeconds": 28800,
+///           "permissions": {"read": {"everything": false, "queriesByCollection": {"c": ["true"]}},
+///                           "write": {…}, "remoteQuery": false},
+///           "clientInfo": …, "identityServiceMetadata": …}
+///          {"authenticated": false}
+///
+/// `authenticated: false` refuses the token (401, sync 4001). Anything but a clear answer — no
+/// answer within `timeout`, a connection error, a non-2xx status, a body that is not the contract's
+/// JSON — is the webhook's failure, not the client's: 503 (sync 1013), try again.
+///
+/// Granted tokens are cached by the SHA-256 of provider and token until `expirationSeconds` have
+/// passed (checked on every use); then the webhook is asked again. Refusals and failures are not
+/// cached. Permissions: `everything`, or the collections whose query list holds `"true"`; other
+/// queries (document rules) are kept in the principal's claims (`permissions`) for the rules of
+/// #21 item 3 and grant nothing until those are enforced.
+public final class AuthWebhook: Sendable {
+    public struct Configuration: Sendable {
+        /// Provider name → webhook URL.
+        public var providers: [String: String]
+        /// Sent as `databaseID` when set.
+        public var databaseID: String?
+        /// From the call to the whole answer, connecting included.
+        public var timeout: Duration = .seconds(10)
+        public var maxResponseBytes = 256 << 10
+        public var maxCachedTokens = 4096
+        public init(providers: [String: String]) { self.providers = providers }
+    }
+
+    /// What the webhook granted: the principal, the first second (since the epoch) it is refused
+    /// from, and the `clientInfo` to hand back to the client.
+    public struct Grant: Sendable, Equatable {
+        public var principal: Principal
+        public var refusedFrom: Int64
+        public var clientInfo: Value?
+    }
+
+    public static let maxTokenBytes = 16 * 1024
+
+    public let configuration: Configuration
+    private let client: HTTPClient
+    private let cache = Mutex<[[UInt8]: Grant]>([:])
+    private let now: @Sendable () -> Int64
+
+    public init(_ configuration: Configuration, now: @escaping @Sendable () -> Int64 = JWTVerifier.wallClockSeconds) throws(AuthWebhookError) {
+        for (name, url) in configuration.providers {
+            guard !name.isEmpty else { throw .configuration("a provider name is empty") }
+            guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                throw .configuration("the webhook of provider \(name) is not an http:// or https:// URL: \(url)")
+            }
+        }
+        self.configuration = configuration
+        self.now = now
+        let http = HTTPClient.Configuration(timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes,
+                                            userAgent: "BigPeer authentication webhook")
+        do {
+            client = try HTTPClient(configuration: http)
+        } catch {
+            throw .configuration("cannot set up the HTTP client: \(error)")
+        }
+    }
+
+    /// The grant for `token` of `provider`: cached while valid, else the webhook's answer.
+    public func authenticate(provider: String, token: String) async -> Result<Grant, AuthWebhookError> {
+        guard let url = configuration.providers[provider] else { return .failure(.unknownProvider(provider)) }
+        guard !token.isEmpty, token.utf8.count <= Self.maxTokenBytes else {
+            return .failure(.notAuthenticated(provider: provider, reason: "the token is empty or longer than \(Self.maxTokenBytes) bytes"))
+        }
+        let digest = APIKeyToken.sha256(Array(provider.utf8) + [0] + Array(token.utf8))
+        if let hit = cache.withLock({ $0[digest] }) {
+            if now() < hit.refusedFrom { return .success(hit) }
+            cache.withLock { _ = $0.removeValue(forKey: digest) }
+        }
+        var body: [String: Value] = ["version": "1", "provider": .string(provider), "token": .string(token)]
+        if let id = configuration.databaseID { body["databaseID"] = .string(id) }
+        let request = HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json", "Accept": "application/json"],
+                                        body: JSON.serialize(.object(body)))
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request)
+        } catch {
+            return .failure(.unavailable(provider: provider, reason: "\(error)"))
+        }
+        guard (200..<300).contains(response.status.code) else {
+            return .failure(.unavailable(provider: provider, reason: "the webhook answered with status \(response.status.code)"))
+        }
+        let answer = Self.grant(response.body, provider: provider, now: now())
+        if case .success(let grant) = answer { store(digest, grant) }
+        return answer
+    }
+
+    private func store(_ digest: [UInt8], _ grant: Grant) {
+        guard configuration.maxCachedTokens > 0 else { return }
+        let t = now(), limit = configuration.maxCachedTokens
+        cache.withLock { c in
+            if c.count >= limit && c[digest] == nil {
+                c = c.filter { t < $0.value.refusedFrom }
+                if c.count >= limit { c.removeAll(keepingCapacity: true) }
+            }
+            c[digest] = grant
+        }
+    }
+
+    /// How many grants are cached now (tests and metrics).
+    public var cachedGrantCount: Int { cache.withLock { $0.count } }
+
+    public func shutdown() async { await client.shutdown() }
+
+    /// The grant a webhook's answer describes, or why there is none.
+    static func grant(_ body: [UInt8], provider: String, now: Int64) -> Result<Grant, AuthWebhookError> {
+        func bad(_ why: String) -> Result<Grant, AuthWebhookError> { .failure(.badAnswer(provider: provider, reason: why)) }
+        guard let parsed = try? JSON.parse(body, limits: JSONLimits(maxDepth: 32, maxInputBytes: body.count, duplicateKeys: .reject)),
+              case .object(let answer) = parsed else { return bad("the answer is not a JSON object") }
+        switch answer["authenticated"] {
+        case .bool(false)?: return .failure(.notAuthenticated(provider: provider, reason: "the webhook did not authenticate the token"))
+        case .bool(true)?: break
+        default: return bad("authenticated is not true or false")
+        }
+        guard case .string(let userID)? = answer["userID"], !userID.isEmpty else { return bad("userID is not a non-empty string") }
+        guard case .int(let seconds)? = answer["expirationSeconds"], (0...Int64(UInt32.max)).contains(seconds) else {
+            return bad("expirationSeconds is not an integer of 0...\(UInt32.max)")
+        }
+        let permissions = answer["permissions"] ?? .object([:])
+        guard case .object(let p) = permissions else { return bad("permissions is not an object") }
+        let read: CollectionScope, write: CollectionScope
+        switch (scope(p["read"], provider: provider), scope(p["write"], provider: provider)) {
+        case (.success(let r), .success(let w)): (read, write) = (r, w)
+        case (.failure(let why), _), (_, .failure(let why)): return .failure(why)
+        }
+        var claims: [String: Value] = ["provider": .string(provider), "userID": .string(userID), "permissions": permissions]
+        if let metadata = answer["identityServiceMetadata"] { claims["identityServiceMetadata"] = metadata }
+        let principal = Principal(keyID: "webhook:\(provider):\(userID)", read: read, write: write, claims: claims)
+        return .success(Grant(principal: principal, refusedFrom: now + seconds, clientInfo: answer["clientInfo"]))
+    }
+
+    /// `{"everything": bool, "queriesByCollection": {collection: [query, …]}}` (absent: nothing):
+    /// every collection, or those a `"true"` query opens whole.
+    static func scope(_ v: Value?, provider: String) -> Result<CollectionScope, AuthWebhookError> {
+        func bad(_ why: String) -> Result<CollectionScope, AuthWebhookError> { .failure(.badAnswer(provider: provider, reason: why)) }
+        guard let v else { return .success(.none) }
+        guard case .object(let o) = v else { return bad("a permission is not an object") }
+        if let everything = o["everything"] {
+            guard case .bool(let all) = everything else { return bad("everything is not true or false") }
+            if all { return .success(.all) }
+        }
+        guard let queries = o["queriesByCollection"] else { return .success(.none) }
+        guard case .object(let byCollection) = queries else { return bad("queriesByCollection is not an object") }
+        var names = Set<String>()
+        for (collection, list) in byCollection {
+            guard !collection.isEmpty, NameRules.problem(collection) == nil else { return bad("\"\(collection)\" is not a collection name") }
+            guard case .array(let items) = list, items.allSatisfy({ if case .string = $0 { true } else { false } }) else {
+                return bad("the queries of \(collection) are not an array of strings")
+            }
+            if items.contains(.string("true")) { names.insert(collection) }
+        }
+        return .success(.only(names))
+    }
+}
+
+/// Why a webhook login did not produce a principal. `AuthError.webhook` carries it to HTTP (401
+/// or 503) and sync (4001 or 1013).
+public enum AuthWebhookError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No `--auth-webhook` of that name.
+    case unknownProvider(String)
+    /// The webhook answered `authenticated: false` (or the token cannot be sent).
+    case notAuthenticated(provider: String, reason: String)
+    /// No answer in time, a connection error, or a non-2xx status: try again.
+    case unavailable(provider: String, reason: String)
+    /// An answer that is not the contract's JSON (the webhook's bug; logged).
+    case badAnswer(provider: String, reason: String)
+    /// `--auth-webhook` itself is wrong (at start).
+    case configuration(String)
+
+    public var description: String {
+        switch self {
+        case .unknownProvider(let name): "no authentication provider is called \(name)"
+        case .notAuthenticated(let provider, let reason): "\(provider): \(reason)"
+        case .unavailable(let provider, _): "the authentication webhook of \(provider) is unavailable; retry later"
+        case .badAnswer(let provider, _): "the authentication webhook of \(provider) gave no valid answer; retry later"
+        case .configuration(let why): "--auth-webhook: \(why)"
+        }
+    }
+
+    /// What the operator's log gets (the client sees `description` only).
+    public var detail: String? {
+        switch self {
+        case .unavailable(_, let reason), .badAnswer(_, let reason): reason
+        default: nil
+        }
+    }
+}
