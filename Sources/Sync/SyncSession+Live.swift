@@ -215,7 +215,8 @@ extension SyncSession {
                 if !matches { sendState(e, hash, matches: false, &built, &entering) }
             } else if Self.uploadIsTheWholeDocument(e) {
                 if matches { held.insert(hash) }
-            } else if subscribesTo(e.document.collection) {
+            } else if subscribesTo(e.document.collection), matches || !rulesHide(e.document, e.value) {
+                // Not a way to read a hidden document by uploading over its id.
                 sendState(e, hash, matches: matches, &built, &entering)
             }
             return
