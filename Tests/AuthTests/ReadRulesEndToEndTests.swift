@@ -68,7 +68,7 @@ import Values
             #expect(Self.item(all, 1) == ["_id": "o2", "site": "B", "n": 2])
 
             let plan = try await rest.execute("EXPLAIN SELECT * FROM orders WHERE n > 0")
-            guard case .string(let text)? = Self.item(plan, 0)?[key: "plan"] else { Issue.record("no plan: \(plan)"); return }
+            guard case .string(let text)? = Self.item(plan, 0)?["plan"] else { Issue.record("no plan: \(plan)"); return }
             #expect(text.contains("site = 'A'"), "\(text)")
         }
     }

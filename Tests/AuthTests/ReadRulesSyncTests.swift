@@ -1,9 +1,11 @@
 @testable import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import CRDT
 import DQL
 import Postgres
 import ServerTestSupport
+import Sockets
 import SyncProtocol
 import TestRandomness
 import Testing
@@ -73,6 +75,25 @@ import Values
         }
     }
 
+    @Test func uploadOverAHiddenID_getsNoMergedStateBack() async throws {
+        try await ReadRulesEndToEndTests.withOrders(["orders: site = 'A'"]) { s, admin, key in
+            let peer = try await Self.connect(s.port, site: 0xB2, .apiKey(key))
+            #expect(try await Self.initialSync(peer, id: 1, "SELECT * FROM orders") == ["o1", "o3"])
+            // The peer writes a document with the id of site B's o2, which it cannot read.
+            var replica = Replica(site: SiteID(0xB2))
+            var doc = try Document(id: "o2")
+            let before = doc.versionVector
+            _ = try doc.upsert(["_id": "o2", "note": "mine"], replica: &replica)
+            peer.send(.upload(seq: 1, entries: [UploadEntry(document: DocumentRef(collection: "orders", id: "o2"), delta: doc.delta(since: before).encode())]))
+            let acked = try await peer.waitFor { if case .ack = $0 { true } else { false } }
+            _ = try await s.rest(key: admin).executeOK("UPDATE orders SET n = 31 WHERE _id = 'o3'")
+            let after = try await peer.waitFor { !Self.changed([$0], "o3").isEmpty }
+            #expect(Self.changed(acked + after, "o2").isEmpty, "the merged state of a hidden document came back: \(acked + after)")
+            let stored = try await s.rest(key: admin).execute("SELECT * FROM orders WHERE _id = 'o2'")
+            #expect(ReadRulesEndToEndTests.item(stored, 0)?["site"] == "B")
+        }
+    }
+
     @Test func jwtPermissions_resolveClaims_andAMissingClaimShowsNothing() async throws {
         try await ReadRulesEndToEndTests.withOrders([], { $0.jwt = try? JWTVerifier(secret: Self.secret) }) { s, _, _ in
             let jwt = try JWTVerifier(secret: Self.secret)
@@ -134,7 +155,7 @@ import Values
                 var memory = DocumentRules()
                 for r in rules { memory.add(collection: r.collection, text: r.text, condition: try r.resolved(claims: [:])) }
                 let expected = documents.filter { memory.allows($0, in: "things", nowMilliseconds: 0) }
-                    .compactMap { Self.string($0[key: "_id"]) }.sorted()
+                    .compactMap { Self.string($0["_id"]) }.sorted()
 
                 func strings(_ ids: [Value]) -> [String] { ids.compactMap { Self.string($0) }.sorted() }
                 let rest = strings(ReadRulesEndToEndTests.ids(try await s.rest(key: key).execute("SELECT * FROM things")))

@@ -69,7 +69,8 @@ import Values
             ("o: a = :claims", "rules take only the caller's claims"),
             ("o: COUNT(*) > 1", "aggregate"),
             ("o: " + String(repeating: "a = 1 AND ", count: 500) + "true", "longer than"),
-            ("o: " + String(repeating: "a = 1 OR ", count: 100) + "true", "expression nodes"),
+            ("o: " + String(repeating: "a = 1 OR ", count: 40) + "true", "less deeply nested"),
+            ("o: a IN (" + (0..<300).map(String.init).joined(separator: ", ") + ")", "expression nodes"),
         ]
         for (entry, reason) in cases {
             do {
