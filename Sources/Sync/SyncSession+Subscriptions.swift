@@ -181,6 +181,7 @@ extension SyncSession {
             let ref = DocumentRef(collection: sub.query.collection, id: row.id)
             let hash = DocumentHash.of(ref)
             held.insert(hash)
+            heldByClaimOnly.remove(hash)
             if sub.peerKnows(hash, row.state) {
                 statesAlreadyKnown += 1
                 continue
@@ -203,6 +204,7 @@ extension SyncSession {
         if outstanding == .resume(id) { outstanding = nil }
         guard var sub = subscriptions[id], sub.generation == generation, sub.phase == .checkingResume,
               let cp = sub.checkpoint else { return }
+        if !permissions.readRules.isEmpty { heldByClaimOnly.formUnion(sub.have.filter { !held.contains($0) }) }
         held.formUnion(sub.have)
         sub.have = []
         if reachable {
@@ -345,7 +347,9 @@ extension SyncSession {
 
     /// A document sent in full is held from now on if it matches, and no longer held if not.
     private mutating func noteHeld(_ document: DocumentRef, _ matches: Bool) {
-        if matches { held.insert(DocumentHash.of(document)) } else { held.remove(DocumentHash.of(document)) }
+        let hash = DocumentHash.of(document)
+        heldByClaimOnly.remove(hash)
+        if matches { held.insert(hash) } else { held.remove(hash) }
     }
 }
 

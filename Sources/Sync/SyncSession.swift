@@ -155,6 +155,10 @@ public struct SyncSession: Sendable {
     var generations: UInt64 = 0
     /// Hashes (`DocumentHash`) of the documents the peer holds.
     public internal(set) var held: Set<UInt64> = []
+    /// Held only because the peer listed them in a resume's `have`, not sent in this session;
+    /// tracked while the session has read rules. Such a document that leaves hidden by the rules
+    /// is forgotten without its state: a `have` can name any document, and must not read one.
+    var heldByClaimOnly: Set<UInt64> = []
     var outstanding: Outstanding?
     /// Page reads in flight, oldest first: at most two, the second read ahead (`readAhead`).
     var pageReads: [PageRead] = []

@@ -94,6 +94,30 @@ import Values
         }
     }
 
+    @Test func aForgedHave_doesNotReadAHiddenDocumentAsItLeaves() async throws {
+        try await ReadRulesEndToEndTests.withOrders(["orders: site = 'A'"]) { s, admin, key in
+            let first = try await Self.connect(s.port, site: 0xB3, .apiKey(key))
+            first.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM orders")))
+            let synced = try await first.waitFor { if case .synced = $0 { true } else { false } }
+            guard case .synced(_, let cp)? = synced.last else { Issue.record("no synced"); return }
+            first.send(.bye(code: 1000, reason: "done"))
+            // Resumes claiming to hold o2 (site B, never sent to it) besides o1 (which it got).
+            let peer = try await Self.connect(s.port, site: 0xB4, .apiKey(key))
+            let have = [DocumentHash.of(DocumentRef(collection: "orders", id: "o1")), DocumentHash.of(DocumentRef(collection: "orders", id: "o2"))].sorted()
+            peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM orders", checkpoint: cp, have: have)))
+            _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
+            let adminRest = s.rest(key: admin)
+            // A change while o1 is visible delivers it: from then on it leaves like any held document.
+            _ = try await adminRest.executeOK("UPDATE orders SET n = 7 WHERE _id = 'o1'")
+            _ = try await peer.waitFor { !Self.changed([$0], "o1").isEmpty }
+            _ = try await adminRest.executeOK("UPDATE orders SET n = 50 WHERE _id = 'o2'")
+            _ = try await adminRest.executeOK("UPDATE orders SET site = 'B' WHERE _id = 'o1'")
+            let after = try await peer.waitFor { !Self.changed([$0], "o1").isEmpty }
+            #expect(Self.changed(after, "o2").isEmpty, "a forged have read a hidden document: \(after)")
+            guard case .state? = Self.changed(after, "o1").last?.payload else { Issue.record("o1 did not leave with its state"); return }
+        }
+    }
+
     @Test func jwtPermissions_resolveClaims_andAMissingClaimShowsNothing() async throws {
         try await ReadRulesEndToEndTests.withOrders([], { $0.jwt = try? JWTVerifier(secret: Self.secret) }) { s, _, _ in
             let jwt = try JWTVerifier(secret: Self.secret)
