@@ -122,6 +122,28 @@ import Values
         }
     }
 
+    @Test func keysCreateAndList_fromTheCommandLine() async throws {
+        let exe = try ServerProcess.locateBinary()
+        try await Self.withOrders([]) { s, _, _ in
+            let db = ["--database-url", conninfo(s.database.configuration)]
+            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "site A", "--expires-in", "1d",
+                                                          "--read", "orders: site = 'A'", "--read", "orders: n >= 4", "--read", "parts"] + db)
+            #expect(created.status == 0, "\(created.err)")
+            #expect(created.out.contains("read rules:  orders: site = 'A'; orders: n >= 4"), "\(created.out)")
+            let key = String(try #require(created.out.split(separator: "\n").last))
+            #expect(Self.ids(try await s.rest(key: key).execute("SELECT * FROM orders ORDER BY _id")) == ["o1", "o3", "o4"])
+            #expect(Self.ids(try await s.rest(key: key).execute("SELECT * FROM parts")) == ["p1"])
+            let listed = try await TestCommand.run(exe, ["keys", "list"] + db)
+            #expect(listed.out.contains("READ RULES"))
+            #expect(listed.out.contains("orders: site = 'A'; orders: n >= 4"))
+            for bad in [["--read", "orders: length(site) > 1"], ["--read", "orders: site = :claims.site"], ["--read", "orders:"],
+                        ["--read-all", "--write", "orders: site = 'A'"]] {
+                let r = try await TestCommand.run(exe, ["keys", "create", "--description", "x", "--expires-in", "1d"] + bad + db)
+                #expect(r.status != 0, "\(bad)")
+            }
+        }
+    }
+
     @Test func keyRulesNamingClaims_areRefusedAtCreation() async throws {
         try await withServer { s in
             let rule = try DocumentRule.parse(entry: "orders: site = :claims.site")
