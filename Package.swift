@@ -87,7 +87,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "CBuildInfo", "BLEDiscovery", "Auth", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "CBuildInfo", "BLEDiscovery", "Auth", "DQL", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncPeer", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "Postgres", "Values"], swiftSettings: strict),
+        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "CRDT", "Postgres", "Sockets", "Store", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["TestRandomness", "Upstream", "SyncPeer", "SmallPeer", "Store", "SyncProtocol", "Values", "HTTP",
                                                           "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",

@@ -21,13 +21,10 @@ cd "$(dirname "$0")/.."
 . Benchmarks/lib/rest-workload.sh
 secs=${1:-10}; rounds=${2:-3}
 export PATH="/opt/swift/usr/bin:$PATH"
-if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
-  swift build -c release --product bigpeer >/dev/null
-  bin=.build/release/bigpeer
-fi
+bin=$(rest_bigpeer_bin)
 ndocs=${BULK_DOCS:-100000}
 work=$(mktemp -d /tmp/bigpeer-rest-XXXX); chmod 711 "$work"
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+port=$(rest_free_port)
 ${SERVER_PREFIX:-} "$bin" serve --port "$port" --data-dir "$work/data" --db-connections 64 --max-body-bytes $((256<<20)) ${READ_CACHE_MB:+--read-cache-mb $READ_CACHE_MB} --log-level notice >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT

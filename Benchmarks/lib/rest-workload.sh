@@ -4,6 +4,8 @@
 #   rest_lua_scripts DIR KEY N   wrk scripts in DIR: read.lua (point read of a random d<i>),
 #                                write.lua (INSERT with a generated _id), update.lua (UPDATE of a
 #                                random d<i> by _id, seeded)
+#   rest_bigpeer_bin             echo the bigpeer binary: $BIGPEER_BIN, else a fresh release build
+#   rest_free_port               echo a free TCP port on 127.0.0.1
 
 rest_bulk_json() {
   python3 - "$1" "$2" <<'PY'
@@ -42,4 +44,14 @@ request = function()
   return wrk.format(nil, nil, nil, '{"statement":"UPDATE bench SET n = n + 1 WHERE _id = :id","args":{"id":"d' .. math.random(0, $((n - 1))) .. '"}}')
 end
 LUA
+}
+
+rest_bigpeer_bin() {
+  if [ -n "${BIGPEER_BIN:-}" ]; then echo "$BIGPEER_BIN"; return; fi
+  swift build -c release --product bigpeer >/dev/null
+  echo .build/release/bigpeer
+}
+
+rest_free_port() {
+  python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
 }

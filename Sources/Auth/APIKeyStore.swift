@@ -1,3 +1,4 @@
+import DQL
 import Glibc
 import Postgres
 import Values
@@ -12,6 +13,8 @@ public struct APIKey: Sendable, Hashable {
     public var read: CollectionScope
     public var write: CollectionScope
     public var lastUsedAt: PostgresTimestamp?
+    /// Per-document read rules (docs/AUTH.md, "Rules"); `.none` for a key without them.
+    public var readRules: DocumentRules = .none
 
     /// Why this key cannot be used at `now`, if it cannot.
     public func refusal(at now: PostgresTimestamp) -> AuthError? {
@@ -30,8 +33,10 @@ public struct APIKeyStore: Sendable {
     /// Longest description accepted (the column's CHECK allows the same).
     public static let maxDescriptionLength = 1000
 
-    /// Creates a key; the returned token is the only copy of the key text anywhere.
-    public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope) async throws -> (APIKey, APIKeyToken) {
+    /// Creates a key; the returned token is the only copy of the key text anywhere. Each of
+    /// `readRules` also adds its collection to `read` (a rule is a scope narrowed to documents).
+    public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope,
+                       readRules: [DocumentRule] = []) async throws -> (APIKey, APIKeyToken) {
         guard description.count <= Self.maxDescriptionLength else {
             throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
         }
@@ -40,11 +45,29 @@ public struct APIKeyStore: Sendable {
                 throw APIKeyStoreError.invalid("collection name \"\(bad.name)\" \(bad.problem)")
             }
         }
+        guard readRules.count <= DocumentRule.maxRulesPerCredential else {
+            throw APIKeyStoreError.invalid("at most \(DocumentRule.maxRulesPerCredential) rules per key")
+        }
+        for rule in readRules where rule.usesClaims {
+            throw APIKeyStoreError.invalid("the rule for \(rule.collection) uses :claims, but an API key has no claims (it would hide every document)")
+        }
+        var scope = read
+        if case .only(let names) = read { scope = .only(names.union(readRules.map(\.collection))) }
         let token = try APIKeyToken.generate()
-        let (readAll, readList) = Self.columns(read), (writeAll, writeList) = Self.columns(write)
+        let (readAll, readList) = Self.columns(scope), (writeAll, writeList) = Self.columns(write)
+        var byCollection: [String: Value] = [:]
+        for rule in readRules {
+            if case .array(let texts)? = byCollection[rule.collection] {
+                byCollection[rule.collection] = .array(texts + [.string(rule.text)])
+            } else {
+                byCollection[rule.collection] = .array([.string(rule.text)])
+            }
+        }
+        let rulesJSON = JSON.string(.object(byCollection))
         let rows = try await pool.query("""
-            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections)
-            VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList))
+            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections, read_rules)
+            VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList),
+                    \(rulesJSON)::jsonb)
             RETURNING \(unsafeRaw: Self.columnList)
             """)
         return (try Self.decode(rows[0]), token)
@@ -68,7 +91,7 @@ public struct APIKeyStore: Sendable {
     func lookup(id: String) async throws -> (APIKey, [UInt8])? {
         let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList), key_sha256 FROM api_keys WHERE id = \(id)")
         guard let row = rows.first else { return nil }
-        return (try Self.decode(row), try row.decode(10, as: PostgresBytea.self).bytes)
+        return (try Self.decode(row), try row.decode(11, as: PostgresBytea.self).bytes)
     }
 
     /// Records a use (called at most once per cache period per key, not per request).
@@ -76,7 +99,7 @@ public struct APIKeyStore: Sendable {
         _ = try await pool.query("UPDATE api_keys SET last_used_at = now() WHERE id = \(id)")
     }
 
-    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at"
+    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at, read_rules::text"
 
     static func decode(_ row: PostgresRow) throws -> APIKey {
         func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
@@ -89,7 +112,26 @@ public struct APIKeyStore: Sendable {
             createdAt: try row.decode(2, as: PostgresTimestamp.self), expiresAt: try row.decode(3, as: PostgresTimestamp.self),
             revokedAt: try row.decode(4, as: PostgresTimestamp?.self),
             read: try scope(5, 6), write: try scope(7, 8),
-            lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self))
+            lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self),
+            readRules: rules(try row.decode(10, as: String.self)))
+    }
+
+    /// The stored `read_rules` parsed. A rule that no longer parses (stored by another version)
+    /// becomes FALSE for its collection: the key then sees nothing there rather than everything.
+    static func rules(_ json: String) -> DocumentRules {
+        var rules = DocumentRules()
+        guard case .object(let byCollection)? = try? JSON.parse(json) else { return rules }
+        for (collection, texts) in byCollection.sorted(by: { $0.key < $1.key }) {
+            guard case .array(let items) = texts else {
+                rules.add(collection: collection, text: "(not a list of rules)", condition: .literal(.bool(false)))
+                continue
+            }
+            for case .string(let text) in items {
+                let condition = (try? DocumentRule.parse(collection: collection, condition: text).resolved(claims: [:])) ?? .literal(.bool(false))
+                rules.add(collection: collection, text: text, condition: condition)
+            }
+        }
+        return rules
     }
 
     static func columns(_ scope: CollectionScope) -> (Bool, [String]) {

@@ -1,3 +1,4 @@
+import DQL
 import Postgres
 import Values
 import Synchronization
@@ -11,12 +12,18 @@ public struct Principal: Sendable, Hashable {
     /// The verified claims of the caller's token (a JWT's payload, a webhook's answer); empty for
     /// API keys. Permission rules read them as `:claims.NAME` parameters.
     public var claims: [String: Value]
+    /// Which documents of the collections in `read` the caller sees (docs/AUTH.md, "Rules"),
+    /// resolved against `claims` when the credential was loaded. Every read path ANDs them into
+    /// what it runs (`DocumentRules.restricting`).
+    public var readRules: DocumentRules
 
-    public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:]) {
+    public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:],
+                readRules: DocumentRules = .none) {
         self.keyID = keyID
         self.read = read
         self.write = write
         self.claims = claims
+        self.readRules = readRules
     }
 
     /// `.forbidden` unless this principal's scopes cover `requirement`.
@@ -183,7 +190,8 @@ public final class Authenticator: Sendable {
             }
         }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
-        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write), entry.key.expiresAt))
+        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules),
+                          entry.key.expiresAt))
     }
 
     /// How many keys are cached now (for tests and metrics).

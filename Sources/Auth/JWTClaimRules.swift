@@ -1,3 +1,4 @@
+import DQL
 import Values
 
 /// The registered claims a verified token must satisfy (RFC 7519 §4.1), and BigPeer's permission
@@ -45,14 +46,27 @@ public struct JWTClaimRules: Sendable {
             }
         }
         let read: CollectionScope, write: CollectionScope
-        switch (Self.scope(claims["read"]), Self.scope(claims["write"])) {
-        case (.some(let r), .some(let w)): (read, write) = (r, w)
-        default: return .failure(.malformed(#"read and write must be "*" or an array of collection names"#))
+        var readRules = DocumentRules.none
+        if let permissions = claims["permissions"] {
+            // Ditto's shape with per-document rules (PermissionClaims); never mixed with read/write.
+            guard claims["read"] == nil, claims["write"] == nil else {
+                return .failure(.malformed("permissions excludes the read and write claims"))
+            }
+            switch PermissionClaims.parse(permissions, claims: claims) {
+            case .success(let granted): (read, write, readRules) = (granted.read, granted.write, granted.readRules)
+            case .failure(let why): return .failure(.malformed(why.description))
+            }
+        } else {
+            switch (Self.scope(claims["read"]), Self.scope(claims["write"])) {
+            case (.some(let r), .some(let w)): (read, write) = (r, w)
+            default: return .failure(.malformed(#"read and write must be "*" or an array of collection names"#))
+            }
         }
         var subject: String?
         if case .string(let sub)? = claims["sub"] { subject = sub }
         let (end, overflow) = exp.addingReportingOverflow(leewaySeconds + 1)
-        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims), overflow ? Int64.max : end))
+        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims, readRules: readRules),
+                          overflow ? Int64.max : end))
     }
 
     /// NumericDate (RFC 7519 §2): seconds, possibly fractional; nil for anything else.

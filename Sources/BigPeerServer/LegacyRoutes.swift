@@ -7,7 +7,7 @@ import Values
 
 /// The legacy endpoints of Ditto's HTTP API v4 (docs/API.md "Legacy endpoints"): each request
 /// is translated into DQL (`LegacyQuery` for query strings, `LegacyCommands` for /write), checked
-/// against the key's scopes like any statement, and run by the store.
+/// against the key's scopes like any statement, and run by the store under the key's read rules.
 ///
 ///     POST /api/v4/store/find      {collection, query?, args?, limit?, offset?, sort?} -> {documents: [{id, fields}], txnId}
 ///     POST /api/v4/store/findbyid  {collection, id}                                    -> {document: {id, fields}, txnId} | 404
@@ -62,13 +62,14 @@ struct LegacyRoutes {
 
         /// Parses generated DQL, checks scopes, runs it.
         func run(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?) async throws -> ExecuteResult {
-            try await store.execute(try authorized(dql, principal: principal), arguments: arguments, minimumTransaction: minimum)
+            try await store.execute(try authorized(dql, principal: principal), arguments: arguments, readRules: principal.readRules,
+                                    minimumTransaction: minimum)
         }
 
         /// `run`, but a large result that can stream comes back as a cursor (`executeStreaming`).
         func runStreaming(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?,
                           mayStream: Bool) async throws -> ReadOutcome {
-            try await store.executeStreaming(try authorized(dql, principal: principal), arguments: arguments,
+            try await store.executeStreaming(try authorized(dql, principal: principal), arguments: arguments, readRules: principal.readRules,
                                              minimumTransaction: minimum, mayStream: mayStream)
         }
 
@@ -149,7 +150,9 @@ struct LegacyRoutes {
         if let denied = p.authorize(requirement) { throw APIError(denied) }
         let results: [ExecuteResult]
         do {
-            results = try await c.store.executeBatch(translated.map { ($0.statement, $0.arguments) }, minimumTransaction: minimum)
+            // update and remove choose their documents like a find: only among those the rules show.
+            results = try await c.store.executeBatch(translated.map { (p.readRules.restricting($0.statement), $0.arguments) },
+                                                     minimumTransaction: minimum)
         } catch {
             var failure = APIError(error.error)
             if let i = error.index { failure.description = "command \(i + 1) (\(translated[i].method)): \(error.error.description); nothing was written" }

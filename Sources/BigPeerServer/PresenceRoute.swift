@@ -27,12 +27,24 @@ struct PresenceRoute {
     /// The error answer for a request whose key may not read every collection (server-wide state:
     /// presence, upstream status); nil when it may.
     static func refuseUnlessReadAll(_ request: HTTPRequest, auth: Authenticator, logger: Logger) async -> HTTPResponse? {
+        if case .failure(let refused) = await readAllPrincipal(request, auth: auth, logger: logger) { return refused.response }
+        return nil
+    }
+
+    /// The caller, if it may read every collection; else the 401/403 response.
+    static func readAllPrincipal(_ request: HTTPRequest, auth: Authenticator, logger: Logger) async -> Result<Principal, RefusalResponse> {
         switch await auth.authenticate(request) {
         case .success(let principal):
-            guard let denied = principal.authorize(AccessRequirement(readAll: true)) else { return nil }
-            return APIError(denied).response(to: request, logger: logger, negotiated: false)
+            guard let denied = principal.authorize(AccessRequirement(readAll: true)) else { return .success(principal) }
+            return .failure(RefusalResponse(APIError(denied).response(to: request, logger: logger, negotiated: false)))
         case .failure(let e):
-            return APIError(e).response(to: request, logger: logger, negotiated: false)
+            return .failure(RefusalResponse(APIError(e).response(to: request, logger: logger, negotiated: false)))
         }
+    }
+
+    /// An HTTP response as a `Result` failure.
+    struct RefusalResponse: Error {
+        var response: HTTPResponse
+        init(_ response: HTTPResponse) { self.response = response }
     }
 }

@@ -46,7 +46,11 @@ struct RemoteExecuteRoute {
     }
 
     func execute(_ request: HTTPRequest) async -> HTTPResponse {
-        if let refused = await PresenceRoute.refuseUnlessReadAll(request, auth: auth, logger: logger) { return refused }
+        let principal: Principal
+        switch await PresenceRoute.readAllPrincipal(request, auth: auth, logger: logger) {
+        case .success(let p): principal = p
+        case .failure(let refused): return refused.response
+        }
         func refuse(_ description: String) -> HTTPResponse {
             APIError(.badRequest, description).response(to: request, logger: logger, negotiated: false)
         }
@@ -79,7 +83,8 @@ struct RemoteExecuteRoute {
         } catch {
             return refuse("PEERS WHERE: \(error)")
         }
-        let select = Printer.print(.select(statement.select)), bound = arguments
+        // The caller's read rules go with the SELECT: each peer runs it over its own store with them.
+        let select = Printer.print(.select(principal.readRules.restricting(statement.select))), bound = arguments
         let perPeer = max(RemoteQuery.minResultBytes, min(Self.maxPeerResultBytes, Self.maxResponseBytes / UInt64(max(1, targets.count))))
         let millis = UInt64(max(1, timeout / .milliseconds(1)))
         let answers = await withTaskGroup(of: (Int, RemoteQueryResult).self) { group in

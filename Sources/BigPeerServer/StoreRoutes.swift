@@ -16,7 +16,8 @@ import Values
 ///
 /// `X-DITTO-TXN-ID: n` makes the statement wait until the database has reached transaction n.
 /// `Authorization: Bearer <key>` is checked first (401), then the key's scopes against the
-/// collections the parsed statement reads and writes (403). Bodies may be JSON or CBOR
+/// collections the parsed statement reads and writes (403); the key's read rules narrow what the
+/// statement sees and touches (docs/AUTH.md, "Rules"). Bodies may be JSON or CBOR
 /// (`APIEncoding`).
 struct StoreRoutes {
     let store: DocumentStore
@@ -62,7 +63,8 @@ struct StoreRoutes {
         do {
             // CBOR responses are built whole (a canonical CBOR array states its length first).
             let r: ExecuteResult
-            switch try await store.executeStreaming(parsed, arguments: arguments, minimumTransaction: minimum, mayStream: format == .json) {
+            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules, minimumTransaction: minimum,
+                                                   mayStream: format == .json) {
             case .complete(let complete): r = complete
             case .streaming(let cursor): return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute)
             }

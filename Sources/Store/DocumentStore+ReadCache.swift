@@ -35,10 +35,17 @@ extension DocumentStore {
         return isID(l) ? string(r) : isID(r) ? string(l) : nil
     }
 
-    /// The answer to a point read from `readCache`, or nil to read PostgreSQL.
-    func cachedPointRead(_ s: SelectStatement, arguments: [String: Value], minimumTransaction: Int64?) -> ExecuteResult? {
-        guard let key = Self.pointReadKey(s, arguments: arguments),
-              let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
+    /// The answer to a point read from `readCache`, or nil to read PostgreSQL. The cache holds
+    /// documents, not answers: a hit is checked against the caller's rule for its collection (in
+    /// memory, exactly as PostgreSQL would have), and a document the rule hides is no answer.
+    func cachedPointRead(_ key: DocumentReadCache.Key, minimumTransaction: Int64?, readRules: DocumentRules, now: Int64) -> ExecuteResult? {
+        guard let hit = readCache.lookup(key, minimumTransaction: minimumTransaction) else { return nil }
+        if readRules.condition(for: key.collection) != nil {
+            guard let document = try? JSON.parse(hit.json) else { return nil }
+            guard readRules.allows(document, in: key.collection, nowMilliseconds: now) else {
+                return ExecuteResult(transactionID: hit.transactionID, queryType: "select", items: [])
+            }
+        }
         // Only objects are cached, which `SELECT *` passes through the memory stage unchanged.
         return ExecuteResult(transactionID: hit.transactionID, queryType: "select", itemsJSON: [hit.json])
     }

@@ -112,9 +112,9 @@ public final class DocumentStore: Sendable {
     ///
     /// A SELECT's whole result is held in memory, up to `readLimits.maxBufferedResultBytes` of
     /// documents (past it: `.resultTooLarge`, 400); `executeStreaming` answers larger ones.
-    public func execute(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
-                        transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
-        switch try await executeStreaming(statement, arguments: arguments, minimumTransaction: minimumTransaction,
+    public func execute(_ statement: Statement, arguments: [String: Value] = [:], readRules: DocumentRules = .none,
+                        minimumTransaction: Int64? = nil, transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
+        switch try await executeStreaming(statement, arguments: arguments, readRules: readRules, minimumTransaction: minimumTransaction,
                                           transactionWait: transactionWait, mayStream: false) {
         case .complete(let r): return r
         case .streaming(let cursor):  // never produced without `mayStream`
@@ -128,20 +128,28 @@ public final class DocumentStore: Sendable {
     /// a cursor (`.streaming`) when `mayStream`: its rows are read from PostgreSQL a batch at a
     /// time as the caller asks, so memory stays bounded whatever the result's size. Everything
     /// else comes back `.complete`.
-    public func executeStreaming(_ statement: Statement, arguments: [String: Value] = [:], minimumTransaction: Int64? = nil,
-                                 transactionWait: Duration = .seconds(5), mayStream: Bool = true) async throws(StoreError) -> ReadOutcome {
+    ///
+    /// `readRules` (the caller's, docs/AUTH.md "Rules") are ANDed into the statement's WHERE
+    /// (`DocumentRules.restricting`) before it is planned, so PostgreSQL applies them before any
+    /// ORDER BY, OFFSET or LIMIT; a point read answered from `readCache` is checked against them.
+    public func executeStreaming(_ statement: Statement, arguments: [String: Value] = [:], readRules: DocumentRules = .none,
+                                 minimumTransaction: Int64? = nil, transactionWait: Duration = .seconds(5),
+                                 mayStream: Bool = true) async throws(StoreError) -> ReadOutcome {
         do {
             let now = Int64(Replica.systemMillis())
-            if case .select(let s) = statement,
-               let hit = cachedPointRead(s, arguments: arguments, minimumTransaction: minimumTransaction) {
+            // The cache key comes from the statement as written: a rule does not make a point read another read.
+            let pointRead: DocumentReadCache.Key?
+            if case .select(let s) = statement { pointRead = Self.pointReadKey(s, arguments: arguments) } else { pointRead = nil }
+            if let pointRead, let hit = cachedPointRead(pointRead, minimumTransaction: minimumTransaction, readRules: readRules, now: now) {
                 return .complete(hit)
             }
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             if case .select(let s) = statement {
-                return try await select(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()),
+                return try await select(readRules.restricting(s), pointRead: pointRead,
+                                       context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()),
                                        mayStream: mayStream)
             }
-            return .complete(try await executeOther(statement, arguments: arguments, now: now))
+            return .complete(try await executeOther(readRules.restricting(statement), arguments: arguments, now: now))
         } catch {
             throw StoreError.from(error)
         }
@@ -181,7 +189,7 @@ public final class DocumentStore: Sendable {
     /// A SELECT in one prepared round trip when its result has at most `readLimits.probeRows`
     /// rows (point reads, counts and small results: the common case keeps its cost), else again
     /// through a cursor (`largeSelect`).
-    func select(_ s: SelectStatement, context: EvaluationContext, mayStream: Bool) async throws -> ReadOutcome {
+    func select(_ s: SelectStatement, pointRead: DocumentReadCache.Key?, context: EvaluationContext, mayStream: Bool) async throws -> ReadOutcome {
         let sql: String, binds: [PostgresBind], memory: SelectQuery
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
         if let cached = try equalityPlans.plan(s, context: context) {
@@ -200,7 +208,6 @@ public final class DocumentStore: Sendable {
                                                items: plan.countRows(try rows[0].decode(1, as: Int64.self))))
             }
         }
-        let pointRead = Self.pointReadKey(s, arguments: context.arguments)
         // The SQL text depends only on the statement's shape (values are binds), so a session
         // prepares it once and skips PostgreSQL's parse and plan on every later request.
         let probeRows = readLimits.probeRows

@@ -162,6 +162,7 @@ extension SyncSession {
 
     /// A document the peer must now hold: its full state from the entry, else fetched.
     mutating func enter(_ e: LogEntry, _ hash: UInt64, _ built: inout [ChangeEntry], _ entering: inout FetchList) {
+        heldByClaimOnly.remove(hash)
         if let state = e.state {
             built.append(ChangeEntry(document: e.document, kind: .upsert, payload: .state(state)))
             held.insert(hash)
@@ -173,6 +174,10 @@ extension SyncSession {
     /// The document's current full state goes to the peer whether or not it matches (it is held
     /// afterwards only if it matches): from the entry, else fetched.
     mutating func sendState(_ e: LogEntry, _ hash: UInt64, matches: Bool, _ built: inout [ChangeEntry], _ entering: inout FetchList) {
+        if heldByClaimOnly.remove(hash) != nil, !matches, rulesHide(e.document, e.value) {
+            held.remove(hash)  // only claimed in `have`, and hidden: forgotten, not sent
+            return
+        }
         if let state = e.state {
             built.append(ChangeEntry(document: e.document, kind: e.value == nil ? .delete : .upsert, payload: .state(state)))
             if matches { held.insert(hash) } else { held.remove(hash) }
@@ -197,6 +202,7 @@ extension SyncSession {
             // Not readable any more (refreshed or re-checked credentials): not even the change
             // that would make it leave; the peer learned of the end with `sub_error`.
             held.remove(hash)
+            heldByClaimOnly.remove(hash)
             return
         }
         let isHeld = held.contains(hash)
@@ -215,7 +221,8 @@ extension SyncSession {
                 if !matches { sendState(e, hash, matches: false, &built, &entering) }
             } else if Self.uploadIsTheWholeDocument(e) {
                 if matches { held.insert(hash) }
-            } else if subscribesTo(e.document.collection) {
+            } else if subscribesTo(e.document.collection), matches || !rulesHide(e.document, e.value) {
+                // Not a way to read a hidden document by uploading over its id.
                 sendState(e, hash, matches: matches, &built, &entering)
             }
             return
@@ -223,6 +230,7 @@ extension SyncSession {
         let kind: ChangeKind = e.kind == .delete ? .delete : .upsert
         switch (isHeld, matches) {
         case (true, true):
+            heldByClaimOnly.remove(hash)  // visible now: from here on it leaves like any held document
             if let delta = e.delta {
                 built.append(ChangeEntry(document: e.document, kind: kind, payload: .delta(delta)))
             } else {

@@ -113,7 +113,7 @@ extension SyncSession {
         }
         let query: SubscriptionQuery
         do {
-            query = try Self.validate(s.query, arguments: s.arguments, now: now)
+            query = try Self.validate(s.query, arguments: s.arguments, now: now, rules: permissions.readRules)
         } catch {
             return send(.subscriptionError(id: s.id, message: "\(error)"), into: &out)
         }
@@ -128,14 +128,17 @@ extension SyncSession {
     }
 
     /// A subscription query must be `SELECT * FROM collection [WHERE ...]` (PROTOCOL.md §4.3).
-    static func validate(_ text: String, arguments: [String: Value], now: UInt64) throws -> SubscriptionQuery {
-        guard case .select(let s) = try DQL.parse(text) else {
+    /// The peer's read rule for the collection is ANDed into the statement and the query that
+    /// matches live changes: pages, resumes and live changes all see only what the rule shows.
+    static func validate(_ text: String, arguments: [String: Value], now: UInt64, rules: DocumentRules = .none) throws -> SubscriptionQuery {
+        guard case .select(let parsed) = try DQL.parse(text) else {
             throw SubscriptionQueryError("a subscription must be a SELECT")
         }
-        guard s.projections == [.all], !s.distinct, s.groupBy.isEmpty, s.having == nil, s.orderBy.isEmpty,
-              s.limit == nil, s.offset == nil else {
+        guard parsed.projections == [.all], !parsed.distinct, parsed.groupBy.isEmpty, parsed.having == nil, parsed.orderBy.isEmpty,
+              parsed.limit == nil, parsed.offset == nil else {
             throw SubscriptionQueryError("a subscription must be SELECT * FROM collection [WHERE condition] (no DISTINCT, GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET)")
         }
+        let s = rules.restricting(parsed)
         let query = try SelectQuery(s, context: EvaluationContext(arguments: arguments, nowMilliseconds: Int64(clamping: now)))
         return SubscriptionQuery(text: text, collection: s.from.name, statement: s, arguments: arguments, query: query)
     }
@@ -178,6 +181,7 @@ extension SyncSession {
             let ref = DocumentRef(collection: sub.query.collection, id: row.id)
             let hash = DocumentHash.of(ref)
             held.insert(hash)
+            heldByClaimOnly.remove(hash)
             if sub.peerKnows(hash, row.state) {
                 statesAlreadyKnown += 1
                 continue
@@ -200,6 +204,7 @@ extension SyncSession {
         if outstanding == .resume(id) { outstanding = nil }
         guard var sub = subscriptions[id], sub.generation == generation, sub.phase == .checkingResume,
               let cp = sub.checkpoint else { return }
+        if !permissions.readRules.isEmpty { heldByClaimOnly.formUnion(sub.have.filter { !held.contains($0) }) }
         held.formUnion(sub.have)
         sub.have = []
         if reachable {
@@ -287,6 +292,13 @@ extension SyncSession {
         return LiveMatches.firstMatch(value, live.map(\.query.query)).matches
     }
 
+    /// True if the peer's read rules hide this document (a deleted one too, when its collection has a rule).
+    func rulesHide(_ ref: DocumentRef, _ value: Value?) -> Bool {
+        guard permissions.readRules.condition(for: ref.collection) != nil else { return false }
+        guard let value else { return true }
+        return !permissions.readRules.allows(value, in: ref.collection, nowMilliseconds: Int64(clamping: lastReceived))
+    }
+
     /// True if a live subscription reads `collection` (the session may read it: checked at `sub`).
     func subscribesTo(_ collection: String) -> Bool {
         subscriptions.values.contains { $0.phase == .live && $0.query.collection == collection }
@@ -302,7 +314,9 @@ extension SyncSession {
         var entries: [(entry: ChangeEntry, matches: Bool)] = []
         for d in docs {
             let matches = matchesLive(d.document, d.value)
-            guard matches || ((purpose == .want || whateverMatch.contains(d.document)) && subscribesTo(d.document.collection)) else { continue }
+            // A `want` names any document: one the peer's rules hide is not sent (leaving ones are, §4.6).
+            guard matches || (purpose == .want && subscribesTo(d.document.collection) && !rulesHide(d.document, d.value))
+                    || (whateverMatch.contains(d.document) && subscribesTo(d.document.collection)) else { continue }
             entries.append((ChangeEntry(document: d.document, kind: d.value == nil ? .delete : .upsert, payload: .state(d.state)), matches))
         }
         switch purpose {
@@ -333,7 +347,9 @@ extension SyncSession {
 
     /// A document sent in full is held from now on if it matches, and no longer held if not.
     private mutating func noteHeld(_ document: DocumentRef, _ matches: Bool) {
-        if matches { held.insert(DocumentHash.of(document)) } else { held.remove(DocumentHash.of(document)) }
+        let hash = DocumentHash.of(document)
+        heldByClaimOnly.remove(hash)
+        if matches { held.insert(hash) } else { held.remove(hash) }
     }
 }
 

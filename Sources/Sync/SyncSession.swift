@@ -155,6 +155,10 @@ public struct SyncSession: Sendable {
     var generations: UInt64 = 0
     /// Hashes (`DocumentHash`) of the documents the peer holds.
     public internal(set) var held: Set<UInt64> = []
+    /// Held only because the peer listed them in a resume's `have`, not sent in this session;
+    /// tracked while the session has read rules. Such a document that leaves hidden by the rules
+    /// is forgotten without its state: a `have` can name any document, and must not read one.
+    var heldByClaimOnly: Set<UInt64> = []
     var outstanding: Outstanding?
     /// Page reads in flight, oldest first: at most two, the second read ahead (`readAhead`).
     var pageReads: [PageRead] = []
@@ -437,12 +441,20 @@ public struct SyncSession: Sendable {
     /// collection no longer readable ends with `sub_error`, and nothing more of that collection is
     /// delivered (`decide` forgets held documents there as their changes pass).
     mutating func replacePermissions(_ granted: SyncPermissions, now: UInt64, into out: inout [SyncSessionAction]) {
+        let old = permissions
         permissions = granted
         credentialDeadline = granted.validForMillis.map { now + $0 }
         for id in order {
-            guard let sub = subscriptions[id], !granted.read.covers(sub.query.collection) else { continue }
-            unsubscribe(id)
-            send(.subscriptionError(id: id, message: "not permitted to read collection \(sub.query.collection) (credentials changed)"), into: &out)
+            guard let sub = subscriptions[id] else { continue }
+            let c = sub.query.collection
+            if !granted.read.covers(c) {
+                unsubscribe(id)
+                send(.subscriptionError(id: id, message: "not permitted to read collection \(c) (credentials changed)"), into: &out)
+            } else if old.readRules.condition(for: c) != granted.readRules.condition(for: c) {
+                // The subscription's query holds the old rule; the peer subscribes again under the new one.
+                unsubscribe(id)
+                send(.subscriptionError(id: id, message: "the read rules for collection \(c) changed (credentials changed); subscribe again"), into: &out)
+            }
         }
     }
 

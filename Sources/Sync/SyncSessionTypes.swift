@@ -161,12 +161,16 @@ public struct SyncPermissions: Sendable, Equatable {
     /// How long, from the decision, the credentials stay valid (a JWT's `exp`, an API key's
     /// expiry); the session closes with 4001 when it passes. nil: no expiry.
     public var validForMillis: UInt64?
+    /// Which documents of the readable collections the peer may see (docs/AUTH.md, "Rules"):
+    /// ANDed into every subscription's query, so a document that stops matching them leaves.
+    public var readRules: DocumentRules
 
-    public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil) {
+    public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil, readRules: DocumentRules = .none) {
         self.read = read
         self.write = write
         self.principal = principal
         self.validForMillis = validForMillis
+        self.readRules = readRules
     }
 
     public static let everything = SyncPermissions(read: .all, write: .all)

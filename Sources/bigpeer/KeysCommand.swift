@@ -1,6 +1,7 @@
 import ArgumentParser
 import Auth
 import BigPeerServer
+import DQL
 import Foundation
 import Logging
 import Postgres
@@ -55,7 +56,10 @@ struct CreateKey: AsyncParsableCommand {
     @Option(help: "What the key is for (shown by `keys list`).") var description: String
     @Option(name: .customLong("expires-in"), help: "Lifetime: a number with s, m, h, d or w (e.g. 30d, 12h); at most 3650d.")
     var expiresIn: String
-    @Option(help: "Collections the key may read, comma-separated.") var read: String?
+    @Option(help: ArgumentHelp(
+        "Collections the key may read, comma-separated; or one collection with a rule, \"orders: site = 'A'\" (repeatable).",
+        discussion: "A rule is a DQL condition (or Ditto's legacy query form): the key sees only the collection's documents for which it is true; several rules for one collection are ORed (docs/AUTH.md, \"Rules\")."))
+    var read: [String] = []
     @Flag(name: .customLong("read-all"), help: "The key may read every collection.") var readAll = false
     @Option(help: "Collections the key may write, comma-separated.") var write: String?
     @Flag(name: .customLong("write-all"), help: "The key may write every collection (and run ALTER SYSTEM, CREATE/DROP INDEX).")
@@ -63,27 +67,31 @@ struct CreateKey: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
-        if read != nil && readAll { throw ValidationError("--read and --read-all exclude each other") }
+        let readLists = read.filter { !$0.contains(":") }
+        if !readLists.isEmpty && readAll { throw ValidationError("--read LIST and --read-all exclude each other (rules may go with --read-all)") }
         if write != nil && writeAll { throw ValidationError("--write and --write-all exclude each other") }
-        if read == nil && !readAll && write == nil && !writeAll {
-            throw ValidationError("give the key a scope: --read LIST, --read-all, --write LIST and/or --write-all")
+        if read.isEmpty && !readAll && write == nil && !writeAll {
+            throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST and/or --write-all")
         }
+        if write?.contains(":") == true { throw ValidationError("--write takes collection names only: write rules are not supported yet") }
         _ = try Self.lifetimeMicroseconds(expiresIn)
-        _ = try Self.scope(read, all: readAll)
+        _ = try Self.readScope(read, all: readAll)
         _ = try Self.scope(write, all: writeAll)
     }
 
     func run() async throws {
         let lifetime = try Self.lifetimeMicroseconds(expiresIn)
-        let readScope = try Self.scope(read, all: readAll), writeScope = try Self.scope(write, all: writeAll)
+        let (readScope, rules) = try Self.readScope(read, all: readAll)
+        let writeScope = try Self.scope(write, all: writeAll)
         let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + lifetime)
         let (key, token) = try await withKeyStore(database) {
-            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope)
+            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope, readRules: rules)
         }
         print("created API key \(key.id)")
         print("  description: \(key.description)")
         print("  expires:     \(formatTime(key.expiresAt))")
         print("  read:        \(key.read)")
+        if !key.readRules.isEmpty { print("  read rules:  \(key.readRules)") }
         print("  write:       \(key.write)")
         print("This is the only time the key is shown; store it now. Use it as: Authorization: Bearer <key>")
         print(token.text)
@@ -108,6 +116,19 @@ struct CreateKey: AsyncParsableCommand {
         return total * 1_000_000
     }
 
+    /// Each `--read`: a comma-separated list of collections, or `collection: rule` (one rule).
+    static func readScope(_ values: [String], all: Bool) throws -> (CollectionScope, [DocumentRule]) {
+        var names = Set<String>(), rules: [DocumentRule] = []
+        for value in values {
+            if value.contains(":") {
+                do { rules.append(try DocumentRule.parse(entry: value)) } catch { throw ValidationError("--read \"\(value)\": \(error)") }
+            } else if case .only(let list) = try scope(value, all: false) {
+                names.formUnion(list)
+            }
+        }
+        return (all ? .all : .only(names), rules)
+    }
+
     static func scope(_ list: String?, all: Bool) throws -> CollectionScope {
         if all { return .all }
         guard let list else { return .none }
@@ -126,11 +147,11 @@ struct ListKeys: AsyncParsableCommand {
     func run() async throws {
         let keys = try await withKeyStore(database) { try await $0.list() }
         let now = APIKeyStore.now()
-        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "DESCRIPTION"].joined(separator: "\t"))
+        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "DESCRIPTION"].joined(separator: "\t"))
         for k in keys {
             let status = k.revokedAt != nil ? "revoked" : (k.expiresAt <= now ? "expired" : "active")
             print([k.id, status, formatTime(k.createdAt), formatTime(k.expiresAt), k.lastUsedAt.map(formatTime) ?? "never",
-                   k.read.description, k.write.description, k.description].joined(separator: "\t"))
+                   k.read.description, k.write.description, k.readRules.description, k.description].joined(separator: "\t"))
         }
     }
 }

@@ -1,7 +1,7 @@
 import TestRandomness
 import Testing
 import Values
-import DQL
+@testable import DQL
 @testable import BigPeerServer
 
 @Suite struct LegacyQueryTests {

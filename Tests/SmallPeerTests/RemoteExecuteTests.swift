@@ -5,6 +5,8 @@
 import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import DQL
+import Postgres
 @testable import SmallPeer
 import HTTP
 import ServerTestSupport
@@ -129,6 +131,29 @@ struct RemoteExecuteTests {
             #expect(refused.status == 403)
             let anonymous = try await server.rest().post(Self.path, ["statement": "SYNC CONTEXT (PEERS) SELECT * FROM notes"])
             #expect(anonymous.status == 401)
+        }
+    }
+
+    /// The caller's read rules (docs/AUTH.md, "Rules") go with the SELECT to every peer.
+    @Test func remoteExecute_carriesTheCallersReadRules() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await InProcessServer.with({ $0.remoteQueryTimeout = .seconds(3) }) { server in
+            let key = try await server.newKey()
+            let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + 3_600_000_000)
+            let limited = try await server.keys.create(description: "n >= 2", expiresAt: expires, read: .all, write: .none,
+                                                       readRules: [try DocumentRule.parse(entry: "notes: n >= 2")]).1.text
+            let a = try openPeer(dir.path)
+            _ = try a.execute("INSERT INTO notes DOCUMENTS ({'_id': 'a1', 'n': 1}), ({'_id': 'a2', 'n': 2})")
+            let client = try connect(server, key: key, a, peerKey: Self.allowing, allow: true, name: "allowing")
+            try await afterwards({ await client.stop() }) {
+                #expect(await eventually { client.status.phase == .connected })
+                let statement: Value = ["statement": "SYNC CONTEXT (PEERS) SELECT * FROM notes ORDER BY _id"]
+                let whole = try await server.rest(key: key).post(Self.path, statement)
+                #expect(Self.results(whole).first?["items"] == [["_id": "a1", "n": 1], ["_id": "a2", "n": 2]])
+                let ruled = try await server.rest(key: limited).post(Self.path, statement)
+                #expect(Self.results(ruled).first?["items"] == [["_id": "a2", "n": 2]], "\(ruled.text)")
+            }
         }
     }
 }

@@ -27,18 +27,18 @@ import Values
 ///     comparison = unary [ ( "==" / "!=" / "<" / "<=" / ">" / ">=" ) unary ]
 ///     unary      = "!" unary / primary          (JavaScript precedence: "!" binds tightest)
 ///     primary    = literal / path / "$args" 1*("." name) / name "(" [args] ")" / "(" query ")" / "[" [args] "]"
-enum LegacyQuery {
+public enum LegacyQuery {
     /// The DQL condition and the parameters it uses (only those it made: `lq0`, `lq1`, …).
-    struct Translation: Sendable, Equatable {
-        var condition: String
-        var arguments: [String: Value]
+    public struct Translation: Sendable, Equatable {
+        public var condition: String
+        public var arguments: [String: Value]
     }
 
-    static let maxQueryBytes = 64 << 10
+    public static let maxQueryBytes = 64 << 10
     static let maxDepth = 64
 
     /// Translates `query` (nil or blank: matches everything) with its `$args`.
-    static func translate(_ query: String?, arguments: [String: Value] = [:]) throws(LegacyQueryError) -> Translation {
+    public static func translate(_ query: String?, arguments: [String: Value] = [:]) throws(LegacyQueryError) -> Translation {
         guard let query, query.contains(where: { !$0.isWhitespace }) else { return Translation(condition: "true", arguments: [:]) }
         guard query.utf8.count <= maxQueryBytes else { throw LegacyQueryError("the query is longer than \(maxQueryBytes) bytes", at: 0) }
         var p = LegacyQueryParser(text: Array(query.utf8), arguments: arguments)
@@ -49,7 +49,7 @@ enum LegacyQuery {
     }
 
     /// A field path in legacy syntax (`a.b`, `tags[0]`, `a['odd key']`) as a DQL path.
-    static func translatePath(_ path: String) throws(LegacyQueryError) -> String {
+    public static func translatePath(_ path: String) throws(LegacyQueryError) -> String {
         var p = LegacyQueryParser(text: Array(path.utf8), arguments: [:])
         guard path.utf8.count <= 4096, let first = p.text.first, LegacyQueryParser.isNameStart(first) else {
             throw LegacyQueryError("expected a field path such as name, a.b or tags[0]", at: 0)
@@ -60,20 +60,20 @@ enum LegacyQuery {
     }
 
     /// A DQL identifier, backtick-quoted (backticks doubled), so any name is safe to splice.
-    static func quoteIdentifier(_ name: String) -> String {
+    public static func quoteIdentifier(_ name: String) -> String {
         Quote.dqlIdentifier(name)
     }
 }
 
 /// A legacy query that cannot be translated: what and where (1-based column).
-struct LegacyQueryError: Error, Sendable, Equatable, CustomStringConvertible {
-    var message: String
-    var column: Int
+public struct LegacyQueryError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var column: Int
     init(_ message: String, at offset: Int) {
         self.message = message
         self.column = offset + 1
     }
-    var description: String { "legacy query error at column \(column): \(message)" }
+    public var description: String { "legacy query error at column \(column): \(message)" }
 }
 
 struct LegacyQueryParser {
