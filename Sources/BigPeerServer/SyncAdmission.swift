@@ -11,12 +11,20 @@ struct SyncAdmission: Sendable {
     let authentication: SyncAuthentication
     let policy: SyncConnectionPolicy?
     let registry: SyncSessionRegistry
+    /// Address and credential limits, failed-authentication counts, the audit log.
+    var abuse: AbuseGuard?
     let logger: Logger
 
     /// The decision on `hello` for session `number` (registered with the registry on acceptance).
     /// `link`: the kind of link (the policy may match on it; it is logged).
     func admit(_ hello: Hello, number: UInt64, sessionID: String, remote: String, link: LinkType) async -> AuthDecision {
+        if let refusal = abuse?.refusal(handshakeFrom: remote, hello: hello, link: link) {
+            logger.notice("sync session refused", metadata: [
+                "session": "\(sessionID)", "remote": "\(remote)", "link": "\(link.rawValue)", "reason": "\(refusal)"])
+            return refusal
+        }
         var decision = await authentication.decide(hello.credentials)
+        if let abuse { decision = abuse.settle(decision, hello: hello, remote: remote, link: link) }
         if case .accept(let permissions) = decision, let policy,
            let refusal = await policy.refusal(for: hello, link: link, remote: remote, principal: permissions.principal, session: sessionID) {
             decision = refusal

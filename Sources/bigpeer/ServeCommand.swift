@@ -50,6 +50,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var lan: LANOptions
     @OptionGroup var ble: BLEOptions
     @OptionGroup var jwt: JWTOptions
+    @OptionGroup var abuse: AbuseOptions
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
     var upstream: String?
@@ -90,7 +91,8 @@ struct ServeCommand: AsyncParsableCommand {
         // Lines are written off the event loops (the access log runs on them at `info`).
         LoggingSystem.bootstrap { label in
             var handler = BufferedStderrLogHandler(label: label)
-            handler.logLevel = level
+            // Audit lines are written at notice (refusals) and info (allowances, with --audit-log all).
+            handler.logLevel = label == "bigpeer.audit" ? min(level, .info) : level
             return handler
         }
         defer { LogSink.standardError.flush() }
@@ -124,6 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxSyncSessionsPerKey = maxSyncSessionsPerKey
         config.peerPolicyFile = peerPolicy
         config.connectionWebhook = connectionWebhook
+        try abuse.apply(to: &config)
         do {
             config.jwt = try jwt.verifier()
         } catch {

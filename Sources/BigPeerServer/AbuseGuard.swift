@@ -1,0 +1,173 @@
+import Auth
+import HTTP
+import Logging
+import Sync
+import SyncProtocol
+import Values
+
+/// The abuse limits (`AbuseLimiter`) and the audit log (`AuthAudit`) where requests meet
+/// authentication: around every authenticated REST route (`guarding`), and in a sync handshake's
+/// admission (`refusal(handshakeFrom:)`, `settle`). docs/AUTH.md, "Abuse limits".
+///
+/// REST, before the route runs: the client's address must have failed authentications left and a
+/// token in its bucket; the credential the request claims must not be over its limit. After it
+/// answered: a 401 to a request that carried credentials counts as a failed authentication of the
+/// address; any other answer charges the (now verified) credential one request. Going by the
+/// answer keeps the routes as they are, whatever way in (API key, JWT) produced it.
+final class AbuseGuard: Sendable {
+    let limiter: AbuseLimiter
+    let audit: AuthAudit
+    let logger: Logger
+
+    init(limiter: AbuseLimiter, audit: AuthAudit, logger: Logger) {
+        self.limiter = limiter
+        self.audit = audit
+        self.logger = logger
+    }
+
+    /// The server's guard; nil when every limit is off and nothing is audited.
+    static func make(_ configuration: ServerConfiguration, logger: Logger) -> AbuseGuard? {
+        if configuration.abuseLimits.isEmpty && configuration.auditLog == .off { return nil }
+        let audit = AuthAudit(logger: configuration.auditLogger ?? Logger(label: AuthAudit.label), mode: configuration.auditLog)
+        return AbuseGuard(limiter: AbuseLimiter(configuration.abuseLimits), audit: audit, logger: logger)
+    }
+
+    /// The routes it wraps: every authenticated REST route. Not the health checks and the OpenAPI
+    /// document (no credentials), the echo endpoint, nor the sync upgrade (its handshake is checked
+    /// at `hello`, which comes by every kind of link).
+    static func guards(_ path: String) -> Bool {
+        path.hasPrefix("/api/v4/") && path != SyncRoute.path && path != "/api/v4/openapi.yaml" && path != EchoRoute.path
+    }
+
+    func guarding(_ handler: HTTPHandler, route: String) -> HTTPHandler {
+        switch handler {
+        case .sync(let h):
+            return .sync { request in
+                if let refused = self.before(request, route: route) { return .response(refused) }
+                let result = h(request)
+                self.after(request, result, route: route)
+                return result
+            }
+        case .async(let h):
+            return .async { request in
+                if let refused = self.before(request, route: route) { return .response(refused) }
+                let result = try await h(request)
+                self.after(request, result, route: route)
+                return result
+            }
+        case .streaming(let maxBodyBytes, let h):
+            return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
+                if let refused = self.before(request, route: route) { return .response(refused) }
+                let result = try await h(request, body)
+                self.after(request, result, route: route)
+                return result
+            }
+        }
+    }
+
+    private func before(_ request: HTTPRequest, route: String) -> HTTPResponse? {
+        let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
+        if let refusal = limiter.admit(address: address) { return refuse(request, refusal, route: route) }
+        if limiter.limitsCredentials, let claimed = ClaimedIdentity.of(authorization: request.headers["Authorization"]),
+           let refusal = limiter.check(credential: claimed) {
+            return refuse(request, refusal, route: route)
+        }
+        return nil
+    }
+
+    private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
+        if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
+            audit.denied(who: ClaimedIdentity.of(authorization: request.headers["Authorization"]), verified: false,
+                         address: request.remoteAddress ?? "-", what: route, why: "429 \(refusal.limit.rawValue)",
+                         ["refused_in_a_row": "\(refusal.refusedInARow)"])
+        }
+        let error = APIError(refusal)
+        return route.hasSuffix(" /api/v4/store/execute") ? error.executeResponse(to: request, logger: logger) : error.response(to: request, logger: logger)
+    }
+
+    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String) {
+        guard case .response(let response) = result else { return }
+        let authorization = request.headers["Authorization"]
+        switch response.status.code {
+        case 401:
+            if authorization != nil { limiter.recordFailedAuthentication(address: request.remoteAddress.flatMap(ClientAddressKey.init(remote:))) }
+            audit.denied(who: ClaimedIdentity.of(authorization: authorization), verified: false, address: request.remoteAddress ?? "-",
+                         what: route, why: Self.why(response))
+        case 403:
+            let who = ClaimedIdentity.of(authorization: authorization)
+            if let who { limiter.charge(credential: who) }
+            audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response))
+        case 503:
+            break  // perhaps the key table could not be read: the identity is not known to be true
+        default:
+            guard limiter.limitsCredentials || audit.logsAllowed else { return }
+            let who = ClaimedIdentity.of(authorization: authorization)
+            if let who { limiter.charge(credential: who) }
+            audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
+        }
+    }
+
+    /// The status and the description the client got (error bodies are small JSON objects; a
+    /// CBOR one is named by its status alone).
+    static func why(_ response: HTTPResponse) -> String {
+        guard case .bytes(let body) = response.body, body.count <= 4096,
+              case .object(let top)? = try? JSON.parse(body), case .object(let error)? = top["error"],
+              case .string(let description)? = error["description"] else { return "\(response.status.code)" }
+        return "\(response.status.code) \(description)"
+    }
+}
+
+extension AbuseGuard {
+    /// The refusal of a sync handshake from `remote` when its address is over a limit (before its
+    /// credentials are checked); nil when it may go on.
+    func refusal(handshakeFrom remote: String, hello: Hello, link: LinkType) -> AuthDecision? {
+        guard let refusal = limiter.admit(address: ClientAddressKey(remote: remote)) else { return nil }
+        if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
+            audit.denied(who: ClaimedIdentity.of(hello.credentials), verified: false, address: remote, what: "sync handshake",
+                         why: "4003 \(refusal.limit.rawValue)", ["link": "\(link.rawValue)", "refused_in_a_row": "\(refusal.refusedInARow)"])
+        }
+        return Self.decision(refusal)
+    }
+
+    /// What becomes of a handshake's credential decision: a refused credential counts as a failed
+    /// authentication of the address; an accepted one takes a token of the credential's bucket
+    /// (refused 4003 when it has none). Audited either way.
+    func settle(_ decision: AuthDecision, hello: Hello, remote: String, link: LinkType) -> AuthDecision {
+        switch decision {
+        case .accept(let permissions):
+            if let principal = permissions.principal, let refusal = limiter.take(credential: principal) {
+                if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
+                    audit.denied(who: principal, verified: true, address: remote, what: "sync handshake", why: "4003 \(refusal.limit.rawValue)",
+                                 ["link": "\(link.rawValue)", "refused_in_a_row": "\(refusal.refusedInARow)"])
+                }
+                return Self.decision(refusal)
+            }
+            audit.allowed(who: permissions.principal, address: remote, what: "sync handshake",
+                          ["link": "\(link.rawValue)", "read": "\(Self.describe(permissions.read))", "write": "\(Self.describe(permissions.write))"])
+        case .refuse(let code, let reason):
+            if code == .unauthorized && hello.credentials != nil {
+                limiter.recordFailedAuthentication(address: ClientAddressKey(remote: remote))
+            }
+            audit.denied(who: ClaimedIdentity.of(hello.credentials), verified: false, address: remote, what: "sync handshake",
+                         why: "\(code.rawValue) \(reason)", ["link": "\(link.rawValue)"])
+        }
+        return decision
+    }
+
+    static func describe(_ scope: SyncPermissions.Scope) -> String {
+        switch scope {
+        case .all: "all"
+        case .only(let names): names.isEmpty ? "none" : names.sorted().joined(separator: ",")
+        }
+    }
+
+    /// Refused by policy (4003), with the retry hint peers wait on (PROTOCOL.md §4.2).
+    static func decision(_ refusal: RateLimited) -> AuthDecision {
+        let reason: String = switch refusal.limit {
+        case .address: "too many handshakes from this address"
+        case .credential: "too many handshakes with these credentials"
+        case .failedAuthentication: "too many failed authentications from this address"
+        }
+        return .refuse(code: .policy, reason: RetryHint.reason(reason, retryAfterSeconds: UInt32(clamping: refusal.retryAfterSeconds)))
+    }
+}
