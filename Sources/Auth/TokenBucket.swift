@@ -42,9 +42,11 @@ struct TokenBucket: Sendable {
         updated = now
     }
 
-    /// How long until one token is there; nil when one is there now.
+    /// How long until one token is there; nil when one is there now. (A nanosecond's worth of
+    /// rounding in the refills counts as there: waiting exactly `Retry-After` must be enough.)
     func wait(_ rate: TokenBucketRate) -> Duration? {
-        tokens >= 1 ? nil : .nanoseconds(Int64(((1 - tokens) / rate.perSecond * 1e9).rounded(.up)))
+        let missing = 1 - tokens
+        return missing * 1e9 <= rate.perSecond ? nil : .nanoseconds(Int64((missing / rate.perSecond * 1e9).rounded(.up)))
     }
 
     /// Takes one token if there is one (nil), else counts the refusal and says how long to wait.
