@@ -35,6 +35,12 @@ public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
     /// Refusals in a row by this limit for this key, this one included (1 for the first).
     public let refusedInARow: UInt32
 
+    public init(limit: Limit, retryAfter: Duration, refusedInARow: UInt32) {
+        self.limit = limit
+        self.retryAfter = retryAfter
+        self.refusedInARow = refusedInARow
+    }
+
     /// Whole seconds, rounded up, at least 1 (RFC 9110 §10.2.3 has no fractions).
     public var retryAfterSeconds: Int {
         max(1, Int(TokenBucket.seconds(retryAfter).rounded(.up)))
