@@ -7,7 +7,7 @@ import Values
 
 /// The abuse limits (`AbuseLimiter`) and the audit log (`AuthAudit`) where requests meet
 /// authentication: around every authenticated REST route (`guarding`), and in a sync handshake's
-/// admission (`refusal(handshakeFrom:)`, `settle`). docs/AUTH.md, "Abuse limits".
+/// admission (`refusal(handshakeFrom:)`, `settle`, `audit`). docs/AUTH.md, "Abuse limits".
 ///
 /// REST, before the route runs: the client's address must have failed authentications left and a
 /// token in its bucket; the credential the request claims must not be over its limit. After it
@@ -120,38 +120,36 @@ final class AbuseGuard: Sendable {
 extension AbuseGuard {
     /// The refusal of a sync handshake from `remote` when its address is over a limit (before its
     /// credentials are checked); nil when it may go on.
-    func refusal(handshakeFrom remote: String, hello: Hello, link: LinkType) -> AuthDecision? {
-        guard let refusal = limiter.admit(address: ClientAddressKey(remote: remote)) else { return nil }
-        if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
-            audit.denied(who: ClaimedIdentity.of(hello.credentials), verified: false, address: remote, what: "sync handshake",
-                         why: "4003 \(refusal.limit.rawValue)", ["link": "\(link.rawValue)", "refused_in_a_row": "\(refusal.refusedInARow)"])
-        }
-        return Self.decision(refusal)
+    func refusal(handshakeFrom remote: String) -> AuthDecision? {
+        limiter.admit(address: ClientAddressKey(remote: remote)).map(Self.decision)
     }
 
     /// What becomes of a handshake's credential decision: a refused credential counts as a failed
     /// authentication of the address; an accepted one takes a token of the credential's bucket
-    /// (refused 4003 when it has none). Audited either way.
-    func settle(_ decision: AuthDecision, hello: Hello, remote: String, link: LinkType) -> AuthDecision {
+    /// (refused 4003 when it has none).
+    func settle(_ decision: AuthDecision, hello: Hello, remote: String) -> AuthDecision {
         switch decision {
         case .accept(let permissions):
-            if let principal = permissions.principal, let refusal = limiter.take(credential: principal) {
-                if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
-                    audit.denied(who: principal, verified: true, address: remote, what: "sync handshake", why: "4003 \(refusal.limit.rawValue)",
-                                 ["link": "\(link.rawValue)", "refused_in_a_row": "\(refusal.refusedInARow)"])
-                }
-                return Self.decision(refusal)
-            }
-            audit.allowed(who: permissions.principal, address: remote, what: "sync handshake",
-                          ["link": "\(link.rawValue)", "read": "\(Self.describe(permissions.read))", "write": "\(Self.describe(permissions.write))"])
-        case .refuse(let code, let reason):
+            if let principal = permissions.principal, let refusal = limiter.take(credential: principal) { return Self.decision(refusal) }
+        case .refuse(let code, _):
             if code == .unauthorized && hello.credentials != nil {
                 limiter.recordFailedAuthentication(address: ClientAddressKey(remote: remote))
             }
-            audit.denied(who: ClaimedIdentity.of(hello.credentials), verified: false, address: remote, what: "sync handshake",
-                         why: "\(code.rawValue) \(reason)", ["link": "\(link.rawValue)"])
         }
         return decision
+    }
+
+    /// The audit line of a handshake's final decision (credentials, limits, policy, room).
+    /// `verified`: the identity whose credentials were accepted, if they were.
+    func audit(_ decision: AuthDecision, hello: Hello, verified: String?, remote: String, link: LinkType) {
+        switch decision {
+        case .accept(let permissions):
+            audit.allowed(who: permissions.principal, address: remote, what: "sync handshake",
+                          ["link": "\(link.rawValue)", "read": "\(Self.describe(permissions.read))", "write": "\(Self.describe(permissions.write))"])
+        case .refuse(let code, let reason):
+            audit.denied(who: verified ?? ClaimedIdentity.of(hello.credentials), verified: verified != nil, address: remote,
+                         what: "sync handshake", why: "\(code.rawValue) \(reason)", ["link": "\(link.rawValue)"])
+        }
     }
 
     static func describe(_ scope: SyncPermissions.Scope) -> String {
