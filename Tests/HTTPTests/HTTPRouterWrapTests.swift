@@ -1,13 +1,14 @@
-import HTTP
+@testable import HTTP
 import Testing
 
 /// `HTTPRouter.wrapHandlers`: every route, static and patterned, is handed over once with its
 /// method and path pattern, and what the transform returns is what `match` finds.
 @Suite struct HTTPRouterWrapTests {
     static func answer(_ router: HTTPRouter, _ method: HTTPMethod, _ path: String) -> String? {
-        guard case .found(.sync(let handler), _) = router.match(method, path: Substring(path)),
-              case .response(let response) = handler(HTTPRequest(head: HTTPRequestHead(method: method, target: path, version: .http1_1, headers: [:], keepAlive: true, expectsContinue: false))),
-              case .bytes(let body) = response.body else { return nil }
+        guard case .found(.sync(let handler), let parameters) = router.match(method, path: Substring(path)) else { return nil }
+        var request = HTTPRequest(head: HTTPRequestHead(method: method, target: path, version: .http1_1, headers: [:], keepAlive: true, expectsContinue: false))
+        request.pathParameters = parameters
+        guard case .response(let response) = handler(request), case .bytes(let body) = response.body else { return nil }
         return String(decoding: body, as: UTF8.self)
     }
 
