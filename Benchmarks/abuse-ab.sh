@@ -4,8 +4,9 @@
 # POST /api/v4/store/execute, `SELECT * FROM bench WHERE _id = :id`, read cache warm):
 #   off      --auth-failure-limit off --audit-log off  (no guard: the code path before the limits)
 #   default  the defaults: failed-authentication throttle, audit of denials
-#   all      --rate-limit-address and --rate-limit-credential on (never reached), --audit-log all
-#            (one audit line per request, written to the server's stderr file)
+#   limits   --rate-limit-address and --rate-limit-credential on (never reached), audit of denials
+#   all      the same limits and --audit-log all (one audit line per request, to the server's
+#            stderr file)
 #   Benchmarks/abuse-ab.sh [seconds=10] [rounds=3]
 # Environment: BIGPEER_BIN=path (skip the build), CONNECTIONS=n (default 8), DOCS=n (default 1000).
 # Reports requests/s and server CPU µs per request (utime + stime from /proc/PID/stat).
@@ -20,10 +21,11 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
 fi
 work=$(mktemp -d /tmp/bigpeer-abuse-XXXX); chmod 711 "$work"
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-names=(off default all)
+names=(off default limits all)
 declare -A flags=(
   [off]="--auth-failure-limit off --audit-log off"
   [default]=""
+  [limits]="--rate-limit-address 1000000:1000000 --rate-limit-credential 1000000:1000000"
   [all]="--rate-limit-address 1000000:1000000 --rate-limit-credential 1000000:1000000 --audit-log all")
 declare -A port pid
 cleanup() { for n in "${names[@]}"; do kill -TERM "${pid[$n]:-0}" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$work"; }

@@ -43,36 +43,39 @@ final class AbuseGuard: Sendable {
         switch handler {
         case .sync(let h):
             return .sync { request in
-                if let refused = self.before(request, route: route) { return .response(refused) }
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
                 let result = h(request)
-                self.after(request, result, route: route)
+                self.after(request, result, route: route, claimed: checked.claimed)
                 return result
             }
         case .async(let h):
             return .async { request in
-                if let refused = self.before(request, route: route) { return .response(refused) }
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
                 let result = try await h(request)
-                self.after(request, result, route: route)
+                self.after(request, result, route: route, claimed: checked.claimed)
                 return result
             }
         case .streaming(let maxBodyBytes, let h):
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
-                if let refused = self.before(request, route: route) { return .response(refused) }
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
                 let result = try await h(request, body)
-                self.after(request, result, route: route)
+                self.after(request, result, route: route, claimed: checked.claimed)
                 return result
             }
         }
     }
 
-    private func before(_ request: HTTPRequest, route: String) -> HTTPResponse? {
+    /// The refusal, if any, and the identity the request claims when the credential limit needed
+    /// it (`after` uses it rather than reading the header again).
+    private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?) {
         let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
-        if let refusal = limiter.admit(address: address) { return refuse(request, refusal, route: route) }
-        if limiter.limitsCredentials, let claimed = ClaimedIdentity.of(authorization: request.headers["Authorization"]),
-           let refusal = limiter.check(credential: claimed) {
-            return refuse(request, refusal, route: route)
-        }
-        return nil
+        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil) }
+        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(authorization: request.headers["Authorization"]) else { return (nil, nil) }
+        if let refusal = limiter.check(credential: claimed) { return (refuse(request, refusal, route: route), claimed) }
+        return (nil, claimed)
     }
 
     private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
@@ -85,23 +88,25 @@ final class AbuseGuard: Sendable {
         return route.hasSuffix(" /api/v4/store/execute") ? error.executeResponse(to: request, logger: logger) : error.response(to: request, logger: logger)
     }
 
-    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String) {
+    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?) {
         guard case .response(let response) = result else { return }
-        let authorization = request.headers["Authorization"]
-        switch response.status.code {
+        let code = response.status.code
+        if code != 401 && code != 403 && !limiter.limitsCredentials && !audit.logsAllowed { return }  // the common case: nothing to do
+        switch code {
         case 401:
+            let authorization = request.headers["Authorization"]
             if authorization != nil { limiter.recordFailedAuthentication(address: request.remoteAddress.flatMap(ClientAddressKey.init(remote:))) }
             audit.denied(who: ClaimedIdentity.of(authorization: authorization), verified: false, address: request.remoteAddress ?? "-",
                          what: route, why: Self.why(response))
         case 403:
-            let who = ClaimedIdentity.of(authorization: authorization)
+            let who = claimed ?? ClaimedIdentity.of(authorization: request.headers["Authorization"])
             if let who { limiter.charge(credential: who) }
             audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response))
         case 503:
             break  // perhaps the key table could not be read: the identity is not known to be true
         default:
-            guard limiter.limitsCredentials || audit.logsAllowed else { return }
-            let who = ClaimedIdentity.of(authorization: authorization)
+            // With the credential limit on, `before` has read the header already (nil: none).
+            let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(authorization: request.headers["Authorization"])
             if let who { limiter.charge(credential: who) }
             audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
         }

@@ -34,7 +34,7 @@ struct AuthAudit: Sendable {
         var metadata = Self.metadata(who: who, address: address, what: what, extra)
         metadata["decision"] = "denied"
         metadata["verified"] = "\(verified)"
-        metadata["why"] = "\(why)"
+        metadata["why"] = "\(Self.printable(why))"
         logger.notice("auth decision", metadata: metadata)
     }
 
@@ -51,6 +51,13 @@ struct AuthAudit: Sendable {
         m["address"] = "\(address)"
         m["what"] = "\(what)"
         return m
+    }
+
+    /// `text` with every control character written as `\u{XX}`: an audit line stays one line
+    /// whatever a client put in a token or a collection name.
+    static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        return text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined()
     }
 
     /// Whether the `n`th refusal in a row is logged: 1, 2, 4, 8, … (a flood of 429s costs a few
@@ -76,11 +83,22 @@ enum ClaimedIdentity {
     }
 
     static func of(token: Substring) -> String? {
-        if let key = APIKeyToken(parsing: token) { return key.id }
+        if let id = apiKeyID(token) { return id }
         let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, parts[1].count <= 8192, let payload = Base64.decode(parts[1], .url),
               case .object(let claims)? = try? JSON.parse(payload), case .string(let subject)? = claims["sub"] else { return nil }
-        // A bound on what one forged token can put in a bucket table or a log line.
-        return "jwt:" + String(subject.prefix(256))
+        // A bound on what one forged token can put in a bucket table or a log line, and no control
+        // character that could forge a line of its own.
+        return "jwt:" + AuthAudit.printable(String(subject.prefix(256)))
+    }
+
+    /// The id of a token shaped like an API key (`bpk_` + 16 lowercase hex digits + `_` + 64
+    /// more): its place only, the secret unread (every request of a rate-limited server pays this).
+    static func apiKeyID(_ token: Substring) -> String? {
+        let u = token.utf8
+        guard u.count == APIKeyToken.length, u.starts(with: APIKeyToken.prefix.utf8) else { return nil }
+        let start = u.index(u.startIndex, offsetBy: APIKeyToken.prefix.utf8.count), end = u.index(start, offsetBy: 16)
+        guard u[start..<end].allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        return String(Substring(u[start..<end]))
     }
 }

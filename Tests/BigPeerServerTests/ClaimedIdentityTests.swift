@@ -26,5 +26,16 @@ import Values
             #expect(ClaimedIdentity.of(authorization: header) == nil, "\(header ?? "nil")")
         }
         #expect(ClaimedIdentity.of(nil) == nil)
+        // Key-shaped, but its id is not lowercase hex: no identity (it could be anything).
+        let forged = "bpk_" + "0123456789ABCDEF" + String(key.text.dropFirst(20))
+        #expect(ClaimedIdentity.of(authorization: "Bearer \(forged)") == nil)
+    }
+
+    /// Nothing a client chooses can start a line of its own in the audit log.
+    @Test func controlCharactersAreWrittenAsEscapes() throws {
+        #expect(AuthAudit.printable("a\nb\u{7F}c\td") == "a\\u{a}b\\u{7f}c\\u{9}d")
+        #expect(AuthAudit.printable("plain: ü ✓") == "plain: ü ✓")
+        let signer = try JWTVerifier(secret: Array("a test secret that is long enough for HS256!".utf8))
+        #expect(ClaimedIdentity.of(.jwt(signer.sign(claims: ["sub": "x\nnotice fake line"]))) == "jwt:x\\u{a}notice fake line")
     }
 }
