@@ -216,7 +216,7 @@ public final class Authenticator: Sendable {
     /// The token of `Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), followed
     /// by one or more spaces (RFC 6750 §2.1). Nil for any other scheme or an empty token.
     /// Works on the UTF-8 bytes: no lowercased copy, no reversed view (seen in profiles).
-    static func bearerToken(_ header: String) -> Substring? {
+    public static func bearerToken(_ header: String) -> Substring? {
         let u = header.utf8
         var i = u.startIndex
         for expected in "bearer".utf8 {

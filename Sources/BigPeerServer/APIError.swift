@@ -17,8 +17,8 @@ import Values
 /// `/api/v4/store/execute` puts that `error` member inside its result envelope (`executeResponse`).
 /// Errors the HTTP layer raises before a route runs (`HTTPResponse.error`) have the same object.
 ///
-/// Headers: every 503 carries `Retry-After: 2`; a 401 or 403 from a credential check carries its
-/// `WWW-Authenticate` challenge (RFC 6750 §3).
+/// Headers: every 503 carries `Retry-After: 2`, a 429 the seconds its limit names (RFC 6585 §4);
+/// a 401 or 403 from a credential check carries its `WWW-Authenticate` challenge (RFC 6750 §3).
 struct APIError: Error, Sendable, CustomStringConvertible {
     var status: HTTPStatus
     var description: String
@@ -27,6 +27,8 @@ struct APIError: Error, Sendable, CustomStringConvertible {
     /// What the server logs (with the request id) when the cause is on the server's side; nil when
     /// the request itself is at fault.
     var serverFault: String?
+    /// `Retry-After` seconds (a 429); nil: `retryAfterSeconds` on a 503, none otherwise.
+    var retryAfter: Int?
 
     /// Seconds a client should wait before retrying a 503.
     static let retryAfterSeconds = 2
@@ -93,6 +95,11 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         return #"Bearer realm="bigpeer", error=""# + code + #"", error_description=""# + String(decoding: text, as: UTF8.self) + "\""
     }
 
+    init(_ refusal: RateLimited) {
+        self.init(.tooManyRequests, refusal.description)
+        retryAfter = refusal.retryAfterSeconds
+    }
+
     init(_ error: AttachmentError) {
         switch error {
         case .tooLarge: self.init(.contentTooLarge, error.description)
@@ -113,6 +120,7 @@ struct APIError: Error, Sendable, CustomStringConvertible {
             description = e.description
         case let e as AuthError: self.init(e)
         case let e as AttachmentError: self.init(e)
+        case let e as RateLimited: self.init(e)
         case let e as HTTPRequestBody.Failed: self.init(e.reason == .tooLarge ? .contentTooLarge : .badRequest, e.description)
         default: self.init(.internalServerError, "internal error", serverFault: "\(error)")
         }
@@ -152,7 +160,11 @@ struct APIError: Error, Sendable, CustomStringConvertible {
     /// The headers the status needs, and the log line of a server-side cause.
     private func finish(_ response: inout HTTPResponse, request: HTTPRequest, logger: Logger) {
         if let challenge { response.headers.add("WWW-Authenticate", challenge) }
-        if status == .serviceUnavailable { response.headers.add("Retry-After", String(Self.retryAfterSeconds)) }
+        if let retryAfter {
+            response.headers.add("Retry-After", String(retryAfter))
+        } else if status == .serviceUnavailable {
+            response.headers.add("Retry-After", String(Self.retryAfterSeconds))
+        }
         if let serverFault {
             logger.error("request failed on the server's side",
                          metadata: ["error": "\(serverFault)", "path": "\(request.path)", "request-id": "\(request.requestID)"])
@@ -164,4 +176,5 @@ extension HTTPStatus {
     static let conflict = HTTPStatus(409, "Conflict")
     static let unsupportedMediaType = HTTPStatus(415, "Unsupported Media Type")
     static let rangeNotSatisfiable = HTTPStatus(416, "Range Not Satisfiable")
+    static let tooManyRequests = HTTPStatus(429, "Too Many Requests")
 }

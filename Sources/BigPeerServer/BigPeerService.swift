@@ -249,6 +249,8 @@ public final class BigPeerService: Sendable {
                 relayMesh?.relay(union)
             }
         }
+        let abuse = AbuseGuard.make(configuration, logger: logger)
+        syncRoute.abuse = abuse
         let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
         RemoteExecuteRoute(registry: syncSessions, presence: presence, auth: auth, timeout: configuration.remoteQueryTimeout, logger: logger)
             .register(on: &router)
@@ -260,6 +262,12 @@ public final class BigPeerService: Sendable {
                 echoed, without an API key. It is a conformance and benchmark tool; never enable it in production.
                 """)
             webSocketEndpoints.append(EchoRoute(limits: configuration.echoLimits).register(on: &router))
+        }
+
+        if let abuse {
+            router.wrapHandlers { method, path, handler in
+                AbuseGuard.guards(path) ? abuse.guarding(handler, route: "\(method) \(path)") : handler
+            }
         }
 
         var httpConfig = HTTPServerConfiguration()

@@ -108,6 +108,7 @@ paths:
                 anyOf:
                   - $ref: "#/components/schemas/ExecuteError"
                   - $ref: "#/components/schemas/Error"
+        "429": { $ref: "#/components/responses/ExecuteTooManyRequests" }
         "401":
           description: missing or invalid API key or JWT
           content:
@@ -191,6 +192,7 @@ paths:
                   documents: { type: array, items: { $ref: "#/components/schemas/LegacyDocument" } }
                   txnId: { type: integer, format: int64 }
         "400": { $ref: "#/components/responses/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -224,6 +226,7 @@ paths:
                   document: { $ref: "#/components/schemas/LegacyDocument" }
                   txnId: { type: integer, format: int64 }
         "400": { $ref: "#/components/responses/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -258,6 +261,7 @@ paths:
                   count: { type: integer, minimum: 0 }
                   txnId: { type: integer, format: int64 }
         "400": { $ref: "#/components/responses/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -343,6 +347,7 @@ paths:
                   results: { type: array, items: { type: object, required: [method, collection], properties: { method: { type: string }, collection: { type: string } } } }
                   txnId: { type: integer, format: int64 }
         "400": { $ref: "#/components/responses/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -391,6 +396,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401":
           description: missing or invalid API key or JWT
           content:
@@ -492,6 +498,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401":
           description: missing or invalid API key or JWT
           content:
@@ -548,6 +555,7 @@ paths:
                     required: [lanLinks]
                     properties:
                       lanLinks: { $ref: "#/components/schemas/LANLinks" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
         "404": { $ref: "#/components/responses/Error" }
@@ -570,6 +578,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/PresenceGraph" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
   /api/v4/sync/remote_execute:
@@ -598,6 +607,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/RemoteExecuteResponse" }
         "400": { $ref: "#/components/responses/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
         "401": { $ref: "#/components/responses/Error" }
         "403": { $ref: "#/components/responses/Error" }
   /api/v4/openapi.yaml:
@@ -633,6 +643,20 @@ components:
       content:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
+    TooManyRequests:
+      description: a rate limit (per client address or per credential) was reached, or the client's address failed to authenticate too often; retry after the given delay (docs/AUTH.md, "Abuse limits")
+      headers:
+        Retry-After: { $ref: "#/components/headers/RetryAfterRequired" }
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    ExecuteTooManyRequests:
+      description: as TooManyRequests, in the execute route's envelope
+      headers:
+        Retry-After: { $ref: "#/components/headers/RetryAfterRequired" }
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/ExecuteError" }
     RetryLater:
       description: the database is unavailable, or a capacity limit was reached; retry after the given delay
       headers:
@@ -644,6 +668,10 @@ components:
     RetryAfter:
       description: seconds to wait before retrying
       schema: { type: integer, minimum: 0 }
+    RetryAfterRequired:
+      description: whole seconds to wait before retrying (RFC 9110 §10.2.3), at least 1
+      required: true
+      schema: { type: integer, minimum: 1 }
     ETag:
       description: the id in quotes (a strong entity tag)
       schema: { type: string, pattern: "^\"[0-9a-f]{64}\"$" }

@@ -1,5 +1,6 @@
 import Auth
 import HTTP
+import Logging
 import Sockets
 import Upstream
 import WebSocket
@@ -79,6 +80,13 @@ public struct ServerConfiguration: Sendable {
     /// Sync sessions one identity (an API key, a JWT subject) may hold at once; nil: no cap below
     /// `maxSyncSessions` (a fleet of devices often shares one key).
     public var maxSyncSessionsPerKey: Int?
+    /// Rate limits per client address and per credential, failed-authentication throttling
+    /// (docs/AUTH.md, "Abuse limits"): only the throttling is on by default.
+    public var abuseLimits = AbuseLimits()
+    /// Which auth decisions the audit log (`bigpeer.audit`) records (`--audit-log`).
+    public var auditLog: AuditLogMode = .denials
+    /// Where audit lines go; nil: `Logger(label: "bigpeer.audit")` (tests pass their own).
+    public var auditLogger: Logger?
     /// How often the API keys of open sync sessions are verified again: with `authCacheTTL`, a
     /// revoked key ends its sessions within `authCacheTTL` (as it stops REST requests).
     public var syncCredentialRecheck: Duration = .seconds(1)

@@ -11,12 +11,22 @@ struct SyncAdmission: Sendable {
     let authentication: SyncAuthentication
     let policy: SyncConnectionPolicy?
     let registry: SyncSessionRegistry
+    /// Address and credential limits, failed-authentication counts, the audit log.
+    var abuse: AbuseGuard?
     let logger: Logger
 
     /// The decision on `hello` for session `number` (registered with the registry on acceptance).
     /// `link`: the kind of link (the policy may match on it; it is logged).
     func admit(_ hello: Hello, number: UInt64, sessionID: String, remote: String, link: LinkType) async -> AuthDecision {
-        var decision = await authentication.decide(hello.credentials)
+        var decision: AuthDecision
+        var verified: String?
+        if let refusal = abuse?.refusal(handshakeFrom: remote) {
+            decision = refusal
+        } else {
+            decision = await authentication.decide(hello.credentials)
+            if case .accept(let permissions) = decision { verified = permissions.principal }
+            if let abuse { decision = abuse.settle(decision, hello: hello, remote: remote) }
+        }
         if case .accept(let permissions) = decision, let policy,
            let refusal = await policy.refusal(for: hello, link: link, remote: remote, principal: permissions.principal, session: sessionID) {
             decision = refusal
@@ -30,6 +40,7 @@ struct SyncAdmission: Sendable {
             case .closed: return .refuse(code: .normal, reason: "connection closed")  // nobody left to tell
             }
         }
+        abuse?.audit(decision, hello: hello, verified: verified, remote: remote, link: link)
         switch decision {
         case .accept(let permissions):
             logger.info("sync session accepted", metadata: [

@@ -39,6 +39,8 @@ struct SyncRoute {
     var relay: SubscriptionRelay?
     /// Asked about each peer whose credentials were accepted, before it is admitted.
     var policy: SyncConnectionPolicy?
+    /// Rate limits, failed-authentication throttling and the audit log of handshakes.
+    var abuse: AbuseGuard?
     /// The instance's presence gossip (PROTOCOL.md §4.14); nil: presence messages are ignored.
     var presence: PresenceHub?
     /// Sessions a peer may resume on another link of any kind (PROTOCOL.md §4.16).
@@ -247,7 +249,7 @@ extension SyncRoute {
     /// relayed, its presence port, registered and started.
     func startSession(number: UInt64, configuration: SyncSession.Configuration, transport: SyncConnection.Transport, outbox: SyncOutbox,
                       executor: EventLoop, registry: SyncSessionRegistry, remote: String, link: LinkType) -> SyncConnection {
-        let admission = SyncAdmission(authentication: authentication, policy: policy, registry: registry, logger: logger)
+        let admission = SyncAdmission(authentication: authentication, policy: policy, registry: registry, abuse: abuse, logger: logger)
         let authentication = self.authentication, logger = self.logger
         let sessionID = configuration.sessionID
         let connection = SyncConnection(

@@ -15,7 +15,9 @@ public struct RESTClient: Sendable {
         self.key = key
     }
 
-    public var base: String { "http://127.0.0.1:\(port)" }
+    /// The server's numeric address (an IPv6 one is bracketed in the URL).
+    public var host = "127.0.0.1"
+    public var base: String { "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 
     /// `POST /api/v4/store/execute` with `statement` and `args`.
     public func execute(_ statement: String, _ args: [String: Value] = [:], headers: HTTPHeaders = HTTPHeaders()) async throws -> RESTReply {

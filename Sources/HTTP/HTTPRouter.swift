@@ -124,6 +124,18 @@ public struct HTTPRouter: Sendable {
         }
     }
 
+    /// Replaces every route's handler with `transform(method, path pattern, handler)`: checks that
+    /// wrap many routes (abuse limits), applied once the routes are registered.
+    public mutating func wrapHandlers(_ transform: (HTTPMethod, String, HTTPHandler) -> HTTPHandler) {
+        for (path, handlers) in staticRoutes {
+            staticRoutes[path] = Dictionary(uniqueKeysWithValues: handlers.map { ($0.key, transform($0.key, path, $0.value)) })
+        }
+        for i in patternRoutes.indices {
+            let path = "/" + patternRoutes[i].segments.joined(separator: "/")
+            patternRoutes[i].handlers = Dictionary(uniqueKeysWithValues: patternRoutes[i].handlers.map { ($0.key, transform($0.key, path, $0.value)) })
+        }
+    }
+
     public mutating func get(_ path: String, _ handler: HTTPHandler) { on(.GET, path, handler) }
     public mutating func post(_ path: String, _ handler: HTTPHandler) { on(.POST, path, handler) }
     public mutating func put(_ path: String, _ handler: HTTPHandler) { on(.PUT, path, handler) }

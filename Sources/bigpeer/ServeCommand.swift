@@ -57,6 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
     var authWebhooks: [String] = []
     @Option(name: .customLong("auth-webhook-database-id"), help: "Sent to the authentication webhooks as databaseID.")
     var authWebhookDatabaseID: String?
+    @OptionGroup var abuse: AbuseOptions
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
     var upstream: String?
@@ -97,7 +98,8 @@ struct ServeCommand: AsyncParsableCommand {
         // Lines are written off the event loops (the access log runs on them at `info`).
         LoggingSystem.bootstrap { label in
             var handler = BufferedStderrLogHandler(label: label)
-            handler.logLevel = level
+            // Audit lines are written at notice (refusals) and info (allowances, with --audit-log all).
+            handler.logLevel = label == "bigpeer.audit" ? min(level, .info) : level
             return handler
         }
         defer { LogSink.standardError.flush() }
@@ -131,6 +133,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxSyncSessionsPerKey = maxSyncSessionsPerKey
         config.peerPolicyFile = peerPolicy
         config.connectionWebhook = connectionWebhook
+        try abuse.apply(to: &config)
         do {
             config.jwt = try jwt.verifier()
         } catch {

@@ -90,17 +90,24 @@ import Values
         #expect(unexpected.status.code == 500 && unexpected.description == "internal error" && unexpected.serverFault != nil)
     }
 
-    /// The Retry-After rule, once: every 503 has it, whatever the domain; nothing else does.
-    @Test func every503AndOnlyA503HasRetryAfter() {
-        let errors: [APIError] = [APIError(StoreError.busy("x")), APIError(StoreError.unavailable(Self.postgres)),
-                                  APIError(AuthError.unavailable), APIError(AttachmentError.unavailable(Self.postgres)),
-                                  APIError(StoreError.conflict("x")), APIError(AuthError.invalidKey), APIError(.badRequest, "x")]
-        for e in errors {
+    /// The Retry-After rule, once: every 503 has it (2 s), whatever the domain; a 429 has the
+    /// seconds its limit names; nothing else has it.
+    @Test func every503And429AndNothingElseHasRetryAfter() {
+        let limited = RateLimited(limit: .failedAuthentication, retryAfter: .milliseconds(9_200), refusedInARow: 1)
+        let errors: [(APIError, String?)] = [
+            (APIError(StoreError.busy("x")), "2"), (APIError(StoreError.unavailable(Self.postgres)), "2"),
+            (APIError(AuthError.unavailable), "2"), (APIError(AttachmentError.unavailable(Self.postgres)), "2"),
+            (APIError(limited), "10"), (APIError(limited as any Error), "10"),
+            (APIError(StoreError.conflict("x")), nil), (APIError(AuthError.invalidKey), nil), (APIError(.badRequest, "x"), nil)]
+        for (e, retryAfter) in errors {
             for r in [e.response(to: Self.request(), logger: Self.logger), e.executeResponse(to: Self.request(), logger: Self.logger),
                       e.response(to: Self.request(), logger: Self.logger, negotiated: false)] {
-                #expect(r.headers["Retry-After"] == (e.status.code == 503 ? "2" : nil), "\(e)")
+                #expect(r.headers["Retry-After"] == retryAfter, "\(e)")
+                #expect(r.headers.values("Retry-After").count == (retryAfter == nil ? 0 : 1), "\(e)")
             }
         }
+        #expect(APIError(limited).status.code == 429)
+        #expect(APIError(limited).description == "too many failed authentications from this address; retry after 10 s")
     }
 
     /// One error object: a route's body, /execute's `error` member and the HTTP layer's body are

@@ -55,7 +55,7 @@ import Testing
         let first = Wire()
         let a = Self.connection(peer, first, sessions)
         a.receive(Self.hello(resume: nil))
-        #expect(await eventually(within: .seconds(10)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil })
+        #expect(await eventually(within: .seconds(60)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil })
         let token = try #require(first.first { if case .welcome(let w) = $0 { w.resumeToken } else { nil } })
         a.transportClosed()  // detached: waits for the peer on another link
 
@@ -75,7 +75,7 @@ import Testing
             }
         }
         b.receive(Self.hello(resume: ResumeRequest(token: token, received: 0)))
-        #expect(await eventually(within: .seconds(10)) {
+        #expect(await eventually(within: .seconds(60)) {
             second.first { if case .pong(41) = $0 { true } else { nil } } ?? false
         }, "the resumed session answered the ping sent right after its welcome: \(second.sent.withLock { $0 })")
         guard case .welcome(let w)? = second.sent.withLock({ $0.first }) else { Issue.record("no welcome first"); return }

@@ -1,0 +1,171 @@
+import Synchronization
+
+/// The abuse limits of one server (docs/AUTH.md, "Abuse limits"): nil turns a limit off.
+public struct AbuseLimits: Sendable {
+    /// Requests (REST) and sync handshakes per client address (IPv4 address, IPv6 /64).
+    public var perAddress: TokenBucketRate?
+    /// Requests and sync handshakes per credential (API key id, `jwt:<sub>`).
+    public var perCredential: TokenBucketRate?
+    /// Failed authentications per client address: `burst` failures, then one more each
+    /// `1 / perSecond` seconds; while none is left, the address's requests get 429.
+    public var failedAuthentication: TokenBucketRate? = Self.defaultFailedAuthentication
+    /// Keys each of the three tables tracks at most (oldest replaced first).
+    public var maxTrackedKeys = 65_536
+    /// Monotonic time (tests pass a manual clock).
+    public var clock: @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+
+    /// 20 failures, then one every 10 s: a person who mistypes a key never meets it, a client
+    /// looping on a stale key is slowed to 6 attempts a minute.
+    public static let defaultFailedAuthentication = TokenBucketRate(perSecond: 0.1, burst: 20)
+
+    public init() {}
+
+    public var isEmpty: Bool { perAddress == nil && perCredential == nil && failedAuthentication == nil }
+}
+
+/// A request refused by a limit, and when to try again (`Retry-After`).
+public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Limit: String, Sendable, Hashable {
+        case address = "address rate limit"
+        case credential = "credential rate limit"
+        case failedAuthentication = "too many failed authentications"
+    }
+    public let limit: Limit
+    public let retryAfter: Duration
+    /// Refusals in a row by this limit for this key, this one included (1 for the first).
+    public let refusedInARow: UInt32
+
+    public init(limit: Limit, retryAfter: Duration, refusedInARow: UInt32) {
+        self.limit = limit
+        self.retryAfter = retryAfter
+        self.refusedInARow = refusedInARow
+    }
+
+    /// Whole seconds, rounded up, at least 1 (RFC 9110 §10.2.3 has no fractions).
+    public var retryAfterSeconds: Int {
+        max(1, Int(TokenBucket.seconds(retryAfter).rounded(.up)))
+    }
+
+    public var description: String {
+        switch limit {
+        case .address: "too many requests from this address; retry after \(retryAfterSeconds) s"
+        case .credential: "too many requests with these credentials; retry after \(retryAfterSeconds) s"
+        case .failedAuthentication: "too many failed authentications from this address; retry after \(retryAfterSeconds) s"
+        }
+    }
+}
+
+/// The token buckets of `AbuseLimits`: per address, per credential, failed authentications per
+/// address. Each table is split into 16 shards, each a `Mutex` held for one dictionary probe and
+/// a few arithmetic operations (a leaf lock), so requests on different event loops rarely meet on
+/// one and never wait on anything slow. Each shard is a `BoundedBucketTable` of
+/// `maxTrackedKeys / 16` keys: the memory is bounded whatever the clients do, and every call is
+/// O(1).
+public final class AbuseLimiter: Sendable {
+    public let limits: AbuseLimits
+    private let addresses: ShardedBuckets<ClientAddressKey>?
+    private let credentials: ShardedBuckets<String>?
+    private let failures: ShardedBuckets<ClientAddressKey>?
+
+    public init(_ limits: AbuseLimits) {
+        self.limits = limits
+        let perShard = max(1, limits.maxTrackedKeys / ShardedBuckets<String>.shardCount)
+        addresses = limits.perAddress.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
+        credentials = limits.perCredential.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
+        failures = limits.failedAuthentication.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
+    }
+
+    public var limitsCredentials: Bool { credentials != nil }
+
+    /// A request (or sync handshake) from `address` (nil: not an IP client, not limited): refused
+    /// while the address has no failed authentication left, else takes a token of its bucket.
+    public func admit(address: ClientAddressKey?) -> RateLimited? {
+        guard let address else { return nil }
+        let now = limits.clock()
+        if let failures, let refusal = failures.peek(address, now: now, as: .failedAuthentication) { return refusal }
+        return addresses?.take(address, now: now, as: .address)
+    }
+
+    /// Whether `credential` may go on, without taking a token: REST requests are checked with the
+    /// identity they claim and charged (`charge`) once it is verified, so that a forged id cannot
+    /// use up someone else's bucket.
+    public func check(credential: String) -> RateLimited? {
+        credentials?.peek(credential, now: limits.clock(), as: .credential)
+    }
+
+    /// Charges a verified credential one request (its bucket may go into debt, down to `-burst`).
+    public func charge(credential: String) {
+        credentials?.charge(credential, now: limits.clock())
+    }
+
+    /// Takes a token of a verified credential's bucket (a sync handshake), or refuses.
+    public func take(credential: String) -> RateLimited? {
+        credentials?.take(credential, now: limits.clock(), as: .credential)
+    }
+
+    /// A failed authentication from `address` (a wrong, unknown, malformed, expired or revoked
+    /// credential). A success never gives one back: only time does, so an attacker holding one
+    /// valid key cannot interleave it to keep guessing.
+    public func recordFailedAuthentication(address: ClientAddressKey?) {
+        guard let address else { return }
+        failures?.charge(address, now: limits.clock())
+    }
+
+    /// Keys tracked now by each table (tests, metrics).
+    public var trackedKeys: (addresses: Int, credentials: Int, failures: Int) {
+        (addresses?.count ?? 0, credentials?.count ?? 0, failures?.count ?? 0)
+    }
+}
+
+/// One table of buckets, sharded by key hash.
+final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
+    static var shardCount: Int { 16 }
+    private final class Shard: Sendable {
+        let table: Mutex<BoundedBucketTable<Key>>
+        init(capacity: Int) { table = Mutex(BoundedBucketTable(capacity: capacity)) }
+    }
+    private let shards: [Shard]
+    let rate: TokenBucketRate
+
+    init(rate: TokenBucketRate, capacityPerShard: Int) {
+        self.rate = rate
+        shards = (0..<Self.shardCount).map { _ in Shard(capacity: capacityPerShard) }
+    }
+
+    private func shard(_ key: Key) -> Shard { shards[Int(UInt(bitPattern: key.hashValue) % UInt(Self.shardCount))] }
+
+    func take(_ key: Key, now: ContinuousClock.Instant, as limit: RateLimited.Limit) -> RateLimited? {
+        let rate = self.rate
+        return shard(key).table.withLock { t in
+            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { b in
+                b.take(rate, now: now).map { RateLimited(limit: limit, retryAfter: $0, refusedInARow: b.refusedInARow) }
+            }
+        }
+    }
+
+    /// Refused when `key` has a bucket without a whole token; a key never seen is allowed and
+    /// gets no entry.
+    func peek(_ key: Key, now: ContinuousClock.Instant, as limit: RateLimited.Limit) -> RateLimited? {
+        let rate = self.rate
+        return shard(key).table.withLock { t in
+            t.withExistingBucket(key) { b -> RateLimited? in
+                b.refill(rate, now: now)
+                guard let wait = b.wait(rate) else {
+                    b.noteAllowed()
+                    return nil
+                }
+                b.noteRefusal()
+                return RateLimited(limit: limit, retryAfter: wait, refusedInARow: b.refusedInARow)
+            } ?? nil
+        }
+    }
+
+    func charge(_ key: Key, now: ContinuousClock.Instant) {
+        let rate = self.rate
+        shard(key).table.withLock { t in
+            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { $0.charge(rate, now: now) }
+        }
+    }
+
+    var count: Int { shards.reduce(0) { $0 + $1.table.withLock { $0.count } } }
+}

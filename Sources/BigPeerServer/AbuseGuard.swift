@@ -1,0 +1,176 @@
+import Auth
+import HTTP
+import Logging
+import Sync
+import SyncProtocol
+import Values
+
+/// The abuse limits (`AbuseLimiter`) and the audit log (`AuthAudit`) where requests meet
+/// authentication: around every authenticated REST route (`guarding`), and in a sync handshake's
+/// admission (`refusal(handshakeFrom:)`, `settle`, `audit`). docs/AUTH.md, "Abuse limits".
+///
+/// REST, before the route runs: the client's address must have failed authentications left and a
+/// token in its bucket; the credential the request claims must not be over its limit. After it
+/// answered: a 401 to a request that carried credentials counts as a failed authentication of the
+/// address; any other answer charges the (now verified) credential one request. Going by the
+/// answer keeps the routes as they are, whatever way in (API key, JWT) produced it.
+final class AbuseGuard: Sendable {
+    let limiter: AbuseLimiter
+    let audit: AuthAudit
+    let logger: Logger
+
+    init(limiter: AbuseLimiter, audit: AuthAudit, logger: Logger) {
+        self.limiter = limiter
+        self.audit = audit
+        self.logger = logger
+    }
+
+    /// The server's guard; nil when every limit is off and nothing is audited.
+    static func make(_ configuration: ServerConfiguration, logger: Logger) -> AbuseGuard? {
+        if configuration.abuseLimits.isEmpty && configuration.auditLog == .off { return nil }
+        let audit = AuthAudit(logger: configuration.auditLogger ?? Logger(label: AuthAudit.label), mode: configuration.auditLog)
+        return AbuseGuard(limiter: AbuseLimiter(configuration.abuseLimits), audit: audit, logger: logger)
+    }
+
+    /// The routes it wraps: every authenticated REST route. Not the health checks and the OpenAPI
+    /// document (no credentials), the echo endpoint, nor the sync upgrade (its handshake is checked
+    /// at `hello`, which comes by every kind of link).
+    static func guards(_ path: String) -> Bool {
+        path.hasPrefix("/api/v4/") && path != SyncRoute.path && path != "/api/v4/openapi.yaml" && path != EchoRoute.path
+    }
+
+    func guarding(_ handler: HTTPHandler, route: String) -> HTTPHandler {
+        switch handler {
+        case .sync(let h):
+            return .sync { request in
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
+                let result = h(request)
+                self.after(request, result, route: route, claimed: checked.claimed)
+                return result
+            }
+        case .async(let h):
+            return .async { request in
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
+                let result = try await h(request)
+                self.after(request, result, route: route, claimed: checked.claimed)
+                return result
+            }
+        case .streaming(let maxBodyBytes, let h):
+            return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
+                let checked = self.before(request, route: route)
+                if let refused = checked.refused { return .response(refused) }
+                let result = try await h(request, body)
+                self.after(request, result, route: route, claimed: checked.claimed)
+                return result
+            }
+        }
+    }
+
+    /// The refusal, if any, and the identity the request claims when the credential limit needed
+    /// it (`after` uses it rather than reading the header again).
+    private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?) {
+        let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
+        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil) }
+        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(authorization: request.headers["Authorization"]) else { return (nil, nil) }
+        if let refusal = limiter.check(credential: claimed) { return (refuse(request, refusal, route: route), claimed) }
+        return (nil, claimed)
+    }
+
+    private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
+        if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
+            audit.denied(who: ClaimedIdentity.of(authorization: request.headers["Authorization"]), verified: false,
+                         address: request.remoteAddress ?? "-", what: route, why: "429 \(refusal.limit.rawValue)",
+                         ["refused_in_a_row": "\(refusal.refusedInARow)"])
+        }
+        let error = APIError(refusal)
+        return route.hasSuffix(" /api/v4/store/execute") ? error.executeResponse(to: request, logger: logger) : error.response(to: request, logger: logger)
+    }
+
+    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?) {
+        guard case .response(let response) = result else { return }
+        let code = response.status.code
+        if code != 401 && code != 403 && !limiter.limitsCredentials && !audit.logsAllowed { return }  // the common case: nothing to do
+        switch code {
+        case 401:
+            let authorization = request.headers["Authorization"]
+            if authorization != nil { limiter.recordFailedAuthentication(address: request.remoteAddress.flatMap(ClientAddressKey.init(remote:))) }
+            audit.denied(who: ClaimedIdentity.of(authorization: authorization), verified: false, address: request.remoteAddress ?? "-",
+                         what: route, why: Self.why(response))
+        case 403:
+            let who = claimed ?? ClaimedIdentity.of(authorization: request.headers["Authorization"])
+            if let who { limiter.charge(credential: who) }
+            audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response))
+        case 503:
+            break  // perhaps the key table could not be read: the identity is not known to be true
+        default:
+            // With the credential limit on, `before` has read the header already (nil: none).
+            let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(authorization: request.headers["Authorization"])
+            if let who { limiter.charge(credential: who) }
+            audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
+        }
+    }
+
+    /// The status and the description the client got (error bodies are small JSON objects; a
+    /// CBOR one is named by its status alone).
+    static func why(_ response: HTTPResponse) -> String {
+        guard case .bytes(let body) = response.body, body.count <= 4096,
+              case .object(let top)? = try? JSON.parse(body), case .object(let error)? = top["error"],
+              case .string(let description)? = error["description"] else { return "\(response.status.code)" }
+        return "\(response.status.code) \(description)"
+    }
+}
+
+extension AbuseGuard {
+    /// The refusal of a sync handshake from `remote` when its address is over a limit (before its
+    /// credentials are checked); nil when it may go on.
+    func refusal(handshakeFrom remote: String) -> AuthDecision? {
+        limiter.admit(address: ClientAddressKey(remote: remote)).map(Self.decision)
+    }
+
+    /// What becomes of a handshake's credential decision: a refused credential counts as a failed
+    /// authentication of the address; an accepted one takes a token of the credential's bucket
+    /// (refused 4003 when it has none).
+    func settle(_ decision: AuthDecision, hello: Hello, remote: String) -> AuthDecision {
+        switch decision {
+        case .accept(let permissions):
+            if let principal = permissions.principal, let refusal = limiter.take(credential: principal) { return Self.decision(refusal) }
+        case .refuse(let code, _):
+            if code == .unauthorized && hello.credentials != nil {
+                limiter.recordFailedAuthentication(address: ClientAddressKey(remote: remote))
+            }
+        }
+        return decision
+    }
+
+    /// The audit line of a handshake's final decision (credentials, limits, policy, room).
+    /// `verified`: the identity whose credentials were accepted, if they were.
+    func audit(_ decision: AuthDecision, hello: Hello, verified: String?, remote: String, link: LinkType) {
+        switch decision {
+        case .accept(let permissions):
+            audit.allowed(who: permissions.principal, address: remote, what: "sync handshake",
+                          ["link": "\(link.rawValue)", "read": "\(Self.describe(permissions.read))", "write": "\(Self.describe(permissions.write))"])
+        case .refuse(let code, let reason):
+            audit.denied(who: verified ?? ClaimedIdentity.of(hello.credentials), verified: verified != nil, address: remote,
+                         what: "sync handshake", why: "\(code.rawValue) \(reason)", ["link": "\(link.rawValue)"])
+        }
+    }
+
+    static func describe(_ scope: SyncPermissions.Scope) -> String {
+        switch scope {
+        case .all: "all"
+        case .only(let names): names.isEmpty ? "none" : names.sorted().joined(separator: ",")
+        }
+    }
+
+    /// Refused by policy (4003), with the retry hint peers wait on (PROTOCOL.md §4.2).
+    static func decision(_ refusal: RateLimited) -> AuthDecision {
+        let reason: String = switch refusal.limit {
+        case .address: "too many handshakes from this address"
+        case .credential: "too many handshakes with these credentials"
+        case .failedAuthentication: "too many failed authentications from this address"
+        }
+        return .refuse(code: .policy, reason: RetryHint.reason(reason, retryAfterSeconds: UInt32(clamping: refusal.retryAfterSeconds)))
+    }
+}

@@ -1,0 +1,161 @@
+@testable import Auth
+import BigPeerTestSupport
+import Testing
+
+/// `AbuseLimiter` and its parts on a stepped clock: buckets refuse past their burst and refill
+/// with time, addresses are keyed by IPv4 address and IPv6 /64, tables stay bounded whatever keys
+/// arrive, failed authentications block an address until time gives one back.
+@Suite struct AbuseLimiterTests {
+    static func limiter(_ clock: SteppedClock, _ configure: (inout AbuseLimits) -> Void) -> AbuseLimiter {
+        var limits = AbuseLimits()
+        limits.failedAuthentication = nil
+        limits.clock = { clock.now() }
+        configure(&limits)
+        return AbuseLimiter(limits)
+    }
+
+    static func rate(_ perSecond: Double, _ burst: Double) -> TokenBucketRate {
+        TokenBucketRate(perSecond: perSecond, burst: burst)!
+    }
+
+    static func address(_ text: String) throws -> ClientAddressKey { try #require(ClientAddressKey(remote: text)) }
+
+    @Test func aBucketRefusesPastItsBurst_andRefillsWithTime() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.perAddress = Self.rate(2, 3) }
+        let a = try Self.address("192.0.2.7:5000")
+        for _ in 0..<3 { #expect(limiter.admit(address: a) == nil) }
+        let refused = try #require(limiter.admit(address: a))
+        #expect(refused.limit == .address)
+        #expect(refused.retryAfter == .milliseconds(500))
+        #expect(refused.retryAfterSeconds == 1)
+        #expect(refused.refusedInARow == 1)
+        #expect(limiter.admit(address: a)?.refusedInARow == 2)
+        clock.advance(.milliseconds(250))
+        #expect(limiter.admit(address: a) != nil, "half a token")
+        clock.advance(.milliseconds(250))
+        #expect(limiter.admit(address: a) == nil)
+        #expect(limiter.admit(address: a) != nil)
+        // A long pause gives back the burst, never more.
+        clock.advance(.seconds(3600))
+        for _ in 0..<3 { #expect(limiter.admit(address: a) == nil) }
+        #expect(limiter.admit(address: a) != nil)
+        // Another address has its own bucket; no address (a Bluetooth peer) is not limited.
+        #expect(limiter.admit(address: try Self.address("192.0.2.8:5000")) == nil)
+        #expect(limiter.admit(address: nil) == nil)
+    }
+
+    @Test func retryAfterIsWholeSecondsRoundedUp() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.perAddress = Self.rate(0.1, 1) }
+        let a = try Self.address("10.0.0.1")
+        #expect(limiter.admit(address: a) == nil)
+        #expect(limiter.admit(address: a)?.retryAfterSeconds == 10)
+        clock.advance(.milliseconds(500))
+        #expect(limiter.admit(address: a)?.retryAfterSeconds == 10, "9.5 s rounds up")
+        clock.advance(.milliseconds(8_600))
+        #expect(limiter.admit(address: a)?.retryAfterSeconds == 1, "0.9 s is still 1")
+    }
+
+    @Test func addressKeys_IPv4ByAddress_IPv6ByItsSlash64() throws {
+        #expect(try Self.address("192.0.2.7:5555") == Self.address("192.0.2.7"))
+        #expect(try Self.address("192.0.2.7:5555") != Self.address("192.0.2.8:5555"))
+        #expect(try Self.address("[2001:db8:1:2::1]:80") == Self.address("[2001:db8:1:2:ffff:ffff:ffff:ffff]:81"))
+        #expect(try Self.address("[2001:db8:1:2::1]:80") != Self.address("[2001:db8:1:3::1]:80"))
+        #expect(try Self.address("[::ffff:192.0.2.7]:9") == Self.address("192.0.2.7:1"), "IPv4-mapped is IPv4")
+        #expect(try Self.address("[::1]:9") != Self.address("0.0.0.0:1"))
+        #expect(try Self.address("[fe80::1%eth0]:1") == Self.address("[fe80::2]:2"))
+        #expect(try Self.address("192.0.2.7").description == "192.0.2.7")
+        #expect(try Self.address("[2001:db8:1:2::1]:80").description == "2001:db8:1:2::/64")
+        for bad in ["-", "", "AA:BB:CC:DD:EE:FF", "1.2.3", "1.2.3.4.5", "1.2.3.256:1", "01234.1.1.1", "[zz::]:1", "[::1", "1..2.3"] {
+            #expect(ClientAddressKey(remote: bad) == nil, "\(bad)")
+        }
+
+        // One /64 shares a bucket, whichever of its 2^64 addresses a request comes from.
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.perAddress = Self.rate(1, 2) }
+        #expect(limiter.admit(address: try Self.address("[2001:db8:5:5::1]:1")) == nil)
+        #expect(limiter.admit(address: try Self.address("[2001:db8:5:5::2]:1")) == nil)
+        #expect(limiter.admit(address: try Self.address("[2001:db8:5:5:abcd::99]:1")) != nil)
+        #expect(limiter.admit(address: try Self.address("[2001:db8:5:6::1]:1")) == nil, "the next /64 is someone else")
+    }
+
+    @Test func tablesStayBounded_whileAddressesAndIDsCycle() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) {
+            $0.perAddress = Self.rate(1, 1)
+            $0.perCredential = Self.rate(1, 1)
+            $0.failedAuthentication = Self.rate(0.1, 3)
+            $0.maxTrackedKeys = 64
+        }
+        for i in 0..<20_000 {
+            let v6 = try #require(ClientAddressKey(ipv6: (0..<16).map { UInt8(truncatingIfNeeded: $0 < 8 ? i >> (8 * (7 - $0)) : 0) }))
+            #expect(limiter.admit(address: v6) == nil)
+            limiter.recordFailedAuthentication(address: ClientAddressKey(ipv4: UInt32(i)))
+            limiter.charge(credential: "key-\(i)")
+        }
+        let tracked = limiter.trackedKeys
+        #expect(tracked.addresses <= 64 && tracked.credentials <= 64 && tracked.failures <= 64, "\(tracked)")
+        #expect(tracked.addresses > 0 && tracked.credentials > 0 && tracked.failures > 0)
+        // The table still limits: the newest keys are there.
+        let newest = ClientAddressKey(ipv4: 19_999)
+        #expect(limiter.admit(address: newest) == nil)
+        limiter.recordFailedAuthentication(address: newest)
+        limiter.recordFailedAuthentication(address: newest)
+        #expect(limiter.admit(address: newest)?.limit == .failedAuthentication)
+    }
+
+    @Test func failedAuthentications_blockTheAddress_untilTimeGivesOneBack() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.failedAuthentication = Self.rate(0.1, 3) }
+        let attacker = try Self.address("198.51.100.1:4000"), holder = try Self.address("198.51.100.2:4000")
+        for _ in 0..<3 {
+            #expect(limiter.admit(address: attacker) == nil)
+            limiter.recordFailedAuthentication(address: attacker)
+        }
+        let blocked = try #require(limiter.admit(address: attacker))
+        #expect(blocked.limit == .failedAuthentication)
+        #expect(blocked.retryAfterSeconds == 10)
+        #expect(limiter.admit(address: holder) == nil, "another address is not locked out")
+        // Only time gives a failure back (nothing a client does resets it).
+        clock.advance(.seconds(9))
+        #expect(limiter.admit(address: attacker)?.retryAfterSeconds == 1)
+        clock.advance(.seconds(1))
+        #expect(limiter.admit(address: attacker) == nil)
+        limiter.recordFailedAuthentication(address: attacker)
+        #expect(limiter.admit(address: attacker)?.refusedInARow == 1, "a new run of refusals")
+        // The wait is a refill, so a long absence gives back the whole allowance.
+        clock.advance(.seconds(30))
+        for _ in 0..<3 { limiter.recordFailedAuthentication(address: attacker) }
+        #expect(limiter.admit(address: attacker) != nil)
+    }
+
+    @Test func credentials_checkDoesNotTake_chargeAndTakeDo() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.perCredential = Self.rate(1, 2) }
+        for _ in 0..<10 { #expect(limiter.check(credential: "k1") == nil) }
+        #expect(limiter.trackedKeys.credentials == 0, "a check of an id never charged makes no entry")
+        limiter.charge(credential: "k1")
+        limiter.charge(credential: "k1")
+        #expect(limiter.check(credential: "k1")?.limit == .credential)
+        #expect(limiter.take(credential: "k1") != nil)
+        #expect(limiter.check(credential: "k2") == nil)
+        clock.advance(.seconds(1))
+        #expect(limiter.check(credential: "k1") == nil)
+        #expect(limiter.take(credential: "k1") == nil)
+        // Charges past empty are debt, bounded by the burst: the wait never exceeds (burst + 1) / rate.
+        for _ in 0..<100 { limiter.charge(credential: "k1") }
+        #expect(limiter.check(credential: "k1")?.retryAfterSeconds == 3)
+        clock.advance(.seconds(3))
+        #expect(limiter.check(credential: "k1") == nil)
+    }
+
+    @Test func ratesParse() {
+        #expect(TokenBucketRate(parsing: "5") == Self.rate(5, 5))
+        #expect(TokenBucketRate(parsing: "0.5") == Self.rate(0.5, 1))
+        #expect(TokenBucketRate(parsing: "0.1:20") == Self.rate(0.1, 20))
+        for bad in ["", "0", "-1:3", "1:0", "1:0.5", "x", "1:2:3", "inf", "nan:1", "1:"] {
+            #expect(TokenBucketRate(parsing: bad) == nil, "\(bad)")
+        }
+    }
+}
