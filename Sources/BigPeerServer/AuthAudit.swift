@@ -78,6 +78,9 @@ enum ClaimedIdentity {
         switch credentials {
         case .apiKey(let key)?: of(token: Substring(key))
         case .jwt(let token)?: of(token: Substring(token))
+        // A webhook provider's token is opaque until the webhook answers: no claimed identity, so
+        // such logins are limited per address only.
+        case .provider?: nil
         case nil: nil
         }
     }
