@@ -133,7 +133,7 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         if status == .serviceUnavailable { response.headers.add("Retry-After", String(Self.retryAfterSeconds)) }
         if let serverFault {
             logger.error("request failed on the server's side",
-                         metadata: ["error": "\(serverFault)", "path": "\(request.path)", "request-id": "\(request.requestID)"])
+                         metadata: ["error": "\(serverFault)", "path": "\(request.path)", "request_id": "\(request.requestID)"])
         }
     }
 }
