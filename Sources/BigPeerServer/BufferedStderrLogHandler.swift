@@ -46,7 +46,7 @@ public struct BufferedStderrLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
-        let fields = Self.flatten(merged).map { ($0.key, LogRedaction.redact($0.value)) }
+        let fields = Self.flatten(merged).map { ($0.key, LogRedaction.printedOnPurpose.contains($0.key) ? $0.value : LogRedaction.redact($0.value)) }
         let message = LogRedaction.redact("\(event.message)")
         switch format {
         case .text:

@@ -9,6 +9,10 @@ import Auth
 /// - `Bearer <token>` becomes `Bearer ***`; a JWT anywhere (`eyJ…` with two dots) becomes `eyJ***`.
 /// - URL user info keeps the user: `postgres://user:***@host`; `password=…` becomes `password=***`.
 public enum LogRedaction {
+    /// Metadata printed whole on purpose: the private cluster's read-only analyst URL, with its
+    /// password, is how an operator's BI tools reach the data (docs/STORAGE.md, "Analytics").
+    public static let printedOnPurpose: Set<String> = ["analyst-url"]
+
     public static func redact(_ text: String) -> String {
         let bytes = Array(text.utf8)
         guard mayHoldSecret(bytes) else { return text }
