@@ -44,17 +44,20 @@ let package = Package(
         .target(name: "Values", swiftSettings: strict),
         // Transport.
         .target(name: "Sockets", dependencies: ["CEpoll", "COpenSSL"], swiftSettings: strict),
-        .target(name: "HTTP", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        // Counters, gauges and histograms as relaxed atomics in cells allocated once; the Prometheus text format.
+        .target(name: "CAtomicCounters"),
+        .target(name: "Metrics", dependencies: ["CAtomicCounters", "Sockets"], swiftSettings: strict),
+        .target(name: "HTTP", dependencies: ["Sockets", "Metrics", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "WebSocket", dependencies: ["HTTP", "Sockets", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
         .target(name: "DQL", dependencies: ["Values", "CRDT", "Quoting"], swiftSettings: strict),
         // Storage.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting", "Metrics"], swiftSettings: strict),
         // BigPeer's schema: the migrations the binary carries (server and test harness alike).
         .target(name: "Migrations", dependencies: ["Postgres"], swiftSettings: strict),
         // The store implements Sync's `SyncStorage` (DocumentSyncStorage): it sees Sync, not the reverse.
-        .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL", "Sync", "SyncProtocol"], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Postgres", "Sockets", "CRDT", "DQL", "Values", "Quoting", "COpenSSL", "Sync", "SyncProtocol", "Metrics"], swiftSettings: strict),
         // Replication and auth.
         // The sync wire protocol alone (messages, CBOR codec, framing): what any peer links.
         .target(name: "SyncProtocol", dependencies: ["Values", "COpenSSL"], swiftSettings: strict),
@@ -66,7 +69,7 @@ let package = Package(
         // Wiring and clients.
         .target(
             name: "BigPeerServer",
-            dependencies: ["Sockets", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "LANDiscovery", "Discovery", "BLEDiscovery", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
+            dependencies: ["Sockets", "Metrics", "HTTP", "WebSocket", "Postgres", "Migrations", "Store", "Sync", "SyncPeer", "SyncProtocol", "Upstream", "LANDiscovery", "Discovery", "BLEDiscovery", "Auth", "ConnectionPolicy", "CRDT", "DQL", "Quoting", "Values",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The peer side of a sync session (sans-I/O) and the reconnecting WebSocket link it runs
@@ -87,7 +90,7 @@ let package = Package(
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "CBuildInfo", "BLEDiscovery", "Auth", "DQL", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "CBuildInfo", "Metrics", "BLEDiscovery", "Auth", "DQL", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -102,6 +105,8 @@ let package = Package(
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics", "HTTP", "Sockets", "BigPeerServer", "BigPeerTestSupport", "Postgres", "Values",
+                                                       .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "Sockets", "BigPeerTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["TestRandomness", "WebSocket", "HTTP", "Sockets", "CZlib", "BigPeerTestSupport",
                                                           .product(name: "Logging", package: "swift-log")], swiftSettings: strict),

@@ -52,3 +52,6 @@ BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/avahi-interop.sh
 
 echo "==> deploy/ files (systemd-analyze, hadolint, compose references, kubernetes-validate, nginx -t) and two instances behind a real nginx"
 BIGPEER_BIN="$(swift build --show-bin-path)/bigpeer" scripts/deploy-check.sh
+
+echo "==> Prometheus exposition (promtool check metrics against a running server)"
+scripts/metrics-check.sh

@@ -167,7 +167,7 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         }
         if let serverFault {
             logger.error("request failed on the server's side",
-                         metadata: ["error": "\(serverFault)", "path": "\(request.path)", "request-id": "\(request.requestID)"])
+                         metadata: ["error": "\(serverFault)", "path": "\(request.path)", "request_id": "\(request.requestID)"])
         }
     }
 }

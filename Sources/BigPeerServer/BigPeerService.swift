@@ -276,6 +276,7 @@ public final class BigPeerService: Sendable {
         httpConfig.threads = configuration.threads
         httpConfig.tls = configuration.tls
         httpConfig.limits.maxBodyBytes = configuration.maxBodyBytes
+        httpConfig.accessLog = configuration.accessLog
         let http: HTTPServer
         do {
             http = try HTTPServer(configuration: httpConfig, router: router, logger: logger, group: group)

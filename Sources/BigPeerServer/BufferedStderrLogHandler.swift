@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import Logging
 import Synchronization
+import Values
 
 /// A swift-log handler that never writes on the caller's thread: lines are formatted into a shared
 /// buffer and written to standard error by one background writer.
@@ -16,15 +17,23 @@ import Synchronization
 /// Bounded: at most `LogSink.maxBufferedBytes` wait; beyond that lines are dropped and counted,
 /// and the count is reported in the stream once the writer catches up. `LogSink.flush()` waits
 /// until everything queued so far is written (called at shutdown).
+///
+/// Two formats (`--log-format`): `text`, swift-log's `time level label : key=value [source]
+/// message`, and `json`, one object per line (see `jsonLine`). Both pass the message and every
+/// metadata value through `LogRedaction`.
 public struct BufferedStderrLogHandler: LogHandler {
+    public enum Format: String, Sendable, CaseIterable { case text, json }
+
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     private let label: String
+    private let format: Format
     private let sink: LogSink
 
-    public init(label: String, sink: LogSink = .standardError) {
+    public init(label: String, format: Format = .text, sink: LogSink = .standardError) {
         self.label = label
+        self.format = format
         self.sink = sink
     }
 
@@ -37,11 +46,50 @@ public struct BufferedStderrLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
-        var text = LogSink.timestamp()
-        text += " \(event.level) \(label) :"
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { text += " \(key)=\(value)" }
-        text += " [\(event.source)] \(event.message)\n"
-        sink.enqueue(Array(text.utf8))
+        let fields = Self.flatten(merged).map { ($0.key, LogRedaction.printedOnPurpose.contains($0.key) ? $0.value : LogRedaction.redact($0.value)) }
+        let message = LogRedaction.redact("\(event.message)")
+        switch format {
+        case .text:
+            var text = LogSink.timestamp()
+            text += " \(event.level) \(label) :"
+            for (key, value) in fields { text += " \(key)=\(value)" }
+            text += " [\(event.source)] \(message)\n"
+            sink.enqueue(Array(text.utf8))
+        case .json:
+            sink.enqueue(Self.jsonLine(level: event.level, label: label, message: message, source: event.source, fields: fields))
+        }
+    }
+
+    /// `{"time":"2026-11-26T13:50:00.123Z","level":"info","label":"bigpeer","message":"…",
+    /// "source":"BigPeerServer",…metadata}`: time in RFC 3339 UTC, every metadata value a string at
+    /// the top level (nested dictionaries as `outer.inner`); a key that would shadow one of the
+    /// fixed fields is written as `meta.KEY`.
+    static func jsonLine(level: Logger.Level, label: String, message: String, source: String, fields: [(String, String)]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + message.utf8.count)
+        let fixed: [(String, String)] = [("time", LogSink.utcTimestamp()), ("level", "\(level)"), ("label", label), ("message", message), ("source", source)]
+        let reserved = Set(fixed.map(\.0))
+        for (i, (key, value)) in (fixed + fields.map { (reserved.contains($0.0) ? "meta.\($0.0)" : $0.0, $0.1) }).enumerated() {
+            out.append(i == 0 ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            JSONWriter.writeString(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+            JSONWriter.writeString(value, into: &out)
+        }
+        out.append(contentsOf: "}\n".utf8)
+        return out
+    }
+
+    /// Metadata as sorted `key=value` pairs, nested dictionaries flattened with dotted keys.
+    static func flatten(_ metadata: Logger.Metadata, prefix: String = "") -> [(key: String, value: String)] {
+        var out: [(key: String, value: String)] = []
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            if case .dictionary(let nested) = value {
+                out += flatten(nested, prefix: prefix + key + ".")
+            } else {
+                out.append((prefix + key, "\(value)"))
+            }
+        }
+        return out
     }
 }
 
@@ -62,7 +110,8 @@ public final class LogSink: Sendable {
 
     public init(fd: Int32) { self.fd = fd }
 
-    func enqueue(_ line: [UInt8]) {
+    /// Queues whole lines (one or many) for the writer; never blocks on the output.
+    public func enqueue(_ line: [UInt8]) {
         let schedule = state.withLock { s -> Bool in
             guard s.pending.count + line.count <= Self.maxBufferedBytes else {
                 s.dropped += 1
@@ -108,6 +157,19 @@ public final class LogSink: Sendable {
                 return  // stderr closed or broken: nothing sensible left to do with log lines
             }
         }
+    }
+
+    /// UTC with milliseconds, RFC 3339: `2026-11-22T11:34:25.123Z` (the JSON format's `time`).
+    static func utcTimestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var parts = tm()
+        gmtime_r(&now.tv_sec, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let n = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S", &parts)
+        let millis = now.tv_nsec / 1_000_000
+        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) + ".\(fraction)Z"
     }
 
     /// Local time as `2026-11-22T11:34:25+0000` (the format swift-log's stream handler prints).

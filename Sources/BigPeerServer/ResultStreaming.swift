@@ -62,10 +62,10 @@ enum ResultStreaming {
             } catch {
                 await cursor.close()
                 if error is HTTPBodyWriter.Closed {
-                    logger.debug("client left during a streamed result", metadata: ["request-id": "\(requestID)"])
+                    logger.debug("client left during a streamed result", metadata: ["request_id": "\(requestID)"])
                 } else {
                     logger.error("streamed result failed after its head was sent; closing the connection",
-                                 metadata: ["error": "\(error)", "request-id": "\(requestID)"])
+                                 metadata: ["error": "\(error)", "request_id": "\(requestID)"])
                 }
                 throw error  // the writer aborts: no last chunk
             }

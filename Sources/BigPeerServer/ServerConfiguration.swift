@@ -77,6 +77,8 @@ public struct ServerConfiguration: Sendable {
     /// 1 MiB of queued output (a peer that stops reading). Sockets still in their handshake get
     /// a quarter more room (at least 64); beyond that, upgrades get 503.
     public var maxSyncSessions = 10_000
+    /// Where the HTTP access log goes (`--access-log`, `--log-format`).
+    public var accessLog = HTTPServerConfiguration.AccessLog.logger
     /// Sync sessions one identity (an API key, a JWT subject) may hold at once; nil: no cap below
     /// `maxSyncSessions` (a fleet of devices often shares one key).
     public var maxSyncSessionsPerKey: Int?

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import Sockets
 import Synchronization
 
@@ -10,14 +11,16 @@ final class HTTPServerShared: Sendable {
     let tls: TLSContext?
     let logger: Logger
     let connectionCount = Atomic<Int>(0)
+    let metrics: HTTPMetrics
     /// The most response bytes any connection has had queued at once (`HTTPServer.peakQueuedOutputBytes`).
     let peakQueuedOutputBytes = Atomic<Int>(0)
 
-    init(configuration: HTTPServerConfiguration, router: HTTPRouter, tls: TLSContext?, logger: Logger) {
+    init(configuration: HTTPServerConfiguration, router: HTTPRouter, tls: TLSContext?, logger: Logger, loops: Int) {
         self.configuration = configuration
         self.router = router
         self.tls = tls
         self.logger = logger
+        metrics = HTTPMetrics(routes: router.routePatterns, loops: loops)
     }
 
     func notePeakQueuedOutput(_ bytes: Int) {
@@ -38,6 +41,10 @@ final class HTTPLoopContext {
     let shared: HTTPServerShared
     let date = DateCache()
     let serverName: [UInt8]
+    /// This loop's request metrics (written only here).
+    let metrics: HTTPMetricsShard
+    /// This loop's access-log lines awaiting output (`AccessLog.buffered` only).
+    let accessLog: AccessLogBuffer?
     var logger: Logger { shared.logger }
     private(set) var connections: [ObjectIdentifier: HTTPServerConnection] = [:]
     var listener: TCPListener?
@@ -51,6 +58,8 @@ final class HTTPLoopContext {
         self.loop = loop
         self.shared = shared
         serverName = Array(shared.configuration.serverName.utf8)
+        metrics = shared.metrics.shard(for: loop)
+        if case .buffered(let output) = shared.configuration.accessLog { accessLog = AccessLogBuffer(output: output) } else { accessLog = nil }
         scheduleSweep()
     }
 
@@ -106,6 +115,7 @@ final class HTTPLoopContext {
             guard let self else { return }
             let now = NanoTime.now()
             for conn in Array(self.connections.values) { conn.checkTimeouts(now: now) }
+            self.accessLog?.flush()
             self.scheduleSweep()
         }
     }
@@ -113,6 +123,7 @@ final class HTTPLoopContext {
     /// Stops accepting and starts draining.
     func beginDrain() {
         draining = true
+        accessLog?.flush()
         listener?.close()
         listener = nil
         for conn in Array(connections.values) { conn.beginDrain() }
@@ -121,6 +132,7 @@ final class HTTPLoopContext {
     /// Closes whatever is still open and stops the sweeper.
     func forceClose() {
         for conn in Array(connections.values) { conn.tcp.close() }
+        accessLog?.flush()
         if let s = sweeper { loop.cancelTimer(s) }
         sweeper = nil
     }

@@ -84,7 +84,8 @@ enum ResponseHeadWriter {
 
     static func write(
         into out: inout [UInt8], version: HTTPVersion, status: HTTPStatus, headers: HTTPHeaders,
-        framing: Framing, keepAlive: Bool, date: DateCache, serverName: [UInt8], passConnectionHeader: Bool = false
+        framing: Framing, keepAlive: Bool, date: DateCache, serverName: [UInt8], passConnectionHeader: Bool = false,
+        requestID: HTTPRequest.LogID? = nil
     ) {
         out.append(contentsOf: version == .http1_1 ? "HTTP/1.1 ".utf8 : "HTTP/1.0 ".utf8)
         appendDecimal(status.code, to: &out)
@@ -110,6 +111,11 @@ enum ResponseHeadWriter {
         out.append(contentsOf: "Date: ".utf8)
         out.append(contentsOf: date.current())
         out.append(contentsOf: crlf)
+        if let requestID, !headers.contains("X-Request-ID") {
+            out.append(contentsOf: "X-Request-ID: ".utf8)
+            requestID.append(to: &out, jsonEscaped: false)
+            out.append(contentsOf: crlf)
+        }
         switch framing {
         case .length(let n):
             out.append(contentsOf: "Content-Length: ".utf8)

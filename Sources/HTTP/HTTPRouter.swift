@@ -29,13 +29,7 @@ public struct HTTPRequest: Sendable {
 
     /// The client's `X-Request-ID` if it is short and printable, else one made here
     /// (`process-loop-sequence`), unique within this process.
-    public var requestID: String {
-        if let given = head.headers["X-Request-ID"], given.utf8.count <= 128, !given.isEmpty,
-           given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
-            return given
-        }
-        return "\(Self.processTag)-\(sequence.loop)-\(sequence.number)"
-    }
+    public var requestID: String { logID.description }
 }
 
 import Glibc
@@ -96,8 +90,12 @@ public struct HTTPRouter: Sendable {
         let handlers: [HTTPMethod: HTTPHandler]
     }
 
-    private var staticRoutes: [String: [HTTPMethod: HTTPHandler]] = [:]
+    private var staticRoutes: [String: (handlers: [HTTPMethod: HTTPHandler], id: Int)] = [:]
     private var patternRoutes: [(segments: [Substring], handlers: [HTTPMethod: HTTPHandler])] = []
+    /// Every registered path as written (`/api/v4/store/:collection`), indexed by route id: the
+    /// `route` label of the request metrics (bounded by the routes, whatever clients send).
+    public private(set) var routePatterns: [String] = []
+    private var patternRouteIDs: [Int] = []
 
     public init() {}
 
@@ -114,21 +112,24 @@ public struct HTTPRouter: Sendable {
         if case .streaming(let limit, _) = handler { largestStreamingBodyLimit = max(largestStreamingBodyLimit, limit) }
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         if segments.allSatisfy({ !$0.hasPrefix(":") && $0 != "*" }) {
-            staticRoutes[normalized(path), default: [:]][method] = handler
+            let key = normalized(path)
+            if staticRoutes[key] == nil { staticRoutes[key] = ([:], newRouteID(key)) }
+            staticRoutes[key]?.handlers[method] = handler
             return
         }
         if let i = patternRoutes.firstIndex(where: { $0.segments == segments }) {
             patternRoutes[i].handlers[method] = handler
         } else {
             patternRoutes.append((segments: segments, handlers: [method: handler]))
+            patternRouteIDs.append(newRouteID(normalized(path)))
         }
     }
 
     /// Replaces every route's handler with `transform(method, path pattern, handler)`: checks that
     /// wrap many routes (abuse limits), applied once the routes are registered.
     public mutating func wrapHandlers(_ transform: (HTTPMethod, String, HTTPHandler) -> HTTPHandler) {
-        for (path, handlers) in staticRoutes {
-            staticRoutes[path] = Dictionary(uniqueKeysWithValues: handlers.map { ($0.key, transform($0.key, path, $0.value)) })
+        for (path, route) in staticRoutes {
+            staticRoutes[path]?.handlers = Dictionary(uniqueKeysWithValues: route.handlers.map { ($0.key, transform($0.key, path, $0.value)) })
         }
         for i in patternRoutes.indices {
             let path = "/" + patternRoutes[i].segments.joined(separator: "/")
@@ -146,17 +147,29 @@ public struct HTTPRouter: Sendable {
         "/" + path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
     }
 
-    public func match(_ method: HTTPMethod, path: Substring) -> Match {
-        let exact = staticRoutes[String(path)]
-        let needsNormalizing = exact == nil && (path.contains("//") || (path.count > 1 && path.hasSuffix("/")))
-        if let handlers = exact ?? (needsNormalizing ? staticRoutes[normalized(String(path))] : nil) {
-            return pick(method, handlers, parameters: [:])
+    private mutating func newRouteID(_ pattern: String) -> Int {
+        routePatterns.append(pattern)
+        return routePatterns.count - 1
+    }
+
+    public func match(_ method: HTTPMethod, path: Substring) -> Match { matchRoute(method, path: path).match }
+
+    /// `match` plus the matched path's route id (an index into `routePatterns`; nil: no path matched).
+    public func matchRoute(_ method: HTTPMethod, path: Substring) -> (match: Match, route: Int?) {
+        var key = String(path)
+        var exact = staticRoutes[key]
+        if exact == nil && (path.contains("//") || (path.count > 1 && path.hasSuffix("/"))) {
+            key = normalized(key)
+            exact = staticRoutes[key]
+        }
+        if let (handlers, id) = exact {
+            return (pick(method, handlers, parameters: [:]), id)
         }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        for route in patternRoutes {
-            if let params = Self.bind(route.segments, parts) { return pick(method, route.handlers, parameters: params) }
+        for (i, route) in patternRoutes.enumerated() {
+            if let params = Self.bind(route.segments, parts) { return (pick(method, route.handlers, parameters: params), patternRouteIDs[i]) }
         }
-        return .notFound
+        return (.notFound, nil)
     }
 
     private func pick(_ method: HTTPMethod, _ handlers: [HTTPMethod: HTTPHandler], parameters: [String: String]) -> Match {

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import Sockets
 import Synchronization
 
@@ -46,13 +47,21 @@ public final class HTTPServer: Sendable {
         if let t = configuration.tls {
             tls = try TLSContext(serverCertificatePath: t.certificatePath, privateKeyPath: t.privateKeyPath)
         }
-        shared = HTTPServerShared(configuration: configuration, router: router, tls: tls, logger: logger)
         if let group {
             self.group = group
             ownsGroup = false
         } else {
             self.group = try EventLoopGroup(threads: configuration.threads, yieldsAfterEachBatch: configuration.loopsYieldAfterEachBatch)
             ownsGroup = true
+        }
+        shared = HTTPServerShared(configuration: configuration, router: router, tls: tls, logger: logger, loops: self.group.loops.count)
+    }
+
+    /// Adds this server's request metrics (`HTTPMetrics.families`) to `registry`.
+    public func registerMetrics(on registry: MetricsRegistry) {
+        let shared = self.shared
+        registry.register(HTTPMetrics.families) { w in
+            shared.metrics.collect(into: &w, openConnections: shared.connectionCount.load(ordering: .relaxed))
         }
     }
 

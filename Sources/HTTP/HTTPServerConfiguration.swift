@@ -24,6 +24,16 @@ public struct HTTPServerConfiguration: Sendable {
     public var tls: TLS?
     /// A keep-alive connection is closed after this many requests (bounds per-connection state).
     public var maxRequestsPerConnection = 1_000_000
+    /// Where the access log (one line per answered request) goes.
+    public var accessLog = AccessLog.logger
+
+    public enum AccessLog: Sendable {
+        /// Through the server's `Logger` at `info`, one call per request.
+        case logger
+        /// Formatted per loop into a buffer and handed to the output in batches.
+        case buffered(AccessLogOutput)
+        case off
+    }
 
     public enum AcceptStrategy: Sendable {
         /// One listening socket per loop with `SO_REUSEPORT`: the kernel spreads connections.

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import Sockets
 
 // The response side of a server connection, on its loop: the handler's answer written with one
@@ -12,12 +13,13 @@ extension HTTPServerConnection {
         inbound?.fail(.finished)
         inbound = nil
         var keepAlive = keepAliveAllowed
+        let requestID = HTTPRequest.LogID(head: head, sequence: currentID)
         switch result {
         case .upgrade(let response, let upgrade):
             tcp.writeInPlace { out in
                 ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
                                          framing: .none, keepAlive: true, date: context.date, serverName: context.serverName,
-                                         passConnectionHeader: true)
+                                         passConnectionHeader: true, requestID: requestID)
             }
             log(head, response.status, bytes: 0)
             let leftover = machine.upgraded()
@@ -32,7 +34,7 @@ extension HTTPServerConnection {
                 let inline = bodyAllowed && bytes.count < OutputQueueCopyThreshold.value
                 tcp.writeInPlace { out in
                     ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
-                                             framing: framing, keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                                             framing: framing, keepAlive: keepAlive, date: context.date, serverName: context.serverName, requestID: requestID)
                     if inline { out.append(contentsOf: bytes) }
                 }
                 // Taken whole even past the output queue's drop limit (`WriteLimits.dropLimit`): a
@@ -47,7 +49,7 @@ extension HTTPServerConnection {
                 tcp.writeInPlace { out in
                     ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
                                              framing: bodyAllowed ? (chunked ? .chunked : .untilClose) : .none,
-                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName, requestID: requestID)
                 }
                 log(head, response.status, bytes: -1)
                 guard bodyAllowed else { return completeResponse(keepAlive: keepAlive) }
@@ -57,7 +59,7 @@ extension HTTPServerConnection {
                 tcp.writeInPlace { out in
                     ResponseHeadWriter.write(into: &out, version: head.version, status: response.status, headers: response.headers,
                                              framing: response.status.forbidsBody ? .none : .length(length),
-                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName)
+                                             keepAlive: keepAlive, date: context.date, serverName: context.serverName, requestID: requestID)
                 }
                 log(head, response.status, bytes: bodyAllowed ? length : 0)
                 guard bodyAllowed, length > 0 else { return completeResponse(keepAlive: keepAlive) }
@@ -86,16 +88,37 @@ extension HTTPServerConnection {
     }
 
     func log(_ head: HTTPRequestHead, _ status: HTTPStatus, bytes: Int) {
-        let logger = context.logger
-        guard logger.logLevel <= .info else { return }
         let elapsed = NanoTime.now().duration(since: started)
-        var request = HTTPRequest(head: head)
-        request.sequence = currentID
-        logger.info("request", metadata: [
-            "method": "\(head.method)", "path": "\(head.path)", "status": "\(status.code)",
-            "duration_us": "\(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)",
-            "bytes": "\(bytes)", "request_id": "\(request.requestID)", "peer": "\(remote ?? "?")",
-        ])
+        context.metrics.record(route: currentRoute, method: head.method, status: status.code,
+                               elapsedNanoseconds: UInt64(max(0, elapsed.components.seconds)) &* 1_000_000_000 &+ UInt64(max(0, elapsed.components.attoseconds / 1_000_000_000)))
+        reportBytesWritten()
+        switch context.shared.configuration.accessLog {
+        case .off:
+            return
+        case .buffered:
+            context.accessLog?.append(.init(method: head.method, path: head.path, status: status.code,
+                                            durationMicroseconds: Int(elapsed.components.seconds) * 1_000_000 + Int(elapsed.components.attoseconds / 1_000_000_000_000),
+                                            bytes: bytes, requestID: HTTPRequest.LogID(head: head, sequence: currentID), peer: remote ?? "?"))
+        case .logger:
+            let logger = context.logger
+            guard logger.logLevel <= .info else { return }
+            var request = HTTPRequest(head: head)
+            request.sequence = currentID
+            logger.info("request", metadata: [
+                "method": "\(head.method)", "path": "\(head.path)", "status": "\(status.code)",
+                "duration_us": "\(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)",
+                "bytes": "\(bytes)", "request_id": "\(request.requestID)", "peer": "\(remote ?? "?")",
+            ])
+        }
+    }
+}
+
+extension HTTPServerConnection {
+    /// Adds what the socket wrote since the last report to the loop's sent-bytes metric.
+    func reportBytesWritten() {
+        let total = tcp.totalBytesWritten
+        context.metrics.bytes.addOwned(1, total &- bytesWrittenReported)
+        bytesWrittenReported = total
     }
 }
 

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import Sockets
 
 /// One HTTP/1.1 connection on the server: moves bytes between the socket and its
@@ -19,6 +20,10 @@ final class HTTPServerConnection: ConnectionDelegate {
     private var inboundGeneration: UInt64 = 0
     /// The route matched at the head, used when the content has arrived.
     private var currentMatch: HTTPRouter.Match?
+    /// The route id (metrics label) of the request being handled.
+    var currentRoute = 0
+    /// `tcp.totalBytesWritten` already added to the loop's sent-bytes metric.
+    var bytesWrittenReported: UInt64 = 0
 
     private static let continue100: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
@@ -34,6 +39,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     // MARK: - ConnectionDelegate
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        context.metrics.bytes.addOwned(0, UInt64(bytes.count))
         switch machine.bytesReceived(bytes) {
         case .process: processBuffered()
         case .pauseReading: tcp.pauseReading()
@@ -64,6 +70,7 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     func connectionDidClose(_ connection: TCPConnection, error: (any Error)?) {
         let wasUpgraded = machine.transportClosed()
+        if !wasUpgraded { reportBytesWritten() }
         if !wasUpgraded { context.shared.notePeakQueuedOutput(connection.peakPendingOutputBytes) }
         inbound?.fail(.disconnected)
         if let waiter = streamWaiter {
@@ -90,7 +97,8 @@ final class HTTPServerConnection: ConnectionDelegate {
             case .pauseReading:
                 return tcp.pauseReading()
             case .head(let head):
-                let match = context.shared.router.match(head.method, path: head.path)
+                let (match, route) = context.shared.router.matchRoute(head.method, path: head.path)
+                currentRoute = route ?? context.shared.metrics.unmatchedRouteID
                 var streaming: (limit: Int, body: @Sendable (HTTPRequest, HTTPRequestBody) async throws -> HTTPHandlerResult, parameters: [String: String])?
                 if case .found(.streaming(let limit, let body), let parameters) = match { streaming = (limit, body, parameters) }
                 switch machine.routed(bodyLimit: streaming?.limit ?? machine.baseBodyLimit, streaming: streaming != nil, now: now) {
@@ -143,7 +151,14 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     private func dispatch(_ request: inout HTTPRequest) {
         beginHandling(&request)
-        let match = currentMatch ?? context.shared.router.match(request.method, path: request.path)
+        let match: HTTPRouter.Match
+        if let matched = currentMatch {
+            match = matched
+        } else {
+            let (found, route) = context.shared.router.matchRoute(request.method, path: request.path)
+            match = found
+            currentRoute = route ?? context.shared.metrics.unmatchedRouteID
+        }
         currentMatch = nil
         switch match {
         case .notFound:
@@ -171,7 +186,8 @@ final class HTTPServerConnection: ConnectionDelegate {
         Task(executorPreference: tcp.loop) {
             let result: HTTPHandlerResult
             do {
-                result = try await body(request)
+                // Every line logged while the handler runs carries the request's id.
+                result = try await HTTPRequest.$currentLogID.withValue(request.logID) { try await body(request) }
             } catch let e as HTTPError {
                 result = .response(.error(e.status, message: e.message, requestID: request.requestID))
             } catch let e as HTTPRequestBody.Failed {
@@ -197,6 +213,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     private func sendRejection(_ error: HTTPParseError) {
         let id = context.nextRequestID()
         let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"
+        context.metrics.record(route: context.shared.metrics.unmatchedRouteID, method: HTTPMethod("other"), status: error.status.code, elapsedNanoseconds: 0)
         if context.logger.logLevel <= .info {
             context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "request_id": "\(requestID)",
                                                                "status": "\(error.status.code)", "reason": "\(error)"])

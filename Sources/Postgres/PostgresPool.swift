@@ -1,3 +1,4 @@
+import Metrics
 import Sockets
 import Synchronization
 
@@ -94,6 +95,9 @@ public final class PostgresPool: Sendable {
     /// Callers waiting for a session right now (those whose own open is under way included).
     public var waitingCount: Int { state.withLock { $0.machine.waitingCount } }
 
+    /// How long `acquire` took, successful ones only (`bigpeer_db_pool_acquire_seconds`).
+    public let acquireTime = Histogram(.latency)
+
     /// Whether the acquire timer is armed (tests: it is cancelled once no caller waits).
     var hasArmedTimer: Bool { state.withLock { $0.machine.armedTimer != nil } }
 
@@ -118,7 +122,9 @@ public final class PostgresPool: Sendable {
     }
 
     public func acquire() async throws -> PostgresConnection {
+        let asked = NanoTime.now()
         let conn = try await acquireSession()
+        acquireTime.observe(NanoTime.now().duration(since: asked))
         state.withLock { $0.leased[ObjectIdentifier(conn)] = conn }
         return conn
     }

@@ -154,6 +154,10 @@ public final class ChangeFeed: Sendable {
 
     public var head: Int64 { state.withLock { $0.head } }
 
+    /// The newest transaction a notification announced: `notifiedHead - head` is how far the
+    /// feed is behind what the database has told it (`bigpeer_change_feed_lag_transactions`).
+    public var notifiedHead: Int64 { state.withLock { max($0.notified, $0.head) } }
+
     /// Change-log reads this feed has started (skims included; skipped own commits are not reads).
     public var reads: Int { state.withLock { $0.reads } }
 

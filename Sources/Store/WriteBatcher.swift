@@ -1,4 +1,5 @@
 import DQL
+import Metrics
 import Postgres
 import Sockets
 import Synchronization
@@ -79,6 +80,11 @@ final class WriteBatcher: Sendable {
     /// How many times a batch waited out the whole window (its answered clients did not all come
     /// back in time): what a lone writer must never cost.
     var windowsExpired: Int { state.withLock { $0.windowsExpired } }
+
+    /// Statements per committed transaction (`bigpeer_write_batch_statements`).
+    let batchSizes = Histogram(HistogramBuckets(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256]))
+    /// Time from a batch's BEGIN to its COMMIT's answer (`bigpeer_write_transaction_seconds`).
+    let transactionTime = Histogram(.latency)
 
     init(maxBatch: Int = 256, gatherWindow: Duration = WriteBatcher.defaultGatherWindow) {
         self.maxBatch = maxBatch
@@ -165,7 +171,10 @@ final class WriteBatcher: Sendable {
 
     private func run(_ batch: [Waiting], _ store: DocumentStore) async {
         do {
+            let began = NanoTime.now()
             let (results, txn) = try await store.runInTransaction(batch.map(\.job))
+            transactionTime.observe(NanoTime.now().duration(since: began))
+            batchSizes.observe(UInt64(batch.count))
             answering(batch.count)
             for (w, r) in zip(batch, results) {
                 switch r {

@@ -7,7 +7,7 @@ struct BigPeerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bigpeer",
         abstract: "BigPeer: the big peer of an offline-first, peer-to-peer document database.",
-        subcommands: [ServeCommand.self, MigrateCommand.self, KeysCommand.self, TokenCommand.self, PeerCommand.self, LANCommand.self, BenchCommand.self, VersionCommand.self])
+        subcommands: [ServeCommand.self, MigrateCommand.self, KeysCommand.self, TokenCommand.self, PeerCommand.self, LANCommand.self, BenchCommand.self, VersionCommand.self, MetricsCommand.self])
 }
 
 struct VersionCommand: ParsableCommand {

@@ -46,6 +46,14 @@ struct ServeCommand: AsyncParsableCommand {
     var connectionWebhook: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default; logs every request), notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
+    @Option(name: .customLong("log-format"), help: "text (default: time level label : key=value [source] message) or json (one object per line; docs/OPERATIONS.md).")
+    var logFormat: BufferedStderrLogHandler.Format = .text
+    @Option(name: .customLong("access-log"), help: "on (default: one line per HTTP request at info, buffered and written off the event loops) or off.")
+    var accessLog: Switch = .on
+    @Option(name: .customLong("metrics-port"), help: "Serve GET /metrics (Prometheus text format) on this port of --metrics-host; the public port never serves it. Default: no metrics endpoint.")
+    var metricsPort: Int?
+    @Option(name: .customLong("metrics-host"), help: "Address for --metrics-port (default loopback; 0.0.0.0 lets a Prometheus on another host scrape it).")
+    var metricsHost = "127.0.0.1"
     @Flag(name: .customLong("enable-echo"), help: "Serve the UNAUTHENTICATED WebSocket echo endpoint GET /api/v4/_echo (Autobahn conformance and benchmarks only).")
     var enableEcho = false
     @OptionGroup var lan: LANOptions
@@ -91,17 +99,20 @@ struct ServeCommand: AsyncParsableCommand {
         if maxAttachmentBytes < 0 || maxAttachmentBytes > 1 << 40 { throw ValidationError("--max-attachment-bytes must be 0...1 TiB") }
         if !(1...1_000_000).contains(maxSyncSessions) { throw ValidationError("--max-sync-sessions must be 1...1000000") }
         if let n = maxSyncSessionsPerKey, !(1...1_000_000).contains(n) { throw ValidationError("--max-sync-sessions-per-key must be 1...1000000") }
+        if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 0...65535") }
     }
 
     func run() async throws {
         let level = logLevel
+        let format = logFormat
         // Lines are written off the event loops (the access log runs on them at `info`).
-        LoggingSystem.bootstrap { label in
-            var handler = BufferedStderrLogHandler(label: label)
+        LoggingSystem.bootstrap({ label, provider in
+            var handler = BufferedStderrLogHandler(label: label, format: format)
             // Audit lines are written at notice (refusals) and info (allowances, with --audit-log all).
             handler.logLevel = label == "bigpeer.audit" ? min(level, .info) : level
+            handler.metadataProvider = provider
             return handler
-        }
+        }, metadataProvider: .requestID)
         defer { LogSink.standardError.flush() }
         let logger = Logger(label: "bigpeer")
         var config = ServerConfiguration()
@@ -134,6 +145,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.peerPolicyFile = peerPolicy
         config.connectionWebhook = connectionWebhook
         try abuse.apply(to: &config)
+        config.accessLog = accessLog == .on && logLevel <= .info ? .buffered(.logSink(format: logFormat)) : .off
         do {
             config.jwt = try jwt.verifier()
         } catch {
@@ -195,11 +207,22 @@ struct ServeCommand: AsyncParsableCommand {
             _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
+        var metricsServer: HTTPServer?
+        if let metricsPort {
+            let registry = ServiceMetrics.registry(for: service)
+            do {
+                metricsServer = try await MetricsEndpoint.start(registry: registry, host: metricsHost, port: metricsPort, group: service.group, logger: logger)
+            } catch {
+                await service.stop()
+                throw CleanExit.message("error: cannot serve --metrics-port \(metricsPort): \(error)")
+            }
+        }
         let systemd = SystemdNotifier()
         systemd?.notify("READY=1\nSTATUS=serving on \(host):\(service.port)")
         let signal = await signals.next()
         logger.notice("received signal \(signal)")
         systemd?.notify("STOPPING=1\nSTATUS=draining")
+        await metricsServer?.shutdown(deadline: .seconds(1))
         await service.stop()
     }
 }
@@ -232,3 +255,7 @@ final class SignalWaiter: Sendable {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension BufferedStderrLogHandler.Format: ExpressibleByArgument {}
+
+/// An `on|off` option value.
+enum Switch: String, ExpressibleByArgument { case on, off }
