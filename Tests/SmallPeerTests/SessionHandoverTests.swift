@@ -55,7 +55,8 @@ import Testing
         let first = Wire()
         let a = Self.connection(peer, first, sessions)
         a.receive(Self.hello(resume: nil))
-        #expect(await eventually(within: .seconds(60)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil })
+        #expect(await eventually(within: .seconds(60)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil },
+                "session \(a.state), sent \(first.messages), closed \(String(describing: first.closed.withLock { $0 }))")
         let token = try #require(first.first { if case .welcome(let w) = $0 { w.resumeToken } else { nil } })
         a.transportClosed()  // detached: waits for the peer on another link
 
