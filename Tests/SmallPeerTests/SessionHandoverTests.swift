@@ -36,8 +36,11 @@ import Testing
     }
 
     static func connection(_ peer: SmallPeer, _ wire: Wire, _ sessions: ResumableSessions) -> SyncConnection {
+        // A clock that stands still: no handshake or heartbeat timeout can end a session while the
+        // credential check waits for a thread of the cooperative pool, which a full parallel test
+        // run on two cores kept busy for more than the 10 s handshake timeout (closed 4008).
         let c = SyncConnection(configuration: SyncSession.Configuration(serverSite: peer.siteID.rawValue, sessionID: "handover"),
-                               storage: PeerSyncStorage(peer: peer), transport: wire.transport,
+                               storage: PeerSyncStorage(peer: peer), transport: wire.transport, clock: { 1 },
                                resumable: sessions) { _ in .accept(.everything) }
         c.start()
         return c
@@ -55,7 +58,7 @@ import Testing
         let first = Wire()
         let a = Self.connection(peer, first, sessions)
         a.receive(Self.hello(resume: nil))
-        #expect(await eventually(within: .seconds(60)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil },
+        #expect(await eventually(within: .seconds(180)) { first.first { if case .welcome(let w) = $0 { w } else { nil } } != nil },
                 "session \(a.state), sent \(first.messages), closed \(String(describing: first.closed.withLock { $0 }))")
         let token = try #require(first.first { if case .welcome(let w) = $0 { w.resumeToken } else { nil } })
         a.transportClosed()  // detached: waits for the peer on another link
@@ -76,7 +79,7 @@ import Testing
             }
         }
         b.receive(Self.hello(resume: ResumeRequest(token: token, received: 0)))
-        #expect(await eventually(within: .seconds(60)) {
+        #expect(await eventually(within: .seconds(180)) {
             second.first { if case .pong(41) = $0 { true } else { nil } } ?? false
         }, "the resumed session answered the ping sent right after its welcome: \(second.sent.withLock { $0 })")
         guard case .welcome(let w)? = second.sent.withLock({ $0.first }) else { Issue.record("no welcome first"); return }
