@@ -16,7 +16,8 @@ import Testing
         _ = try await pool.query("CREATE TABLE t (v int)")
 
         // A statement in flight while the server restarts fails cleanly.
-        let inFlight = Task { try await pool.query("SELECT pg_sleep(5)") }
+        // Long enough that the restart, however slow under load, always interrupts it.
+        let inFlight = Task { try await pool.query("SELECT pg_sleep(600)") }
         let observer = try await PostgresConnection.connect(cluster.configuration(), on: TestLoops.group.next())
         #expect(try await eventually {
             try await observer.query("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()")[0]
