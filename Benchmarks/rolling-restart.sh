@@ -18,7 +18,7 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
   bin=.build/release/bigpeer
 fi
 work=$(mktemp -d /tmp/bigpeer-rolling-XXXX); chmod 711 "$work"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+. scripts/lib/loopback.sh
 ports=("$(free_port)" "$(free_port)")
 pids=("" "")
 nginx_pid=""
@@ -34,7 +34,7 @@ start_instance() {  # start_instance INDEX
   local i=$1
   "$bin" serve --host 127.0.0.1 --port "${ports[$i]}" --threads 2 --data-dir "$work/data" --log-level notice >>"$work/server$i.log" 2>&1 &
   pids[$i]=$!
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:${ports[$i]}/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  wait_ready "http://127.0.0.1:${ports[$i]}/readyz" "${pids[$i]}" && return 0
   echo "instance $i did not become ready"; tail -20 "$work/server$i.log"; exit 1
 }
 

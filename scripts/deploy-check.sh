@@ -105,11 +105,10 @@ if [ "${CI:-}" = true ] && [ "$(id -u)" -eq 0 ]; then
   getent passwd bigpeer >/dev/null || { echo "deploy check: the package did not create the bigpeer user"; exit 1; }
   [ "$(stat -c %U /var/lib/bigpeer)" = bigpeer ] || { echo "deploy check: /var/lib/bigpeer is not owned by bigpeer"; exit 1; }
   systemd-analyze verify /lib/systemd/system/bigpeer.service
-  installed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  installed_port=$(free_port)
   setpriv --reuid bigpeer --regid bigpeer --init-groups /usr/bin/bigpeer serve --host 127.0.0.1 --port "$installed_port" --threads 1 --data-dir /var/lib/bigpeer >"$scratch/installed.log" 2>&1 &
   installed_pid=$!
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$installed_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-  curl -sf "http://127.0.0.1:$installed_port/readyz" >/dev/null || { tail -20 "$scratch/installed.log"; echo "deploy check: the installed server did not become ready"; exit 1; }
+  wait_ready "http://127.0.0.1:$installed_port/readyz" "$installed_pid" || { tail -20 "$scratch/installed.log"; echo "deploy check: the installed server did not become ready"; exit 1; }
   kill -TERM "$installed_pid"; wait "$installed_pid" || { echo "deploy check: the installed server did not stop cleanly"; exit 1; }
   dpkg --purge bigpeer >/dev/null
   echo "    installed with dpkg -i, served from /usr/bin/bigpeer as user bigpeer, purged"
@@ -124,7 +123,6 @@ echo "==> kubernetes: kubernetes-validate --strict deploy/kubernetes/*.yaml"
 
 echo "==> nginx: nginx -t with deploy/nginx/bigpeer.conf"
 . scripts/lib/nginx-front.sh
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 test_server_start deploy
 first_port=$port
 second_port=$(free_port)
@@ -134,8 +132,7 @@ echo "    nginx -t: the configuration is valid"
 echo "==> nginx: a second instance on the same database (127.0.0.1:$second_port), nginx in front of both"
 "$bin" serve --host 127.0.0.1 --port "$second_port" --threads 2 --data-dir "$work/data" >"$work/server2.log" 2>&1 &
 second_pid=$!
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$second_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-curl -sf "http://127.0.0.1:$second_port/readyz" >/dev/null || { tail -30 "$work/server2.log"; echo "deploy check: the second instance is not ready"; exit 1; }
+wait_ready "http://127.0.0.1:$second_port/readyz" "$second_pid" || { tail -30 "$work/server2.log"; echo "deploy check: the second instance is not ready"; exit 1; }
 nginx_front_start "$scratch" "$first_port" "$second_port"
 key=$(test_server_key deploy-check --read-all --write-all)
 
@@ -147,7 +144,7 @@ mkfifo "$scratch/peer.in"
   --subscribe "SELECT * FROM deploycheck" <"$scratch/peer.in" >"$scratch/peer.out" 2>"$scratch/peer.err" &
 peer_pid=$!
 exec 9>"$scratch/peer.in"
-sessions() { grep -c "$1" "$2" 2>/dev/null || true; }
+count_lines() { grep -c "$1" "$2" 2>/dev/null || true; }
 for _ in $(seq 1 100); do
   grep -q "/api/v4/sync" "$work/server.log" "$work/server2.log" 2>/dev/null && break
   sleep 0.2
@@ -164,10 +161,15 @@ done
 [ "$(grep -o 'via-nginx-[1-5]' "$scratch/peer.out" | sort -u | wc -l)" -eq 5 ] || fail "the sync peer did not receive the 5 documents written through nginx"
 
 # Which instance carried what: the sync session on one, the writes (access log) on the other.
-sync_on_first=$(sessions "/api/v4/sync" "$work/server.log")
-sync_on_second=$(sessions "/api/v4/sync" "$work/server2.log")
-writes_on_first=$(sessions "/api/v4/store/execute" "$work/server.log")
-writes_on_second=$(sessions "/api/v4/store/execute" "$work/server2.log")
+# The access log is buffered per loop and written at the loop's next sweep: wait for all five.
+for _ in $(seq 1 100); do
+  [ $(( $(count_lines "/api/v4/store/execute" "$work/server.log") + $(count_lines "/api/v4/store/execute" "$work/server2.log") )) -ge 5 ] && break
+  sleep 0.2
+done
+sync_on_first=$(count_lines "/api/v4/sync" "$work/server.log")
+sync_on_second=$(count_lines "/api/v4/sync" "$work/server2.log")
+writes_on_first=$(count_lines "/api/v4/store/execute" "$work/server.log")
+writes_on_second=$(count_lines "/api/v4/store/execute" "$work/server2.log")
 echo "    sync upgrade requests: first instance $sync_on_first, second $sync_on_second; writes: first $writes_on_first, second $writes_on_second"
 if [ "$sync_on_first" -gt 0 ]; then crossed=$writes_on_second; else crossed=$writes_on_first; fi
 [ "$crossed" -gt 0 ] || fail "no write went through the instance that does not hold the sync session (nginx least_conn)"

@@ -4,9 +4,11 @@
 # nginx runs in the foreground of a background job with everything (pid, logs, temp files) under
 # SCRATCH/nginx; the caller stops it (kill -TERM "$nginx_pid").
 
+. "$(dirname "${BASH_SOURCE[0]}")/loopback.sh"
+
 nginx_front_config() {
   local scratch=$1 first=$2 second=$3
-  nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  nginx_port=$(free_port)
   mkdir -p "$scratch/nginx/temp"
   chmod -R a+rwx "$scratch/nginx"
   sed -e "s/127.0.0.1:8081/127.0.0.1:$first/; s/127.0.0.1:8082/127.0.0.1:$second/" \

@@ -5,6 +5,8 @@
 # The caller may set `extra_cleanup` to a command run first on exit.
 # Usage: test_server_start NAME   (NAME only labels the scratch directory)
 
+. "$(dirname "${BASH_SOURCE[0]}")/loopback.sh"
+
 test_server_start() {
   bin="${BIGPEER_BIN:-}"
   if [ -z "$bin" ]; then
@@ -12,19 +14,14 @@ test_server_start() {
     swift build --product bigpeer
     bin="$(swift build --show-bin-path)/bigpeer"
   fi
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  port=$(free_port)
   work=$(mktemp -d "/tmp/bigpeer-$1.XXXXXX")
   server_pid=""
   trap test_server_cleanup EXIT
   echo "==> starting bigpeer serve on 127.0.0.1:$port (log: $work/server.log)"
   "$bin" serve --host 127.0.0.1 --port "$port" --threads 2 --data-dir "$work/data" >"$work/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; echo "bigpeer serve exited"; exit 1; }
-    sleep 0.2
-  done
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail -50 "$work/server.log"; echo "server not ready"; exit 1; }
+  wait_ready "http://127.0.0.1:$port/readyz" "$server_pid" || { tail -50 "$work/server.log"; echo "bigpeer serve did not become ready"; exit 1; }
 }
 
 test_server_cleanup() {
