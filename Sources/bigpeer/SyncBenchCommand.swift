@@ -1,4 +1,5 @@
 import ArgumentParser
+import Auth
 import Foundation
 import Glibc
 import HTTP
@@ -97,6 +98,8 @@ struct SyncBench: AsyncParsableCommand {
         @Option(name: .customLong("write-url"), help: "Send the REST writes to this server instead (e.g. another local node: latency through the cloud).")
         var writeURL: String?
         @Option(name: .customLong("interval-ms"), help: "Pause between writes.") var intervalMillis = 100
+        @Option(name: .customLong("rule-per-peer-secret-file"), help: "Log each peer in with its own HS256 JWT (this secret file, as the server's --jwt-secret-file) whose read rule differs from every other peer's and matches every write.")
+        var rulePerPeerSecretFile: String?
 
         func run() async throws {
             let (syncURL, base) = try target.endpoint()
@@ -112,9 +115,10 @@ struct SyncBench: AsyncParsableCommand {
                     latencies.withLock { $0.append(now - at) }
                 }
             }
+            let credentials = try peerCredentials()
             var all: [BenchPeer] = []
             for i in 0..<peers {
-                let p = BenchPeer(loop: group.next(), site: UInt64(i + 1) << 20, credentials: .apiKey(target.key),
+                let p = BenchPeer(loop: group.next(), site: UInt64(i + 1) << 20, credentials: credentials(i),
                                   subscription: Subscribe(id: 1, query: "SELECT * FROM \(collection)"), onChanges: onChanges)
                 p.connect(syncURL)
                 all.append(p)
@@ -138,6 +142,21 @@ struct SyncBench: AsyncParsableCommand {
             l.removeAll()
             for p in all { p.close() }
             try await Task.sleep(for: .milliseconds(500))
+        }
+
+        /// The API key for every peer, or per peer a JWT whose rule `n >= 0 AND n != -(i + 1)`
+        /// is its own (no two sessions share a condition) and true for every write.
+        func peerCredentials() throws -> (Int) -> SyncCredentials {
+            guard let rulePerPeerSecretFile else { return { _ in .apiKey(target.key) } }
+            let options = try JWTOptions.parse(["--jwt-secret-file", rulePerPeerSecretFile])
+            guard let signer = try options.verifier() else { throw ValidationError("no secret in \(rulePerPeerSecretFile)") }
+            let now = JWTVerifier.wallClockSeconds()
+            return { [collection] i in
+                let rule: Value = .array([.string("n >= 0 AND n != -\(i + 1)")])
+                let read: Value = .object(["everything": .bool(false), "queriesByCollection": .object([collection: rule])])
+                return .jwt(signer.sign(claims: ["sub": .string("peer-\(i)"), "iat": .int(now), "exp": .int(now + 3600),
+                                                 "permissions": .object(["read": read])]))
+            }
         }
     }
 
