@@ -254,7 +254,7 @@ public final class LocalPostgres: Sendable {
 
     // MARK: - Helpers
 
-    static func findBinaries() throws -> String {
+    public static func findBinaries() throws -> String {
         let fm = FileManager.default
         func complete(_ dir: String) -> Bool {
             ["initdb", "pg_ctl", "postgres"].allSatisfy { fm.isExecutableFile(atPath: dir + "/" + $0) }

@@ -196,7 +196,7 @@ extension SyncIntegrationTests {
                 let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next())
                 instances.append((store, feed, listener, Task { await feed.follow(listener) }))
             }
-            let (storeA, feedA, _, _) = instances[0], (storeB, feedB, _, _) = instances[1]
+            let (storeA, _, _, _) = instances[0], (storeB, _, _, _) = instances[1]
             let onA = TestPeer(site: 601), onB = TestPeer(site: 602)
             try await onA.connect(store: storeA)
             try await onB.connect(store: storeB)

@@ -176,21 +176,27 @@ extension TestPeer {
 func withSyncServer(changeFeed: ChangeFeed.Limits = ChangeFeed.Limits(), _ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
     try await TestPostgres.withDatabase { db in
         try await db.migrate()
-        let store = try await DocumentStore.open(pool: db.makePool(), changeFeed: changeFeed)
-        let feed = store.changeFeed
-        try await feed.start()
-        // A 2 s reconnect delay gives the listener-down test a wide, timing-independent window.
-        let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next(),
-                                                  reconnectDelay: .seconds(2))
-        let follower = Task { await feed.follow(listener) }
-        defer { follower.cancel() }
-        do {
-            try await body(store, feed)
-            await listener.stop()
-        } catch {
-            await listener.stop()
-            throw error
-        }
+        try await withSyncServer(on: db, changeFeed: changeFeed, body)
+    }
+}
+
+/// The same on a database the test prepared (a restored backup, say).
+func withSyncServer(on db: TestDatabase, changeFeed: ChangeFeed.Limits = ChangeFeed.Limits(),
+                    _ body: (DocumentStore, ChangeFeed) async throws -> Void) async throws {
+    let store = try await DocumentStore.open(pool: db.makePool(), changeFeed: changeFeed)
+    let feed = store.changeFeed
+    try await feed.start()
+    // A 2 s reconnect delay gives the listener-down test a wide, timing-independent window.
+    let listener = try await PostgresListener(db.configuration, channels: ["bigpeer_changes"], loop: TestLoops.group.next(),
+                                              reconnectDelay: .seconds(2))
+    let follower = Task { await feed.follow(listener) }
+    defer { follower.cancel() }
+    do {
+        try await body(store, feed)
+        await listener.stop()
+    } catch {
+        await listener.stop()
+        throw error
     }
 }
 
