@@ -101,7 +101,7 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/ExecuteResponse" }
         "400":
-          description: the body is not an execute request, the statement does not parse (line and column in the description), cannot run with these arguments, or its result must be built in memory and is larger than the server's limit (in-memory ORDER BY, GROUP BY, DISTINCT; CBOR responses)
+          description: the body is not an execute request, the statement does not parse (line and column in the description), cannot run with these arguments, or its result must be built in memory and is larger than the server's limit (in-memory ORDER BY, GROUP BY, DISTINCT)
           content:
             application/json:
               schema:

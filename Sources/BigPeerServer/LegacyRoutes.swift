@@ -67,10 +67,9 @@ struct LegacyRoutes {
         }
 
         /// `run`, but a large result that can stream comes back as a cursor (`executeStreaming`).
-        func runStreaming(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?,
-                          mayStream: Bool) async throws -> ReadOutcome {
+        func runStreaming(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?) async throws -> ReadOutcome {
             try await store.executeStreaming(try authorized(dql, principal: principal), arguments: arguments, readRules: principal.readRules,
-                                             minimumTransaction: minimum, mayStream: mayStream)
+                                             minimumTransaction: minimum)
         }
 
         func authorized(_ dql: String, principal: Principal) throws -> Statement {
@@ -105,10 +104,10 @@ struct LegacyRoutes {
         }
         if let limit = try LegacyCommands.count(body, "limit") { dql += " LIMIT \(limit)" }
         if let offset = try LegacyCommands.count(body, "offset") { dql += " OFFSET \(offset)" }
-        let json = APIEncoding.responseFormat(request) == .json
-        switch try await c.runStreaming(dql, args, principal: p, minimum: minimum, mayStream: json) {
+        switch try await c.runStreaming(dql, args, principal: p, minimum: minimum) {
         case .streaming(let cursor):
-            return ResultStreaming.response(cursor, request: request, logger: c.logger, envelope: .legacyFind)
+            return ResultStreaming.response(cursor, request: request, logger: c.logger, envelope: .legacyFind,
+                                            format: APIEncoding.responseFormat(request))
         case .complete(let r):
             return APIEncoding.respond(["documents": .array(r.items.map(LegacyCommands.document)), "txnId": .int(r.transactionID)], to: request)
         }

@@ -3,16 +3,18 @@ import Logging
 import Store
 import Values
 
-/// A large SELECT's JSON response, written as it is read (docs/API.md, "Large results").
+/// A large SELECT's response, written as it is read (docs/API.md, "Large results"), in JSON or CBOR.
 ///
 ///     {"items":[ row , row , … ],"mutatedDocumentIds":[],"queryType":"select",…,"transactionId":N,"warnings":[]}
-///      └ head ─┘ └ one FETCH at a time, in ~64 KiB chunks ┘ └ tail (the snapshot's number is known from the first batch) ┘
+///      └ head ─┘ └ one FETCH at a time, in ~64 KiB chunks ┘ └ tail ┘
 ///
-/// The same bytes as a buffered response (members in sorted key order), sent with chunked
-/// transfer coding. Backpressure runs end to end: `HTTPBodyWriter.write` suspends while the
-/// connection has more than its high-water mark queued, and the cursor's next FETCH is only
-/// sent after the rows before it were written, so a slow reader leaves PostgreSQL waiting, not
-/// the server's memory growing.
+/// JSON: the same bytes as a buffered response (members in sorted key order). CBOR: the same map,
+/// keys in the same deterministic order as a buffered response, except that the streamed array
+/// (`items`, legacy `documents`) has indefinite length (RFC 8949 §3.2.2: `0x9f` items `0xff`),
+/// because its length is not known when it starts. Either is sent with chunked transfer coding.
+/// Backpressure runs end to end: `HTTPBodyWriter.write` suspends while the connection has more
+/// than its high-water mark queued, and the cursor's next FETCH is only sent after the rows before
+/// it were written, so a slow reader leaves PostgreSQL waiting, not the server's memory growing.
 ///
 /// Failure after the head was sent (the database goes away, a row fails evaluation): the status
 /// line already said 200, so the connection is closed without the terminating zero-length chunk
@@ -24,26 +26,66 @@ enum ResultStreaming {
         /// `POST /api/v4/store/find`: `{"documents":[{"fields":…,"id":…}],"txnId":N}`.
         case legacyFind
 
-        var head: String {
-            switch self {
-            case .execute: #"{"items":["#
-            case .legacyFind: #"{"documents":["#
-            }
-        }
-
-        func tail(transactionID: Int64) -> String {
+        /// The response object without its streamed array, and that array's key.
+        func members(transactionID: Int64) -> (streamed: String, others: [String: Value]) {
             switch self {
             case .execute:
-                #"],"mutatedDocumentIds":[],"queryType":"select","totalWarningsCount":0,"transactionId":"#
-                    + String(transactionID) + #","warnings":[]}"#
-            case .legacyFind: #"],"txnId":"# + String(transactionID) + "}"
+                ("items", ["mutatedDocumentIds": .array([]), "queryType": "select", "totalWarningsCount": .int(0),
+                           "transactionId": .int(transactionID), "warnings": .array([])])
+            case .legacyFind: ("documents", ["txnId": .int(transactionID)])
             }
         }
 
-        func write(_ row: Value, into out: inout [UInt8]) {
+        func row(_ row: Value) -> Value {
             switch self {
-            case .execute: JSONWriter.write(row, into: &out)
-            case .legacyFind: JSONWriter.write(LegacyCommands.document(row), into: &out)
+            case .execute: row
+            case .legacyFind: LegacyCommands.document(row)
+            }
+        }
+    }
+
+    /// How the response around the rows is framed in one encoding.
+    struct Framing {
+        let head: [UInt8]
+        let tail: [UInt8]
+        let format: APIEncoding.Format
+
+        init(_ envelope: Envelope, format: APIEncoding.Format, transactionID: Int64) {
+            self.format = format
+            let (streamed, others) = envelope.members(transactionID: transactionID)
+            // Members in the encoding's key order; the streamed array's rows go between head and tail.
+            let keys: [String]
+            switch format {
+            case .json: keys = (Array(others.keys) + [streamed]).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            case .cbor: keys = CBORKeyOrder.sorted(Array(others.keys) + [streamed])
+            }
+            let split = keys.firstIndex(of: streamed) ?? 0
+            let before = keys[..<split], after = keys[(split + 1)...]
+            switch format {
+            case .json:
+                var head = [UInt8(ascii: "{")], tail = [UInt8(ascii: "]")]
+                for k in before {
+                    JSONWriter.write(.string(k), into: &head); head.append(UInt8(ascii: ":"))
+                    JSONWriter.write(others[k] ?? .null, into: &head); head.append(UInt8(ascii: ","))
+                }
+                JSONWriter.write(.string(streamed), into: &head)
+                head.append(contentsOf: ":[".utf8)
+                for k in after {
+                    tail.append(UInt8(ascii: ","))
+                    JSONWriter.write(.string(k), into: &tail); tail.append(UInt8(ascii: ":"))
+                    JSONWriter.write(others[k] ?? .null, into: &tail)
+                }
+                tail.append(UInt8(ascii: "}"))
+                (self.head, self.tail) = (head, tail)
+            case .cbor:
+                var head = CBORWriter(), tail = CBORWriter()
+                head.mapHeader(keys.count)
+                for k in before { head.text(k); head.value(others[k] ?? .null) }
+                head.text(streamed)
+                head.indefiniteArrayStart()
+                tail.breakStop()
+                for k in after { tail.text(k); tail.value(others[k] ?? .null) }
+                (self.head, self.tail) = (head.bytes, tail.bytes)
             }
         }
     }
@@ -52,13 +94,14 @@ enum ResultStreaming {
     /// framing and the hop to the writer are noise, small next to the connection's high-water mark.
     static let chunkBytes = 64 << 10
 
-    static func response(_ cursor: SelectCursor, request: HTTPRequest, logger: Logger, envelope: Envelope) -> HTTPResponse {
-        var headers: HTTPHeaders = ["Content-Type": "application/json"]
+    static func response(_ cursor: SelectCursor, request: HTTPRequest, logger: Logger, envelope: Envelope,
+                         format: APIEncoding.Format) -> HTTPResponse {
+        var headers: HTTPHeaders = ["Content-Type": format == .cbor ? "application/cbor" : "application/json"]
         headers.add("Vary", "Accept")
         let requestID = request.requestID
         return HTTPResponse(status: .ok, headers: headers, body: .stream { writer in
             do {
-                try await write(cursor, envelope: envelope, to: writer)
+                try await write(cursor, envelope: envelope, format: format, to: writer)
             } catch {
                 await cursor.close()
                 if error is HTTPBodyWriter.Closed {
@@ -72,24 +115,60 @@ enum ResultStreaming {
         })
     }
 
-    static func write(_ cursor: SelectCursor, envelope: Envelope, to writer: HTTPBodyWriter) async throws {
-        var out: [UInt8] = []
-        out.reserveCapacity(chunkBytes + chunkBytes / 4)
-        out.append(contentsOf: envelope.head.utf8)
-        var first = true
+    static func write(_ cursor: SelectCursor, envelope: Envelope, format: APIEncoding.Format, to writer: HTTPBodyWriter) async throws {
+        let framing = Framing(envelope, format: format, transactionID: cursor.transactionID)
+        var out = RowBuffer(format: format)
+        out.append(raw: framing.head)
         while let rows = try await cursor.next() {
             for row in rows {
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                envelope.write(row, into: &out)
-                if out.count >= chunkBytes {
-                    try await writer.write(out)
-                    out = []
-                    out.reserveCapacity(chunkBytes + chunkBytes / 4)
-                }
+                out.append(envelope.row(row))
+                if out.count >= chunkBytes { try await writer.write(out.take()) }
             }
         }
-        out.append(contentsOf: envelope.tail(transactionID: cursor.transactionID).utf8)
-        try await writer.write(out)
+        out.append(raw: framing.tail)
+        try await writer.write(out.take())
+    }
+
+    /// Rows encoded into one chunk's bytes (JSON with separating commas; CBOR items back to back).
+    struct RowBuffer {
+        private var json: [UInt8] = []
+        private var cbor = CBORWriter(capacity: ResultStreaming.chunkBytes + ResultStreaming.chunkBytes / 4)
+        private var rows = 0
+        let format: APIEncoding.Format
+
+        init(format: APIEncoding.Format) {
+            self.format = format
+            if format == .json { json.reserveCapacity(ResultStreaming.chunkBytes + ResultStreaming.chunkBytes / 4) }
+        }
+
+        var count: Int { format == .json ? json.count : cbor.bytes.count }
+
+        mutating func append(raw: [UInt8]) {
+            switch format {
+            case .json: json.append(contentsOf: raw)
+            case .cbor: cbor.raw(raw)
+            }
+        }
+
+        mutating func append(_ row: Value) {
+            switch format {
+            case .json:
+                if rows > 0 { json.append(UInt8(ascii: ",")) }
+                JSONWriter.write(row, into: &json)
+            case .cbor: cbor.value(row)
+            }
+            rows += 1
+        }
+
+        mutating func take() -> [UInt8] {
+            switch format {
+            case .json:
+                let taken = json
+                json = []
+                json.reserveCapacity(taken.capacity)
+                return taken
+            case .cbor: return cbor.takeBytes()
+            }
+        }
     }
 }

@@ -61,12 +61,11 @@ struct StoreRoutes {
         if let denied = principal.authorize(AccessRequirement(parsed)) { return APIError(denied).executeResponse(to: request, logger: logger) }
         let format = APIEncoding.responseFormat(request)
         do {
-            // CBOR responses are built whole (a canonical CBOR array states its length first).
             let r: ExecuteResult
-            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules, minimumTransaction: minimum,
-                                                   mayStream: format == .json) {
+            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules, minimumTransaction: minimum) {
             case .complete(let complete): r = complete
-            case .streaming(let cursor): return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute)
+            case .streaming(let cursor):
+                return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute, format: format)
             }
             if let items = r.itemsJSON, format == .json {
                 var response = HTTPResponse.json(Self.json(r, items: items))

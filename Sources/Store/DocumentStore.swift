@@ -274,7 +274,7 @@ public final class DocumentStore: Sendable {
     static func tooLargeMessage(_ memory: SelectQuery, limit: Int) -> String {
         let head = "result too large to build in memory (more than \(limit) bytes of documents): "
         if memory.streams {
-            return head + "a CBOR response is built whole; ask for JSON (streamed), add a LIMIT or narrow the WHERE"
+            return head + "this read is answered whole; add a LIMIT or narrow the WHERE"
         }
         return head + "ORDER BY, GROUP BY, aggregates and DISTINCT that PostgreSQL cannot do need every document in memory; "
             + "add a LIMIT (ORDER BY on plain paths with a LIMIT is done by PostgreSQL) or narrow the WHERE"

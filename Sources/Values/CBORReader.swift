@@ -1,7 +1,8 @@
 // Canonical CBOR reader (RFC 8949). Validating, bounded, never traps on input.
 //
 // Every read checks, before touching or allocating anything, that:
-//   * the argument is in its shortest form and not indefinite (§4.2.1) when `requireCanonical`;
+//   * the argument is in its shortest form and not indefinite (§4.2.1) when `requireCanonical`
+//     (without it, indefinite-length arrays are read, still bounded by `maxContainerCount`);
 //   * a string's or container's claimed length fits in the bytes that remain (so a hostile length
 //     can never size an allocation: each array element / map pair takes at least one byte);
 //   * strings and containers stay under the configured limits, and nesting under `maxDepth`
@@ -229,6 +230,27 @@ public struct CBORReader: Sendable {
         let offset = position
         let n = try arrayHeader()
         guard n == count else { throw .unexpectedType(offset: offset, expected: "array of \(count) items") }
+    }
+
+    /// True (without consuming) if the next item starts an indefinite-length array (`0x9f`) that
+    /// these limits accept: only when `requireCanonical` is off (streamed results, RFC 8949 §3.2.2).
+    public func peekIsAcceptedIndefiniteArray() -> Bool {
+        !limits.requireCanonical && position < bytes.count && bytes[position] == 0x9F
+    }
+
+    /// Reads the start of an indefinite-length array; then call `indefiniteArrayEnds` before each
+    /// item. The caller counts the items against `maxContainerCount`.
+    public mutating func indefiniteArrayStart() throws(CBORError) {
+        guard peekIsAcceptedIndefiniteArray() else { throw .indefiniteLength(offset: position) }
+        position += 1
+    }
+
+    /// Consumes the break (`0xff`) and returns true if the array ends here; false if an item follows.
+    public mutating func indefiniteArrayEnds() throws(CBORError) -> Bool {
+        guard position < bytes.count else { throw .truncated(offset: position) }
+        guard bytes[position] == 0xFF else { return false }
+        position += 1
+        return true
     }
 
     public mutating func mapHeader() throws(CBORError) -> Int {

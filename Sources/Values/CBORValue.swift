@@ -66,6 +66,19 @@ extension CBORReader {
             return .int(try int())
         case .text:
             return .string(try text())
+        case .array where peekIsAcceptedIndefiniteArray():
+            let start = position
+            try indefiniteArrayStart()
+            try enter()
+            var a: [Value] = []
+            while try !indefiniteArrayEnds() {
+                guard a.count < limits.maxContainerCount else {
+                    throw .lengthExceedsLimit(offset: start, length: UInt64(a.count) + 1, limit: limits.maxContainerCount)
+                }
+                a.append(try value())
+            }
+            leave()
+            return .array(a)
         case .array:
             let n = try arrayHeader()
             try enter()

@@ -15,7 +15,8 @@
 //   4 array, 5 map, 6 tag, 7 simple/float (20 false, 21 true, 22 null, 25/26/27 half/single/double).
 //
 // Deterministic rules applied here (§4.2.1, §4.2.2):
-//   * arguments use the shortest form; indefinite lengths are never written;
+//   * arguments use the shortest form; indefinite lengths are written only by
+//     `indefiniteArrayStart`/`breakStop`, for results streamed before their length is known;
 //   * floating-point values use the shortest of half/single/double that keeps the exact value,
 //     and every NaN is written as the half-precision quiet NaN 0xf97e00;
 //   * map keys are sorted by the bytewise order of their encodings (the caller of the low-level
@@ -109,6 +110,19 @@ public struct CBORWriter: Sendable {
 
     /// Appends bytes that already are one or more complete canonical data items.
     public mutating func raw(_ encoded: [UInt8]) { bytes.append(contentsOf: encoded) }
+
+    /// An array of items to follow, ended by `breakStop` (RFC 8949 §3.2.2): valid CBOR, but not
+    /// deterministic encoding; for a result whose number of items is not known when it starts.
+    public mutating func indefiniteArrayStart() { bytes.append(0x9F) }
+    public mutating func breakStop() { bytes.append(0xFF) }
+
+    /// The bytes written so far; the writer starts over empty (with the same capacity reserved).
+    public mutating func takeBytes() -> [UInt8] {
+        let taken = bytes
+        bytes = []
+        bytes.reserveCapacity(taken.capacity)
+        return taken
+    }
 }
 
 /// The eight CBOR major types (RFC 8949 §3.1).

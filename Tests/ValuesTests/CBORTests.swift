@@ -101,6 +101,25 @@ private func unhex(_ s: String) -> [UInt8] {
         #expect(throws: CBORError.self) { try CBORValueCodec.decode(unhex("a2616101616102"), limits: relaxed) }
     }
 
+    /// Streamed results (docs/API.md, "Large results") end their array with a break: read only
+    /// without `requireCanonical`, and still bounded in count, depth and input.
+    @Test func indefiniteLengthArraysAreReadOnlyWhenCanonicalFormIsNotRequired() throws {
+        let relaxed = CBORLimits(requireCanonical: false)
+        #expect(try CBORValueCodec.decode(unhex("a1656974656d739f0102ff"), limits: relaxed) == ["items": [1, 2]])
+        #expect(try CBORValueCodec.decode(unhex("9fff"), limits: relaxed) == [])
+        #expect(try CBORValueCodec.decode(unhex("9f9f01ff9fffff"), limits: relaxed) == [[1], []])
+        #expect(throws: CBORError.indefiniteLength(offset: 0)) { try CBORValueCodec.decode(unhex("9f01ff")) }
+        #expect(throws: CBORError.truncated(offset: 2)) { try CBORValueCodec.decode(unhex("9f01"), limits: relaxed) }
+        #expect(throws: CBORError.self, "a break outside an indefinite array") { try CBORValueCodec.decode(unhex("ff"), limits: relaxed) }
+        var few = relaxed
+        few.maxContainerCount = 2
+        #expect(throws: CBORError.lengthExceedsLimit(offset: 0, length: 3, limit: 2)) { try CBORValueCodec.decode(unhex("9f010203ff"), limits: few) }
+        let deep = [UInt8](repeating: 0x9F, count: 100) + [UInt8](repeating: 0xFF, count: 100)
+        #expect(throws: CBORError.tooDeep(offset: 65, limit: 64)) { try CBORValueCodec.decode(deep, limits: relaxed) }
+        // Indefinite maps and strings stay refused: nothing BigPeer writes uses them.
+        #expect(throws: CBORError.indefiniteLength(offset: 0)) { try CBORValueCodec.decode(unhex("bf616101ff"), limits: relaxed) }
+    }
+
     @Test func enforcesDepthSizeAndLengthLimits() {
         let deep = [UInt8](repeating: 0x81, count: 100) + [0x00]
         #expect(throws: CBORError.tooDeep(offset: 65, limit: 64)) { try CBORValueCodec.decode(deep) }
