@@ -115,7 +115,7 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncPeer", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "CRDT", "Postgres", "Sockets", "Store", "SyncProtocol", "Values"], swiftSettings: strict),
+        .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "Metrics", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "CRDT", "Postgres", "Sockets", "Store", "SyncProtocol", "Values"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["TestRandomness", "Upstream", "SyncPeer", "SmallPeer", "Store", "SyncProtocol", "Values", "HTTP",
                                                           "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConnectionPolicyTests", dependencies: ["TestRandomness", "ConnectionPolicy", "HTTP", "Sockets", "SyncProtocol", "Values", "BigPeerTestSupport",

@@ -62,6 +62,8 @@ public final class Authenticator: Sendable {
     /// Asks the providers' authentication webhooks about their tokens (nil: none configured).
     public let webhook: AuthWebhook?
     private let cache = Mutex<[String: Entry]>([:])
+    /// Database lookups in flight, by key id (`load`).
+    private let lookups = Mutex<[String: Task<Entry?, any Error>]>([:])
     public let cacheTTL: Duration
     public let maxCachedKeys: Int
     /// Wall clock for expiry, monotonic clock for cache age (both injectable for tests).
@@ -171,15 +173,7 @@ public final class Authenticator: Sendable {
             return e
         }
         if entry == nil {
-            let found: (APIKey, [UInt8])?
-            do { found = try await keys.lookup(id: token.id) } catch { return .failure(.unavailable) }
-            guard let (key, hash) = found else { return .failure(.invalidKey) }
-            let fresh = Entry(key: key, sha256: hash, loadedAt: monotonic())
-            entry = fresh
-            store(fresh)
-            if token.matches(sha256: hash) && key.refusal(at: wallClock()) == nil {
-                Task { try? await keys.touch(id: key.id) }  // best effort: never fails a request
-            }
+            do { entry = try await load(token, keys: keys) } catch { return .failure(.unavailable) }
         }
         guard let entry else { return .failure(.invalidKey) }
         if !(entry.verifiedText.map(token.equalsInConstantTime) ?? false) {
@@ -192,6 +186,34 @@ public final class Authenticator: Sendable {
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
         return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules),
                           entry.key.expiresAt))
+    }
+
+    /// Loads the key of `token` from the database, once for all callers that miss the cache for
+    /// it at the same time: a burst of handshakes with one key (every peer of a fleet reconnecting
+    /// after a restart) costs one lookup and one `last_used_at` update, not one of each per peer,
+    /// each holding a pooled session (with 1,000 peers the pool's waiters timed out: 1013 refusals).
+    /// The first caller caches the result; nil when no key has that id.
+    private func load(_ token: APIKeyToken, keys: APIKeyStore) async throws -> Entry? {
+        let (lookup, first) = lookups.withLock { inFlight -> (Task<Entry?, any Error>, Bool) in
+            if let running = inFlight[token.id] { return (running, false) }
+            let started = Task { () throws -> Entry? in
+                guard let (key, hash) = try await keys.lookup(id: token.id) else { return nil }
+                return Entry(key: key, sha256: hash, loadedAt: self.monotonic())
+            }
+            inFlight[token.id] = started
+            return (started, true)
+        }
+        let result = await lookup.result
+        guard first else { return try result.get() }
+        // Cached before the lookup stops being in flight: a caller arriving in between finds one or the other.
+        if case .success(let fresh?) = result { store(fresh) }
+        lookups.withLock { $0[token.id] = nil }
+        if case .success(let fresh?) = result {
+            if token.matches(sha256: fresh.sha256) && fresh.key.refusal(at: wallClock()) == nil {
+                Task { try? await keys.touch(id: fresh.key.id) }  // best effort: never fails a request
+            }
+        }
+        return try result.get()
     }
 
     /// How many keys are cached now (for tests and metrics).

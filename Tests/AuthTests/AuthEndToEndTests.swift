@@ -3,6 +3,7 @@
 import BigPeerTestSupport
 import ServerTestSupport
 import HTTP
+import Metrics
 import Postgres
 import Testing
 import Values
@@ -183,6 +184,32 @@ import Values
             #expect((try? await auth.authenticate(authorization: header).get()) != nil)
             elapsed.withLock { $0 = .seconds(5) }  // the TTL has passed: the key is read again, and is gone
             #expect(await auth.authenticate(authorization: header) == .failure(.invalidKey))
+        }
+    }
+
+    /// A fleet reconnecting at once with one key: one lookup (and one `last_used_at` update) for
+    /// all of them, not one per handshake holding a pooled session each.
+    @Test func concurrentMissesOfOneKeyShareOneLookup() async throws {
+        try await TestPostgres.withDatabase { db in
+            try await db.migrate()
+            let pool = db.makePool()
+            let keys = APIKeyStore(pool: pool)
+            let hour = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + 3_600_000_000)
+            let (_, token) = try await keys.create(description: "fleet", expiresAt: hour, read: .all, write: .all)
+            func acquires() -> UInt64 {
+                var counts: [UInt64] = []
+                _ = pool.acquireTime.cells.accumulate(series: 0, into: &counts)
+                return counts.reduce(0, +)
+            }
+            let before = acquires()
+            let auth = Authenticator(keys: keys)
+            let accepted = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<64 { group.addTask { (try? await auth.authenticate(apiKey: token.text).get()) != nil } }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(accepted == 64)
+            #expect(await eventually { acquires() - before == 2 }, "one lookup and one touch")
+            #expect(acquires() - before == 2)
         }
     }
 
