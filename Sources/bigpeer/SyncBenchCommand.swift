@@ -41,6 +41,11 @@ struct SyncBench: AsyncParsableCommand {
         }
     }
 
+    /// How many of `peers` ended with each close code, for a failure's message.
+    static func closeCodes(_ peers: [BenchPeer]) -> String {
+        Dictionary(grouping: peers) { $0.closedCode.load(ordering: .relaxed) }.map { "\($0.key): \($0.value.count)" }.sorted().joined(separator: ", ")
+    }
+
     static func waitUntil(_ timeout: Duration, _ done: () -> Bool) async -> Bool {
         let end = ContinuousClock.now + timeout
         while !done() {
@@ -125,7 +130,8 @@ struct SyncBench: AsyncParsableCommand {
                 if i % 50 == 49 { try await Task.sleep(for: .milliseconds(20)) }  // do not overflow the listen backlog
             }
             guard await SyncBench.waitUntil(.seconds(120), { all.allSatisfy { $0.synced.load(ordering: .relaxed) } }) else {
-                throw ValidationError("only \(all.filter { $0.synced.load(ordering: .relaxed) }.count) of \(peers) peers synced")
+                throw ValidationError("only \(all.filter { $0.synced.load(ordering: .relaxed) }.count) of \(peers) peers synced; "
+                    + "the others by close code (-1: open, 0: no connection): \(SyncBench.closeCodes(all.filter { !$0.synced.load(ordering: .relaxed) }))")
             }
             let http = try HTTPClient()
             let writeBase = writeURL ?? base
