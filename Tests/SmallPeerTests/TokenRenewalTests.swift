@@ -1,5 +1,6 @@
 import Auth
 import BigPeerServer
+import Glibc
 import BigPeerTestSupport
 import ServerTestSupport
 @testable import SmallPeer
@@ -74,6 +75,28 @@ import Values
                 #expect(client.status.sessionEnds.first?.contains("credentials expired") == true, "\(client.status.sessionEnds)")
                 #expect(client.status.expiryNotices == 0 && client.status.credentialRefreshes == 0)
             }
+        }
+    }
+
+    /// `bigpeer peer --auth-provider corp --token-file F` logs in with the file's token (and reads
+    /// the file again on `renew`, through the same `tokenProvider` as above).
+    @Test func peerCommand_tokenFile_logsInWithTheFilesToken() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        try await Self.withServer { server in
+            _ = try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'via-webhook'})", key: try await server.newKey())
+            let tokenPath = dir.path + "/token"
+            guard let f = fopen(tokenPath, "w") else { Issue.record("cannot write \(tokenPath)"); return }
+            fputs("login-2\n", f)
+            fclose(f)
+            let url = "ws://127.0.0.1:\(server.port)"
+            let ok = try await PeerCommandTests.run(["--data", dir.path + "/peer", "--url", url, "--auth-provider", "corp",
+                                                     "--token-file", tokenPath, "--subscribe", "SELECT * FROM cars", "--sync-once"])
+            #expect(ok.status == 0, "\(ok.err)")
+            #expect(try PeerCommandTests.lines(ok.out).contains { $0["_id"] == "via-webhook" }, "\(ok.out)")
+            let missing = try await PeerCommandTests.run(["--data", dir.path + "/peer", "--url", url, "--auth-provider", "corp",
+                                                          "--token-file", dir.path + "/absent", "--sync-once"])
+            #expect(missing.status != 0 && missing.err.contains("cannot read a token"), "\(missing.err)")
         }
     }
 }
