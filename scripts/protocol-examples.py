@@ -53,6 +53,8 @@ EXAMPLES = [
     ("bye", {"t": "bye", "code": 1000, "reason": ""}),
     ("auth", {"t": "auth", "cred": {"jwt": "eyJhbGciOiJIUzI1NiJ9.e30.sig"}}),
     ("auth_ok", {"t": "auth_ok"}),
+    ("auth_ok-ttl", {"t": "auth_ok", "ttl": 3540000, "info": {"plan": "field"}}),
+    ("renew", {"t": "renew", "ttl": 60000}),
     # A tablet's own record (hops 0, one LAN link to the node) and the node's record forwarded once.
     ("presence", {"t": "presence", "recs": [
         {"pk": bytes.fromhex("a1b2c3d4"), "ep": 1764126000000, "seq": 3, "hops": 0, "ttl": 60000, "name": "tablet-7",
@@ -77,6 +79,8 @@ EXAMPLES = [
     ("welcome-resumed", {"t": "welcome", "v": 1, "site": 42, "session": "s-9f2c", "hb": 20000, "max": 16777216,
                          "credit": 0, "tok": bytes(range(16)), "rx": 95}),
     ("rack", {"t": "rack", "n": 812}),
+    ("welcome-ttl", {"t": "welcome", "v": 1, "site": 42, "session": "s-9f2c", "hb": 20000, "max": 16777216,
+                     "credit": 1048576, "ttl": 3599000, "info": {"plan": "field"}}),
 ]
 
 def fnv1a64(collection, id_value):

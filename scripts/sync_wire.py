@@ -69,7 +69,7 @@ def check_entry(e, where, payload):
 SCHEMAS = {
     "welcome": lambda m: is_uint(m.get("v")) and is_uint(m.get("site")) and isinstance(m.get("session"), str)
     and 1 <= len(m["session"].encode()) <= 64 and is_uint(m.get("hb")) and is_uint(m.get("max"))
-    and is_uint(m.get("credit")),
+    and is_uint(m.get("credit")) and ("ttl" not in m or is_uint(m["ttl"])),
     "refuse": lambda m: is_uint(m.get("code")) and isinstance(m.get("reason"), str),
     "sub_error": lambda m: is_uint(m.get("id"), 0xFFFFFFFF) and isinstance(m.get("msg"), str),
     "docs": lambda m: is_uint(m.get("id"), 0xFFFFFFFF) and isinstance(m.get("docs"), list),
@@ -83,7 +83,9 @@ SCHEMAS = {
     "ping": lambda m: is_uint(m.get("n")),
     "pong": lambda m: is_uint(m.get("n")),
     "bye": lambda m: is_uint(m.get("code")) and isinstance(m.get("reason"), str) and len(m["reason"].encode()) <= 123,
-    "auth_ok": lambda m: True,  # the answer to an `auth` (credentials refreshed in the session)
+    # the answer to an `auth` (credentials refreshed in the session); `ttl`: ms they stay valid
+    "auth_ok": lambda m: "ttl" not in m or is_uint(m["ttl"]),
+    "renew": lambda m: is_uint(m.get("ttl")),  # sent only to peers with "renew" in hello.caps
     "presence": lambda m: isinstance(m.get("recs"), list) and 1 <= len(m["recs"]) <= 64 and all(map(is_presence_record, m["recs"])),
 }
 

@@ -82,12 +82,13 @@ public struct AccessRequirement: Sendable, Hashable {
         writeAll = writeAll || other.writeAll
     }
 
-    /// Nil when `read`/`write` cover everything needed, else what is missing (for the 403 message).
-    public func missing(read: CollectionScope, write: CollectionScope) -> String? {
-        if readAll && !read.isAll { return "this key cannot read every collection" }
-        if writeAll && !write.isAll { return "this key cannot write every collection (needed for server-wide statements)" }
-        if let c = reads.sorted().first(where: { !read.covers($0) }) { return "this key cannot read collection \(c)" }
-        if let c = writes.sorted().first(where: { !write.covers($0) }) { return "this key cannot write collection \(c)" }
+    /// Nil when `read`/`write` cover everything needed, else what is missing (for the 403 message),
+    /// said of `holder`: the credential (`Principal.credentialName`).
+    public func missing(read: CollectionScope, write: CollectionScope, holder: String = "this key") -> String? {
+        if readAll && !read.isAll { return "\(holder) cannot read every collection" }
+        if writeAll && !write.isAll { return "\(holder) cannot write every collection (needed for server-wide statements)" }
+        if let c = reads.sorted().first(where: { !read.covers($0) }) { return "\(holder) cannot read collection \(c)" }
+        if let c = writes.sorted().first(where: { !write.covers($0) }) { return "\(holder) cannot write collection \(c)" }
         return nil
     }
 }

@@ -18,8 +18,9 @@ import Values
 /// JSON — is the webhook's failure, not the client's: 503 (sync 1013), try again.
 ///
 /// Granted tokens are cached by the SHA-256 of provider and token until `expirationSeconds` have
-/// passed (checked on every use); then the webhook is asked again. Refusals and failures are not
-/// cached. Permissions: `everything`, or the collections whose query list holds `"true"`; other
+/// passed (checked on every use); then the webhook is asked again. Refusals (`authenticated:
+/// false`) are cached the same way for `refusalSeconds`, so a refused token repeated cannot make
+/// each request a webhook call; failures are not cached. Permissions: `everything`, or the collections whose query list holds `"true"`; other
 /// queries (document rules) are kept in the principal's claims (`permissions`) for the rules of
 /// #21 item 3 and grant nothing until those are enforced.
 public final class AuthWebhook: Sendable {
@@ -32,22 +33,35 @@ public final class AuthWebhook: Sendable {
         public var timeout: Duration = .seconds(10)
         public var maxResponseBytes = 256 << 10
         public var maxCachedTokens = 4096
+        /// How long a refusal is remembered, and how many at most (apart from the grants, so
+        /// refused tokens cannot push granted ones out).
+        public var refusalSeconds: Int64 = 10
+        public var maxCachedRefusals = 4096
         public init(providers: [String: String]) { self.providers = providers }
     }
 
     /// What the webhook granted: the principal, the first second (since the epoch) it is refused
-    /// from, and the `clientInfo` to hand back to the client.
+    /// from, the `clientInfo` to hand back to the client, and the `identityServiceMetadata` that
+    /// presence shows for it (`[:]` when the answer had none).
     public struct Grant: Sendable, Equatable {
         public var principal: Principal
         public var refusedFrom: Int64
         public var clientInfo: Value?
+        public var identityMetadata: [String: Value]
     }
 
     public static let maxTokenBytes = 16 * 1024
+    /// Encoded (CBOR) size bounds of what a grant passes on: `clientInfo` goes into `welcome` and
+    /// `auth_ok` (as large as `hello.meta` may be), `identityServiceMetadata` into presence
+    /// records (their `idmeta` bound, PROTOCOL.md §8). An answer beyond them is not valid.
+    public static let maxClientInfoBytes = 16 << 10
+    public static let maxIdentityMetadataBytes = 4 << 10
 
     public let configuration: Configuration
     private let client: HTTPClient
     private let cache = Mutex<[[UInt8]: Grant]>([:])
+    /// Refused tokens by digest: until when the refusal stands, and its error.
+    private let refusals = Mutex<[[UInt8]: (until: Int64, error: AuthWebhookError)]>([:])
     private let now: @Sendable () -> Int64
 
     public init(_ configuration: Configuration, now: @escaping @Sendable () -> Int64 = JWTVerifier.wallClockSeconds) throws(AuthWebhookError) {
@@ -74,11 +88,12 @@ public final class AuthWebhook: Sendable {
         guard !token.isEmpty, token.utf8.count <= Self.maxTokenBytes else {
             return .failure(.notAuthenticated(provider: provider, reason: "the token is empty or longer than \(Self.maxTokenBytes) bytes"))
         }
-        let digest = APIKeyToken.sha256(Array(provider.utf8) + [0] + Array(token.utf8))
+        let digest = Self.digest(provider: provider, token: token)
         if let hit = cache.withLock({ $0[digest] }) {
             if now() < hit.refusedFrom { return .success(hit) }
             cache.withLock { _ = $0.removeValue(forKey: digest) }
         }
+        if let refused = refusals.withLock({ $0[digest] }), now() < refused.until { return .failure(refused.error) }
         var body: [String: Value] = ["version": "1", "provider": .string(provider), "token": .string(token)]
         if let id = configuration.databaseID { body["databaseID"] = .string(id) }
         let request = HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json", "Accept": "application/json"],
@@ -93,8 +108,23 @@ public final class AuthWebhook: Sendable {
             return .failure(.unavailable(provider: provider, reason: "the webhook answered with status \(response.status.code)"))
         }
         let answer = Self.grant(response.body, provider: provider, now: now())
-        if case .success(let grant) = answer { store(digest, grant) }
+        switch answer {
+        case .success(let grant): store(digest, grant)
+        case .failure(let error): if case .notAuthenticated = error { remember(digest, error) }
+        }
         return answer
+    }
+
+    private func remember(_ digest: [UInt8], _ error: AuthWebhookError) {
+        guard configuration.maxCachedRefusals > 0, configuration.refusalSeconds > 0 else { return }
+        let t = now(), limit = configuration.maxCachedRefusals
+        refusals.withLock { r in
+            if r.count >= limit && r[digest] == nil {
+                r = r.filter { t < $0.value.until }
+                if r.count >= limit { r.removeAll(keepingCapacity: true) }
+            }
+            r[digest] = (t + configuration.refusalSeconds, error)
+        }
     }
 
     private func store(_ digest: [UInt8], _ grant: Grant) {
@@ -109,8 +139,15 @@ public final class AuthWebhook: Sendable {
         }
     }
 
+    /// The SHA-256 of provider and token: what grants and refusals are cached under, and what
+    /// names the token for the abuse limits (never the token itself).
+    public static func digest(provider: String, token: some StringProtocol) -> [UInt8] {
+        APIKeyToken.sha256(Array(provider.utf8) + [0] + Array(token.utf8))
+    }
+
     /// How many grants are cached now (tests and metrics).
     public var cachedGrantCount: Int { cache.withLock { $0.count } }
+    public var cachedRefusalCount: Int { refusals.withLock { $0.count } }
 
     public func shutdown() async { await client.shutdown() }
 
@@ -136,9 +173,25 @@ public final class AuthWebhook: Sendable {
         case (.failure(let why), _), (_, .failure(let why)): return .failure(why)
         }
         var claims: [String: Value] = ["provider": .string(provider), "userID": .string(userID), "permissions": permissions]
-        if let metadata = answer["identityServiceMetadata"] { claims["identityServiceMetadata"] = metadata }
+        var identityMetadata: [String: Value] = [:]
+        switch answer["identityServiceMetadata"] {
+        case nil, .null?: break
+        case .object(let m)?:
+            let size = CBORValueCodec.encode(.object(m)).count
+            guard size <= maxIdentityMetadataBytes else {
+                return bad("identityServiceMetadata is \(size) bytes encoded, more than \(maxIdentityMetadataBytes)")
+            }
+            identityMetadata = m
+            claims["identityServiceMetadata"] = .object(m)
+        default: return bad("identityServiceMetadata is not an object")
+        }
+        var clientInfo = answer["clientInfo"]
+        if clientInfo == .null { clientInfo = nil }
+        if let info = clientInfo, case let size = CBORValueCodec.encode(info).count, size > maxClientInfoBytes {
+            return bad("clientInfo is \(size) bytes encoded, more than \(maxClientInfoBytes)")
+        }
         let principal = Principal(keyID: "webhook:\(provider):\(userID)", read: read, write: write, claims: claims)
-        return .success(Grant(principal: principal, refusedFrom: now + seconds, clientInfo: answer["clientInfo"]))
+        return .success(Grant(principal: principal, refusedFrom: now + seconds, clientInfo: clientInfo, identityMetadata: identityMetadata))
     }
 
     /// `{"everything": bool, "queriesByCollection": {collection: [query, …]}}` (absent: nothing):

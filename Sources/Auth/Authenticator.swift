@@ -28,7 +28,15 @@ public struct Principal: Sendable, Hashable {
 
     /// `.forbidden` unless this principal's scopes cover `requirement`.
     public func authorize(_ requirement: AccessRequirement) -> AuthError? {
-        requirement.missing(read: read, write: write).map(AuthError.forbidden)
+        requirement.missing(read: read, write: write, holder: credentialName).map(AuthError.forbidden)
+    }
+
+    /// The credential as a 403 names it: an API key, a JWT, or a webhook provider's token.
+    public var credentialName: String {
+        guard let keyID else { return "these credentials" }
+        if keyID == "jwt" || keyID.hasPrefix("jwt:") { return "this JWT" }
+        if keyID.hasPrefix("webhook:"), case .string(let provider)? = claims["provider"] { return "this token of provider \(provider)" }
+        return "this key"
     }
 }
 
@@ -111,7 +119,7 @@ public final class Authenticator: Sendable {
     /// A token of an authentication provider (`X-Auth-Provider`, a sync `hello` or `auth`), as its
     /// webhook judges it.
     public func authenticate(provider: String, token: String) async -> Result<AuthWebhook.Grant, AuthError> {
-        guard keys != nil else { return .success(AuthWebhook.Grant(principal: Self.everything, refusedFrom: Int64.max, clientInfo: nil)) }
+        guard keys != nil else { return .success(AuthWebhook.Grant(principal: Self.everything, refusedFrom: Int64.max, clientInfo: nil, identityMetadata: [:])) }
         guard let webhook else { return .failure(.webhook(.unknownProvider(provider))) }
         return await webhook.authenticate(provider: provider, token: token).mapError(AuthError.webhook)
     }

@@ -59,7 +59,7 @@ public struct JWTClaimRules: Sendable {
         } else {
             switch (Self.scope(claims["read"]), Self.scope(claims["write"])) {
             case (.some(let r), .some(let w)): (read, write) = (r, w)
-            default: return .failure(.malformed(#"read and write must be "*" or an array of collection names"#))
+            default: return .failure(.malformed(#"read and write must be "*" or an array of collection names (not empty strings)"#))
             }
         }
         var subject: String?
@@ -87,7 +87,7 @@ public struct JWTClaimRules: Sendable {
             var names = Set<String>()
             for item in items {
                 // A name two spellings could match is refused, not guessed at (Values/ExactText.swift).
-                guard case .string(let name) = item, NameRules.problem(name) == nil else { return nil }
+                guard case .string(let name) = item, !name.isEmpty, NameRules.problem(name) == nil else { return nil }
                 names.insert(name)
             }
             return .only(names)

@@ -68,6 +68,7 @@ public enum PermissionClaims {
         var rules = DocumentRules()
         var count = 0
         for (collection, list) in queries.sorted(by: { $0.key < $1.key }) {
+            guard !collection.isEmpty else { throw DocumentRuleError("permissions.\(name).queriesByCollection names an empty collection") }
             guard case .array(let items) = list, !items.isEmpty else {
                 throw DocumentRuleError("permissions.\(name).queriesByCollection.\(collection) must be a non-empty array of queries")
             }

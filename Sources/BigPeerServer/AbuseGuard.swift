@@ -73,14 +73,14 @@ final class AbuseGuard: Sendable {
     private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?) {
         let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
         if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil) }
-        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(authorization: request.headers["Authorization"]) else { return (nil, nil) }
+        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(request) else { return (nil, nil) }
         if let refusal = limiter.check(credential: claimed) { return (refuse(request, refusal, route: route), claimed) }
         return (nil, claimed)
     }
 
     private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
         if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
-            audit.denied(who: ClaimedIdentity.of(authorization: request.headers["Authorization"]), verified: false,
+            audit.denied(who: ClaimedIdentity.of(request), verified: false,
                          address: request.remoteAddress ?? "-", what: route, why: "429 \(refusal.limit.rawValue)",
                          ["refused_in_a_row": "\(refusal.refusedInARow)"])
         }
@@ -96,17 +96,17 @@ final class AbuseGuard: Sendable {
         case 401:
             let authorization = request.headers["Authorization"]
             if authorization != nil { limiter.recordFailedAuthentication(address: request.remoteAddress.flatMap(ClientAddressKey.init(remote:))) }
-            audit.denied(who: ClaimedIdentity.of(authorization: authorization), verified: false, address: request.remoteAddress ?? "-",
+            audit.denied(who: ClaimedIdentity.of(request), verified: false, address: request.remoteAddress ?? "-",
                          what: route, why: Self.why(response))
         case 403:
-            let who = claimed ?? ClaimedIdentity.of(authorization: request.headers["Authorization"])
+            let who = claimed ?? ClaimedIdentity.of(request)
             if let who { limiter.charge(credential: who) }
             audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response))
         case 503:
             break  // perhaps the key table could not be read: the identity is not known to be true
         default:
             // With the credential limit on, `before` has read the header already (nil: none).
-            let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(authorization: request.headers["Authorization"])
+            let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(request)
             if let who { limiter.charge(credential: who) }
             audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
         }
@@ -135,7 +135,9 @@ extension AbuseGuard {
     func settle(_ decision: AuthDecision, hello: Hello, remote: String) -> AuthDecision {
         switch decision {
         case .accept(let permissions):
-            if let principal = permissions.principal, let refusal = limiter.take(credential: principal) { return Self.decision(refusal) }
+            // A webhook login's bucket is its token's (as on REST); the others' their verified identity.
+            let credential = if case .provider? = hello.credentials { ClaimedIdentity.of(hello.credentials) } else { permissions.principal }
+            if let credential, let refusal = limiter.take(credential: credential) { return Self.decision(refusal) }
         case .refuse(let code, _):
             if code == .unauthorized && hello.credentials != nil {
                 limiter.recordFailedAuthentication(address: ClientAddressKey(remote: remote))

@@ -1,4 +1,5 @@
 import Auth
+import HTTP
 import Logging
 import SyncProtocol
 import Values
@@ -74,15 +75,30 @@ enum ClaimedIdentity {
         return of(token: token)
     }
 
+    /// From a request's `Authorization` header, with its `X-Auth-Provider` (a webhook provider's token).
+    static func of(_ request: HTTPRequest) -> String? {
+        let authorization = request.headers["Authorization"]
+        guard let provider = request.headers["X-Auth-Provider"] else { return of(authorization: authorization) }
+        guard let authorization, let token = Authenticator.bearerToken(authorization) else { return nil }
+        return of(provider: provider, token: token)
+    }
+
     static func of(_ credentials: SyncCredentials?) -> String? {
         switch credentials {
         case .apiKey(let key)?: of(token: Substring(key))
         case .jwt(let token)?: of(token: Substring(token))
-        // A webhook provider's token is opaque until the webhook answers: no claimed identity, so
-        // such logins are limited per address only.
-        case .provider?: nil
+        case .provider(let provider, let token)?: of(provider: provider, token: Substring(token))
         case nil: nil
         }
+    }
+
+    /// A webhook provider's token is opaque until the webhook answers: it is named by its
+    /// provider and the first 8 bytes of its SHA-256 (`webhook:corp:#3f2a…`), so the same token
+    /// shares one bucket on REST and sync, and the log never holds the token.
+    static func of(provider: String, token: Substring) -> String {
+        let digest = AuthWebhook.digest(provider: provider, token: token).prefix(8)
+        let hex = digest.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        return "webhook:" + AuthAudit.printable(String(provider.prefix(64))) + ":#" + hex
     }
 
     static func of(token: Substring) -> String? {

@@ -12,6 +12,7 @@ import SyncPeer
 import SyncProtocol
 import Synchronization
 import Upstream
+import Values
 
 final class PresenceHub: Sendable {
     private struct State {
@@ -19,6 +20,9 @@ final class PresenceHub: Sendable {
         var sessions: [UInt64: SyncConnection] = [:]
         /// Links that are not sync sessions of this server (the upstream link of a local node).
         var senders: [UInt64: @Sendable ([PresenceRecord]) -> Void] = [:]
+        /// What the logins of the sessions say about their peers (webhook `identityServiceMetadata`),
+        /// kept for a session that moves to another link.
+        var identities: [UInt64: [String: Value]] = [:]
     }
     private let state: Mutex<State>
     private let clock: @Sendable () -> UInt64
@@ -72,8 +76,22 @@ final class PresenceHub: Sendable {
             ended: { [weak self] in self?.linkDown(number) },
             linkType: type,
             moved: { [weak self] hello, moved in
-                self?.linkUp(number, peerKey: hello.peerKey, type: moved, peer: DirectPeer(deviceName: hello.deviceName, metadata: hello.metadata))
-            })
+                guard let self else { return }
+                let identity = self.state.withLock { $0.identities[number] }
+                self.linkUp(number, peerKey: hello.peerKey, type: moved,
+                            peer: DirectPeer(deviceName: hello.deviceName, metadata: hello.metadata, identityMetadata: identity))
+            },
+            identified: { [weak self] metadata in self?.identify(number, metadata) })
+    }
+
+    /// Session `number`'s login says this about its peer (nil: nothing): its records show it.
+    func identify(_ number: UInt64, _ metadata: [String: Value]?) {
+        let now = clock()
+        state.withLock { s in
+            s.identities[number] = metadata
+            s.gossip.identify(number, metadata: metadata, now: now)
+        }
+        flush()
     }
 
     func attach(_ number: UInt64, _ connection: SyncConnection) { state.withLock { $0.sessions[number] = connection } }
@@ -94,6 +112,7 @@ final class PresenceHub: Sendable {
         state.withLock { s in
             s.sessions[id] = nil
             s.senders[id] = nil
+            s.identities[id] = nil
             s.gossip.linkDown(id, now: now)
         }
     }

@@ -221,7 +221,11 @@ struct SyncAuthentication: Sendable {
             switch await keys.authenticate(provider: provider, token: token) {
             case .success(let grant):
                 let (millis, overflow) = grant.refusedFrom.multipliedReportingOverflow(by: 1000)
-                return .accept(permissions(grant.principal, validUntilMillis: overflow ? nil : millis))
+                var granted = permissions(grant.principal, validUntilMillis: overflow ? nil : millis)
+                // Back to the peer (`welcome.info`, `auth_ok.info`), and into its presence record.
+                granted.clientInfo = grant.clientInfo
+                granted.identityMetadata = grant.identityMetadata
+                return .accept(granted)
             case .failure(.webhook(let why)) where why.detail != nil:
                 return .refuse(code: .tryAgainLater, reason: String(why.description.prefix(120)))
             case .failure(let error): return .refuse(code: .unauthorized, reason: String("\(error)".prefix(120)))

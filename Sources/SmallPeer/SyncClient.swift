@@ -47,6 +47,12 @@ public final class SyncClient: Sendable {
         /// Ask the server for a session that survives its link (always with `fallbackURLs`): a
         /// dropped link reconnects into the same session.
         public var resumable = false
+        /// Asked for a fresh token when the server says the session's credentials are about to
+        /// expire (`renew`, PROTOCOL.md §4.13): a token of the kind the client logs in with (a JWT
+        /// for `jwt`, the provider's token for `providerLogin`, a key for `apiKey`), sent at once
+        /// with `auth`. nil (or a nil answer): the session ends at expiry (4001) unless
+        /// `updateCredentials` brought new ones. Runs off the client's loop.
+        public var tokenProvider: (@Sendable () async -> String?)?
 
         /// Every link, best first.
         public var urls: [String] { [url] + fallbackURLs }
@@ -75,8 +81,12 @@ public final class SyncClient: Sendable {
         public var lastError: String?
         public var subscriptionErrors: [String: String] = [:]
         public var rejectedUploads: [String] = []
-        /// New credentials the server accepted in a session (`updateCredentials`).
+        /// New credentials the server accepted in a session (`updateCredentials`, `tokenProvider`).
         public var credentialRefreshes = 0
+        /// `renew` notices received: the server's word that the credentials expire soon.
+        public var expiryNotices = 0
+        /// The login's `clientInfo` from the server's authentication webhook (`welcome`, `auth_ok`).
+        public var clientInfo: Value?
         /// Sessions resumed on a new link (PROTOCOL.md §4.16), and the link the session runs on.
         public var resumes = 0
         public var activeURL: String?
@@ -162,6 +172,7 @@ public final class SyncClient: Sendable {
     /// the session with 4001.
     public func updateCredentials(jwt: String) { updateCredentials(.jwt(jwt)) }
     public func updateCredentials(apiKey: String) { updateCredentials(.apiKey(apiKey)) }
+    public func updateCredentials(provider: String, token: String) { updateCredentials(.provider(provider, token: token)) }
 
     func updateCredentials(_ credentials: SyncCredentials) {
         let bound = core

@@ -82,6 +82,7 @@ final class SyncClientCore: SyncLinkDelegate {
         c.metadata = ["client": .string("SmallPeer")]
         c.remoteQueries = configuration.allowRemoteQueries ? .allowed : .refused
         c.resumable = configuration.resumable || !configuration.fallbackURLs.isEmpty
+        c.renewsCredentials = configuration.tokenProvider != nil
         peer.presence.identify(peerKey: c.peerKey, deviceName: c.deviceName)
         var s = Session(configuration: c)
         let actions = s.start(now: Self.nowMillis())
@@ -116,6 +117,16 @@ final class SyncClientCore: SyncLinkDelegate {
             return
         }
         sendRefreshIfNeeded()
+    }
+
+    /// Asks `tokenProvider` for a fresh token of the current kind and sends it (`auth`).
+    func renewCredentials() {
+        guard let provider = configuration.tokenProvider, let current = credentials else { return }
+        let bound = LoopBound(self, loop: loop)
+        Task {
+            guard let token = await provider() else { return }
+            bound.loop.execute { bound.value.updateCredentials(current.replacingToken(token)) }
+        }
     }
 
     func sendRefreshIfNeeded() {
@@ -172,7 +183,7 @@ final class SyncClientCore: SyncLinkDelegate {
                 do { try peer.linkServer(welcome.site) } catch { localFailure(error); return }
                 link?.sessionWasAccepted()
                 presenceLinkUp(welcome)
-                status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil }
+                status.withLock { s in s.phase = .connected; s.sessions += 1; s.lastError = nil; s.clientInfo = welcome.credentials.clientInfo }
                 syncSubscriptions()
                 sendRefreshIfNeeded()  // updated while the handshake ran
                 settleStandby()
@@ -217,11 +228,14 @@ final class SyncClientCore: SyncLinkDelegate {
                 }
             case .subscriptionFailed(let key, let message):
                 status.withLock { $0.subscriptionErrors[key] = message }
-            case .credentialsRefreshed:
+            case .credentialsRefreshed(let granted):
                 sessionCredentials = refreshInFlight
                 refreshInFlight = nil
-                status.withLock { $0.credentialRefreshes += 1 }
+                status.withLock { $0.credentialRefreshes += 1; $0.clientInfo = granted.clientInfo }
                 sendRefreshIfNeeded()  // updated again meanwhile
+            case .credentialsExpiring:
+                status.withLock { $0.expiryNotices += 1 }
+                renewCredentials()
             case .presence(let records):
                 peer.presenceReceived(records, link: linkID)
             case .remoteQuery(let query):
@@ -310,4 +324,15 @@ final class SyncClientCore: SyncLinkDelegate {
 
     /// A stable peer key derived from the site id when none is configured (8 bytes, big-endian).
     static func peerKey(_ site: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: site >> (56 - 8 * $0)) } }
+}
+
+extension SyncCredentials {
+    /// The same kind of credentials (and provider) with another token.
+    func replacingToken(_ token: String) -> SyncCredentials {
+        switch self {
+        case .jwt: .jwt(token)
+        case .apiKey: .apiKey(token)
+        case .provider(let name, _): .provider(name, token: token)
+        }
+    }
 }

@@ -92,14 +92,19 @@ public final class SyncConnection: Sendable {
         public var linkType: LinkType?
         /// The session now runs on a link of another kind (it was resumed there, PROTOCOL.md §4.16).
         public var moved: @Sendable (Hello, LinkType) -> Void
+        /// What the peer's login says about it for presence (`SyncPermissions.identityMetadata`):
+        /// right after `ready`, and again when new credentials (`auth`) change it.
+        public var identified: @Sendable ([String: Value]?) -> Void
         public init(ready: @escaping @Sendable (Hello) -> Void, received: @escaping @Sendable ([PresenceRecord]) -> Void,
                     ended: @escaping @Sendable () -> Void, linkType: LinkType? = nil,
-                    moved: @escaping @Sendable (Hello, LinkType) -> Void = { _, _ in }) {
+                    moved: @escaping @Sendable (Hello, LinkType) -> Void = { _, _ in },
+                    identified: @escaping @Sendable ([String: Value]?) -> Void = { _ in }) {
             self.ready = ready
             self.received = received
             self.ended = ended
             self.linkType = linkType
             self.moved = moved
+            self.identified = identified
         }
     }
 
@@ -193,7 +198,7 @@ public final class SyncConnection: Sendable {
     func deliver(_ input: SyncSessionInput, via link: UInt64? = nil) -> Bool {
         typealias Accepted = (version: UInt64, queries: [SubscriptionQuery])
         let step = session.withLock { s -> (actions: [SyncSessionAction], closed: Bool, waiting: Transport?, accepted: Accepted?,
-                                            becameReady: Hello?, newToken: [UInt8]?)? in
+                                            becameReady: Hello?, newToken: [UInt8]?, identity: [String: Value]??)? in
             let transport: Transport?
             if let link {
                 let current = attachment.withLock { $0 }
@@ -206,6 +211,7 @@ public final class SyncConnection: Sendable {
             let version = s.subscriptionSetVersion
             let wasReady = s.state == .ready
             let hadToken = s.resumption != nil
+            let identityBefore = s.permissions.identityMetadata
             s.noteTransportQueue(transport?.queuedBytes() ?? 0)
             let actions = s.handle(input, now: clock())
             let live = s.detached ? nil : attachment.withLock { $0.transport }
@@ -213,12 +219,14 @@ public final class SyncConnection: Sendable {
             let changed = subscriptionsChanged != nil && s.subscriptionSetVersion != version
             return (actions, s.state == .closed, s.isWaitingForTransport ? live : nil,
                     changed ? (s.subscriptionSetVersion, s.acceptedQueries) : nil, !wasReady && s.state == .ready ? s.peer : nil,
-                    !hadToken ? s.resumption?.token : nil)
+                    !hadToken ? s.resumption?.token : nil,
+                    s.state == .ready && (!wasReady || s.permissions.identityMetadata != identityBefore) ? .some(s.permissions.identityMetadata) : nil)
         }
         guard let step else { return false }
         if let token = step.newToken { resumable?.register(token, self) }
         if let accepted = step.accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
         if let becameReady = step.becameReady { presence?.ready(becameReady) }
+        if let identity = step.identity { presence?.identified(identity) }
         for action in step.actions { perform(action) }
         if step.closed { stop() } else if let waiting = step.waiting { waiting.notifyWhenDrained() }
         return true

@@ -39,7 +39,8 @@ extension SyncSession {
         send(.welcome(Welcome(site: configuration.serverSite, sessionID: configuration.sessionID,
                               heartbeatMillis: configuration.heartbeatMillis,
                               maxMessageSize: UInt64(configuration.limits.maxMessageSize),
-                              credit: 0, resumeToken: r.token, resumedReceived: r.received)), into: &out)
+                              credit: 0, resumeToken: r.token, resumedReceived: r.received,
+                              credentials: credentialStatus(now: now))), into: &out)
         out += replay.map { .resend($0) }
         return out
     }

@@ -125,6 +125,10 @@ public struct SyncSession: Sendable {
     var refreshInFlight: UInt64?
     /// When the credentials stop being valid (session clock); nil: never.
     public internal(set) var credentialDeadline: UInt64?
+    /// How long before `credentialDeadline` the `renew` notice is due (SyncSession+Credentials.swift).
+    var renewalLeadMillis: UInt64?
+    /// The credential epoch whose `renew` notice has gone out.
+    var renewalSentForEpoch: UInt64?
     public internal(set) var uploadCredit: Int64 = 0
     /// Everything in the change log up to this transaction has been handled for the live subscriptions.
     public internal(set) var cursor: Int64?
@@ -222,6 +226,7 @@ public struct SyncSession: Sendable {
             var next = lastReceived + 3 * hb
             next = min(next, max(lastReceived, lastPingSent) + hb)
             if let credentialDeadline { next = min(next, credentialDeadline) }
+            if let renewalDue { next = min(next, renewalDue) }
             if let queryDeadline = remoteQueries.values.map(\.deadline).min() { next = min(next, queryDeadline) }
             // The same conditions as in `tick`: a deadline `tick` would not act on stays in the
             // past, and the driver's timer loop would spin on it (it did, for a whole initial sync).
@@ -395,6 +400,7 @@ public struct SyncSession: Sendable {
         case .accept(let granted):
             permissions = granted
             credentialDeadline = granted.validForMillis.map { now + $0 }
+            scheduleRenewal(granted)
             if configuration.resumable, let request = peer.resume {
                 resumeLookup = true
                 out.append(.resume(request, site: peer.site))  // answered by a handover or `.resumeNotFound`
@@ -417,7 +423,8 @@ public struct SyncSession: Sendable {
         send(.welcome(Welcome(site: configuration.serverSite, sessionID: configuration.sessionID,
                               heartbeatMillis: configuration.heartbeatMillis,
                               maxMessageSize: UInt64(configuration.limits.maxMessageSize),
-                              credit: configuration.uploadCredit, resumeToken: resumption?.token)), into: &out)
+                              credit: configuration.uploadCredit, resumeToken: resumption?.token,
+                              credentials: credentialStatus(now: now))), into: &out)
         let pipelined = early
         early = []
         for (message, size) in pipelined where state == .ready { dispatch(message, size: size, now: now, into: &out) }
@@ -433,7 +440,8 @@ public struct SyncSession: Sendable {
         case .accept(let granted):
             credentialEpoch = epoch
             replacePermissions(granted, now: now, into: &out)
-            send(.authRefreshed, into: &out)
+            scheduleRenewal(granted)
+            send(.authRefreshed(credentialStatus(now: now)), into: &out)
         }
     }
 
@@ -473,6 +481,7 @@ public struct SyncSession: Sendable {
             if let credentialDeadline, now >= credentialDeadline {
                 return close(.unauthorized, "credentials expired", into: &out)
             }
+            sendRenewalIfDue(now: now, into: &out)
             expireQueries(now: now, into: &out)
             let hb = configuration.heartbeatMillis
             let idle = now >= lastReceived ? now - lastReceived : 0

@@ -164,13 +164,22 @@ public struct SyncPermissions: Sendable, Equatable {
     /// Which documents of the readable collections the peer may see (docs/AUTH.md, "Rules"):
     /// ANDed into every subscription's query, so a document that stops matching them leaves.
     public var readRules: DocumentRules
+    /// What the login's authentication webhook said to hand back to the peer (`clientInfo`):
+    /// sent in `welcome` and `auth_ok` (`info`). nil: nothing.
+    public var clientInfo: Value?
+    /// The webhook's `identityServiceMetadata`: what presence shows as the peer's `idmeta`,
+    /// whatever the peer's own record says. nil: the credentials came by no webhook.
+    public var identityMetadata: [String: Value]?
 
-    public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil, readRules: DocumentRules = .none) {
+    public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil, readRules: DocumentRules = .none,
+                clientInfo: Value? = nil, identityMetadata: [String: Value]? = nil) {
         self.read = read
         self.write = write
         self.principal = principal
         self.validForMillis = validForMillis
         self.readRules = readRules
+        self.clientInfo = clientInfo
+        self.identityMetadata = identityMetadata
     }
 
     public static let everything = SyncPermissions(read: .all, write: .all)

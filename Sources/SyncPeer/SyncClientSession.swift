@@ -45,6 +45,10 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         /// Ask for a session that survives its link (PROTOCOL.md §4.16): after `linkClosed` it is
         /// `detached`, and `start` on the next link resumes it.
         public var resumable = false
+        /// Ask to be told before the credentials expire (`hello.caps` `renew`, PROTOCOL.md §4.13):
+        /// the session then hands the driver `credentialsExpiring`, and the driver sends fresh
+        /// credentials with `refreshCredentials`.
+        public var renewsCredentials = false
 
         public init(site: UInt64, peerKey: [UInt8], deviceName: String, credentials: SyncCredentials?) {
             self.site = site
@@ -87,8 +91,12 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         /// A resumed subscription was fully re-sent (the server's log did not reach back to its
         /// checkpoint): evict what the peer holds for it that was not delivered again (§4.5).
         case fullResyncFinished(key: String, delivered: Set<DocumentRef>)
-        /// The server accepted the credentials sent with `refreshCredentials` (`auth_ok`).
-        case credentialsRefreshed
+        /// The server accepted the credentials sent with `refreshCredentials` (`auth_ok`): how
+        /// long they stay valid, the login's `clientInfo`.
+        case credentialsRefreshed(CredentialStatus)
+        /// The session's credentials expire in this many milliseconds (`renew`): send fresh ones
+        /// with `refreshCredentials`, or the server closes the session with 4001 then.
+        case credentialsExpiring(inMillis: UInt64)
         /// Presence records from the server (PROTOCOL.md §4.14): hand them to the peer's gossip.
         case presence([PresenceRecord])
         /// Run this SELECT on the local store and hand the outcome to `answerQuery` (only with
@@ -193,6 +201,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
     func hello(resume: ResumeRequest?) -> Hello {
         var capabilities = configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery]
         if configuration.resumable { capabilities.append(SyncCapability.resume) }
+        if configuration.renewsCredentials { capabilities.append(SyncCapability.renew) }
         return Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
                      metadata: configuration.metadata, credentials: configuration.credentials,
                      credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
@@ -297,8 +306,10 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         case .bye(let code, let reason):
             state = .closed
             return [.close(code: code, reason: reason)]
-        case .authRefreshed:
-            return [.credentialsRefreshed]
+        case .authRefreshed(let status):
+            return [.credentialsRefreshed(status)]
+        case .credentialsExpiring(let millis):
+            return [.credentialsExpiring(inMillis: millis)]
         case .presence(let records):
             return [.presence(records)]
         case .query(let query):

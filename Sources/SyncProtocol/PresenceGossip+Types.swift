@@ -43,12 +43,17 @@ extension PresenceGossip {
     }
 }
 
-/// What a link's handshake says about the peer at its other end (`hello`: name and metadata).
+/// What a link's handshake says about the peer at its other end (`hello`: name and metadata),
+/// and what its login's identity service says about it.
 public struct DirectPeer: Sendable, Equatable {
     public var deviceName: String
     public var metadata: [String: Value]
-    public init(deviceName: String, metadata: [String: Value] = [:]) {
+    /// The `identityServiceMetadata` of the peer's login (a server's authentication webhook): it
+    /// replaces the `idmeta` of the peer's own records (`PresenceGossip.identify`). nil: none known.
+    public var identityMetadata: [String: Value]?
+    public init(deviceName: String, metadata: [String: Value] = [:], identityMetadata: [String: Value]? = nil) {
         self.deviceName = deviceName
         self.metadata = metadata
+        self.identityMetadata = identityMetadata
     }
 }

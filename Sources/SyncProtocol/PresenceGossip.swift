@@ -157,6 +157,25 @@ public struct PresenceGossip: Sendable {
         ownChanged(now: now)
     }
 
+    /// What the login of link `id`'s peer says about it (`identityServiceMetadata`, checked by
+    /// this side): from now on the peer's records carry it as `idmeta`, whatever the peer's own
+    /// say, in the graph and wherever they are forwarded. nil: the peer's own `idmeta` stands.
+    public mutating func identify(_ id: UInt64, metadata: [String: Value]?, now: UInt64) {
+        guard var link = links[id], !link.isSibling else { return }
+        var peer = link.peer ?? DirectPeer(deviceName: "")
+        guard peer.identityMetadata != metadata else { return }
+        peer.identityMetadata = metadata
+        link.peer = peer
+        links[id] = link
+        revision += 1
+        guard let metadata, var stored = records[link.peerKey], stored.via == id, stored.record.identityMetadata != metadata else { return }
+        stored.record.identityMetadata = metadata
+        changeCounter += 1
+        stored.change = changeCounter
+        records[link.peerKey] = stored
+        appendChange(link.peerKey, now: now)
+    }
+
     /// Records received on link `id`.
     public mutating func receive(_ incoming: [PresenceRecord], from id: UInt64, now: UInt64) {
         guard var link = links[id] else { return }
@@ -174,6 +193,8 @@ public struct PresenceGossip: Sendable {
     mutating func accept(_ r: PresenceRecord, from id: UInt64, link: Link, now: UInt64) {
         guard r.peerKey != own.peerKey else { statistics.duplicates += 1; return }
         let fromOrigin = link.peerKey == r.peerKey
+        var r = r
+        if fromOrigin, let verified = link.peer?.identityMetadata { r.identityMetadata = verified }
         // A directly linked origin speaks for itself: copies by others are not taken over its own.
         if !fromOrigin, directKeys[r.peerKey] != nil { statistics.duplicates += 1; return }
         if let existing = records[r.peerKey] {

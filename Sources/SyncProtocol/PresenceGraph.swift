@@ -104,7 +104,8 @@ extension PresenceGossip {
             let d = direct[key]
             return PresenceGraph.Peer(peerKey: PresenceGraph.keyString(key), deviceName: r?.deviceName ?? d?.deviceName ?? "",
                                       os: r?.os ?? "", sdkVersion: r?.sdkVersion ?? "", isConnectedToBigPeer: r?.isConnectedToBigPeer ?? false,
-                                      metadata: r?.metadata ?? d?.metadata ?? [:], identityMetadata: r?.identityMetadata ?? [:],
+                                      metadata: r?.metadata ?? d?.metadata ?? [:],
+                                      identityMetadata: d?.identityMetadata ?? r?.identityMetadata ?? [:],
                                       connections: connections(of: key))
         }
         let remote = reached.subtracting([own.peerKey]).sorted { $0.lexicographicallyPrecedes($1) }.map(peer)

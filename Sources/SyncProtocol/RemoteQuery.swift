@@ -15,6 +15,8 @@ public enum SyncCapability {
     public static let remoteQuery = "query"
     /// The peer can resume its session on another link (`rack`, `hello.resume`; §4.16).
     public static let resume = "resume"
+    /// The peer wants `renew` before its credentials expire, and answers it with `auth` (§4.13).
+    public static let renew = "renew"
 }
 
 /// The server's `query`: run `statement` (a DQL SELECT) on the peer's local store.

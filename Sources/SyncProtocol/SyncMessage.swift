@@ -151,9 +151,12 @@ public struct Welcome: Sendable, Equatable {
     /// Set only when this welcome resumes the session `hello.resume` named (`rx`): how many of
     /// the peer's numbered messages the server has received; the peer re-sends those after it.
     public var resumedReceived: UInt64?
+    /// The session's credentials: how long they stay valid, the login's `clientInfo` (`ttl`, `info`).
+    public var credentials: CredentialStatus
 
     public init(version: UInt64 = SyncProtocol.version, site: UInt64, sessionID: String, heartbeatMillis: UInt64,
-                maxMessageSize: UInt64, credit: UInt64, resumeToken: [UInt8]? = nil, resumedReceived: UInt64? = nil) {
+                maxMessageSize: UInt64, credit: UInt64, resumeToken: [UInt8]? = nil, resumedReceived: UInt64? = nil,
+                credentials: CredentialStatus = CredentialStatus()) {
         self.version = version
         self.site = site
         self.sessionID = sessionID
@@ -162,6 +165,21 @@ public struct Welcome: Sendable, Equatable {
         self.credit = credit
         self.resumeToken = resumeToken
         self.resumedReceived = resumedReceived
+        self.credentials = credentials
+    }
+}
+
+/// What `welcome` and `auth_ok` tell the peer about the credentials the session runs on
+/// (PROTOCOL.md §4.13).
+public struct CredentialStatus: Sendable, Equatable {
+    /// Milliseconds they stay valid from this message (`ttl`); nil: they do not expire.
+    public var validForMillis: UInt64?
+    /// The authentication webhook's `clientInfo` for this login (`info`); nil: none.
+    public var clientInfo: Value?
+
+    public init(validForMillis: UInt64? = nil, clientInfo: Value? = nil) {
+        self.validForMillis = validForMillis
+        self.clientInfo = clientInfo
     }
 }
 
@@ -210,7 +228,10 @@ public enum SyncMessage: Sendable, Equatable {
     /// The peer replaces its credentials mid-session (a fresh token before the old one expires).
     case refreshAuth(SyncCredentials)                             // "auth"
     /// The server accepted `auth`: the new credentials' permissions and expiry apply from now.
-    case authRefreshed                                            // "auth_ok"
+    case authRefreshed(CredentialStatus)                          // "auth_ok"
+    /// The session's credentials expire in this many milliseconds: send `auth` with fresh ones
+    /// (only to peers with the `renew` capability, PROTOCOL.md §4.13).
+    case credentialsExpiring(inMillis: UInt64)                    // "renew"
     /// Presence records forwarded by gossip (PROTOCOL.md §4.14); control traffic, both directions.
     case presence([PresenceRecord])                               // "presence"
     /// The server asks the peer to run a SELECT on its local store (PROTOCOL.md §4.15).
@@ -242,6 +263,7 @@ public enum SyncMessage: Sendable, Equatable {
         case .bye: "bye"
         case .refreshAuth: "auth"
         case .authRefreshed: "auth_ok"
+        case .credentialsExpiring: "renew"
         case .presence: "presence"
         case .query: "query"
         case .result: "result"

@@ -65,14 +65,16 @@ extension CBORWriter {
                 key("tok"); byteString(r.token)
             }
         case .welcome(let w):
-            // t, v, hb, rx, max, tok, site, credit, session
-            mapHeader(7 + (w.resumedReceived == nil ? 0 : 1) + (w.resumeToken == nil ? 0 : 1))
+            // t, v, hb, rx, max, tok, ttl, info, site, credit, session
+            mapHeader(7 + (w.resumedReceived == nil ? 0 : 1) + (w.resumeToken == nil ? 0 : 1) + w.credentials.fieldCount)
             type("welcome")
             key("v"); unsigned(w.version)
             key("hb"); unsigned(w.heartbeatMillis)
             if let rx = w.resumedReceived { key("rx"); unsigned(rx) }
             key("max"); unsigned(w.maxMessageSize)
             if let tok = w.resumeToken { key("tok"); byteString(tok) }
+            if let ttl = w.credentials.validForMillis { key("ttl"); unsigned(ttl) }
+            if let info = w.credentials.clientInfo { key("info"); value(info) }
             key("site"); unsigned(w.site)
             key("credit"); unsigned(w.credit)
             key("session"); text(w.sessionID)
@@ -195,9 +197,16 @@ extension CBORWriter {
             mapHeader(2)
             type("auth")
             key("cred"); write(c)
-        case .authRefreshed:
-            mapHeader(1)
+        case .authRefreshed(let c):
+            // t, ttl, info
+            mapHeader(1 + c.fieldCount)
             type("auth_ok")
+            if let ttl = c.validForMillis { key("ttl"); unsigned(ttl) }
+            if let info = c.clientInfo { key("info"); value(info) }
+        case .credentialsExpiring(let millis):
+            mapHeader(2)
+            type("renew")
+            key("ttl"); unsigned(millis)
         case .presence(let records):
             write(presence: records)
         case .query(let q):
@@ -232,6 +241,11 @@ extension CBORWriter {
         case .state(let s): key("state"); byteString(s)
         }
     }
+}
+
+extension CredentialStatus {
+    /// Keys it adds to `welcome` or `auth_ok`.
+    var fieldCount: Int { (validForMillis == nil ? 0 : 1) + (clientInfo == nil ? 0 : 1) }
 }
 
 extension ChangeEntry {

@@ -17,7 +17,7 @@ struct Fields {
             return .welcome(Welcome(version: try uint("v"), site: try uint("site"), sessionID: try text("session", max: 64, min: 1),
                                     heartbeatMillis: try uint("hb"), maxMessageSize: try uint("max"), credit: try uint("credit"),
                                     resumeToken: items["tok"] == nil ? nil : try resumeToken(try bytes("tok", max: 64)),
-                                    resumedReceived: items["rx"] == nil ? nil : try uint("rx")))
+                                    resumedReceived: items["rx"] == nil ? nil : try uint("rx"), credentials: try credentialStatus()))
         case "refuse": return .refuse(code: try code(), reason: try text("reason", max: limits.maxReasonBytes))
         case "sub": return .subscribe(try subscribe())
         case "unsub": return .unsubscribe(id: try subID("id"))
@@ -42,7 +42,8 @@ struct Fields {
         case "auth":
             guard let c = try credentials() else { throw .missingField(type: type, field: "cred") }
             return .refreshAuth(c)
-        case "auth_ok": return .authRefreshed
+        case "auth_ok": return .authRefreshed(try credentialStatus())
+        case "renew": return .credentialsExpiring(inMillis: try uint("ttl"))
         case "presence": return .presence(try presenceRecords())
         case "query": return .query(try remoteQuery())
         case "result": return .result(try remoteQueryResult())
@@ -97,6 +98,18 @@ struct Fields {
             out.append(c)
         }
         return out
+    }
+
+    /// `ttl` and `info` of `welcome` and `auth_ok` (each absent: none).
+    func credentialStatus() throws(E) -> CredentialStatus {
+        var status = CredentialStatus(validForMillis: items["ttl"] == nil ? nil : try uint("ttl"))
+        if let info = items["info"] {
+            guard info.size <= limits.maxMetadataBytes else {
+                throw .outOfRange(type: type, field: "info", reason: "larger than \(limits.maxMetadataBytes) bytes")
+            }
+            status.clientInfo = try value(info.item, field: "info", depth: limits.maxValueDepth)
+        }
+        return status
     }
 
     /// `cred` of `hello` and `auth` (nil when absent).

@@ -309,6 +309,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 presence?.received(records)
             case .remoteQuery:
                 break  // not produced: the upstream link leaves remote queries unsupported (answered `not_allowed`)
+            case .credentialsExpiring:
+                break  // not produced: the upstream link does not ask for `renew` (it re-reads its JWT file every 30 s)
             case .credentialsRefreshed:
                 refreshInFlight = false
                 sessionCredentials = credentials

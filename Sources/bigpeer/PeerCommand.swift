@@ -46,6 +46,8 @@ struct PeerCommand: AsyncParsableCommand {
     var authProvider: String?
     @Option(help: "The token for --auth-provider.")
     var token: String?
+    @Option(name: .customLong("token-file"), help: "A file holding the token for --auth-provider (instead of --token); read again when the server says the login is about to expire, and the new token is sent in the running session (docs/PROTOCOL.md §4.13).")
+    var tokenFile: String?
 
     @Option(name: .customLong("subscribe"), help: "A sync subscription: SELECT * FROM collection [WHERE ...] (repeatable).")
     var subscriptions: [String] = []
@@ -111,7 +113,8 @@ struct PeerCommand: AsyncParsableCommand {
         if [key != nil, jwt != nil, jwtFile != nil, authProvider != nil].filter({ $0 }).count > 1 {
             throw ValidationError("--key, --jwt, --jwt-file and --auth-provider exclude each other")
         }
-        if (authProvider == nil) != (token == nil) { throw ValidationError("--auth-provider and --token go together") }
+        if (authProvider == nil) != (token == nil && tokenFile == nil) { throw ValidationError("--auth-provider goes with --token or --token-file") }
+        if token != nil && tokenFile != nil { throw ValidationError("--token and --token-file exclude each other") }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
     }
 
@@ -187,12 +190,15 @@ struct PeerCommand: AsyncParsableCommand {
         config.fallbackURLs = fallbackURLs
         config.jwt = jwt
         if let authProvider, let token { config.providerLogin = (authProvider, token) }
-        if let jwtFile {
-            guard let token = Self.readToken(jwtFile) else {
-                Output.error("cannot read a JWT from \(jwtFile)")
+        // A token file is read again whenever the server says the credentials expire soon.
+        for (path, what) in [(jwtFile, "a JWT"), (tokenFile, "a token")] {
+            guard let path else { continue }
+            guard let token = Self.readToken(path) else {
+                Output.error("cannot read \(what) from \(path)")
                 throw ExitCode.failure
             }
-            config.jwt = token
+            if let authProvider { config.providerLogin = (authProvider, token) } else { config.jwt = token }
+            config.tokenProvider = { Self.readToken(path) }
         }
         if syncOnce { config.maxConnectAttempts = 3 }
         let client: any PeerSyncClient

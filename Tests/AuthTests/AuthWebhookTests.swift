@@ -26,7 +26,7 @@ import Values
         #expect(g.principal.read == .only(["orders"]) && g.principal.write == .only(["orders"]))
         #expect(g.principal.claims["identityServiceMetadata"] == ["site": "A"])
         #expect(g.principal.claims["userID"] == "u-1" && g.principal.claims["provider"] == "corp")
-        #expect(g.refusedFrom == 1_600 && g.clientInfo == ["welcome": "hi"])
+        #expect(g.refusedFrom == 1_600 && g.clientInfo == ["welcome": "hi"] && g.identityMetadata == ["site": "A"])
         let all = try Self.grant(["authenticated": true, "userID": "u", "expirationSeconds": 1,
                                   "permissions": ["read": ["everything": true], "write": ["everything": true]]]).get()
         #expect(all.principal.read == .all && all.principal.write == .all)
@@ -43,6 +43,11 @@ import Values
             ["authenticated": true, "userID": "u", "expirationSeconds": 60, "permissions": ["read": ["everything": "yes"]]],
             ["authenticated": true, "userID": "u", "expirationSeconds": 60, "permissions": ["read": ["queriesByCollection": ["c": "true"]]]],
             ["authenticated": true, "userID": "u", "expirationSeconds": 60, "permissions": ["write": ["queriesByCollection": ["": ["true"]]]]],
+            // What goes into presence and back to peers is bounded (4 KiB, 16 KiB encoded) and shaped.
+            ["authenticated": true, "userID": "u", "expirationSeconds": 60, "identityServiceMetadata": "site A"],
+            ["authenticated": true, "userID": "u", "expirationSeconds": 60,
+             "identityServiceMetadata": ["notes": .string(String(repeating: "x", count: 4 << 10))]],
+            ["authenticated": true, "userID": "u", "expirationSeconds": 60, "clientInfo": .string(String(repeating: "x", count: 16 << 10))],
         ]
         for lie in lies {
             guard case .failure(.badAnswer) = Self.grant(lie) else { Issue.record("not refused as a bad answer: \(lie)"); continue }
@@ -90,11 +95,19 @@ import Values
             clock.withLock { $0 = 1_002 }
             #expect(try await webhook.authenticate(provider: "corp", token: "short").get().refusedFrom == 1_004)
             #expect(server.bodies.count == 2)  // expired: asked again
-            // Refusals and failures are not cached.
-            for _ in 0..<2 { guard case .failure(.notAuthenticated) = await webhook.authenticate(provider: "corp", token: "nope") else { Issue.record("nope"); return } }
-            #expect(server.bodies.count == 4)
+            // A refusal is cached for `refusalSeconds` (10), by the token's hash; failures are not cached.
+            for _ in 0..<3 { guard case .failure(.notAuthenticated) = await webhook.authenticate(provider: "corp", token: "nope") else { Issue.record("nope"); return } }
+            #expect(server.bodies.count == 3 && webhook.cachedRefusalCount == 1)
+            clock.withLock { $0 = 1_011 }
+            _ = await webhook.authenticate(provider: "corp", token: "nope")
+            #expect(server.bodies.count == 3)
+            clock.withLock { $0 = 1_012 }
+            _ = await webhook.authenticate(provider: "corp", token: "nope")
+            #expect(server.bodies.count == 4)  // the refusal ran out: asked again
+            for _ in 0..<2 { guard case .failure(.unavailable) = await webhook.authenticate(provider: "corp", token: "boom") else { Issue.record("boom"); return } }
+            #expect(server.bodies.count == 6)
             guard case .failure(.unknownProvider("other")) = await webhook.authenticate(provider: "other", token: "good") else { Issue.record("other"); return }
-            #expect(server.bodies.count == 4)
+            #expect(server.bodies.count == 6)
         }
     }
 
@@ -115,6 +128,7 @@ import Values
                 #expect(server.bodies.count == 1)  // the second request was served from the cache
                 let forbidden = try await run("SELECT * FROM people", token: "good")
                 #expect(forbidden.status == 403)
+                #expect(forbidden.text.contains("not permitted: this token of provider corp cannot read collection people"), "\(forbidden.text)")
                 // A JWT-shaped token with X-Auth-Provider is the provider's, not verified as a JWT.
                 #expect(try await run("SELECT * FROM orders", token: "eyJh.eyJz.c2ln").status == 200)
                 let refused = try await run("SELECT * FROM orders", token: "nope")

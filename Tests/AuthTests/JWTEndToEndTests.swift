@@ -56,6 +56,7 @@ import Values
                 // The token's scopes bound it like an API key's.
                 let other = try await Self.execute(s, "SELECT * FROM people", token: token)
                 #expect(other.status == 403, "\(key.algorithm)")
+                #expect(other.description == "not permitted: this JWT cannot read collection people", "\(other.text)")
                 #expect(other.headers["WWW-Authenticate"]?.contains(#"error="insufficient_scope""#) == true)
                 #expect(try await s.rest().post("/api/v4/store/find", ["collection": "people"], headers: Self.bearer(token)).status == 403)
                 #expect(try await s.rest().get("/api/v4/presence", headers: Self.bearer(token)).status == 403)

@@ -35,7 +35,13 @@ import Values
         #expect(p.read == .all)
         #expect(p.write == .only(["cars", "notes"]))
         #expect(p.keyID == "jwt:tablet")
-        #expect(v.verify(v.sign(claims: ["exp": 2000, "read": 5])) == .failure(.malformed(#"read and write must be "*" or an array of collection names"#)))
+        let notScopes = JWTError.malformed(#"read and write must be "*" or an array of collection names (not empty strings)"#)
+        #expect(v.verify(v.sign(claims: ["exp": 2000, "read": 5])) == .failure(notScopes))
+        // An empty collection name is refused, not kept as a scope no collection can match.
+        #expect(v.verify(v.sign(claims: ["exp": 2000, "read": ["cars", ""]])) == .failure(notScopes))
+        let emptyInPermissions: Value = ["read": ["queriesByCollection": ["": ["true"]]]]
+        #expect(v.verify(v.sign(claims: ["exp": 2000, "permissions": emptyInPermissions]))
+                == .failure(.malformed("permissions.read.queriesByCollection names an empty collection")))
         if case .success = v.verify(v.sign(claims: ["exp": 2000, "write": [1]])) { Issue.record("non-string collection accepted") }
     }
 

@@ -66,7 +66,7 @@ import Values
             peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
             peer.send(.refreshAuth(.jwt(ed.sign(TestSigningKey.claims(ttl: 3600)))))
-            _ = try await peer.waitFor { $0 == .authRefreshed }
+            _ = try await peer.waitFor { if case .authRefreshed = $0 { true } else { false } }
             // Past the first token's exp, the session still runs and delivers.
             while JWTVerifier.wallClockSeconds() <= exp + 1 {
                 if case .closed(let code, let reason)? = await peer.next(timeout: .milliseconds(200)) {

@@ -231,7 +231,7 @@ import WebSocket
             peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
             _ = try await peer.waitFor { if case .synced = $0 { true } else { false } }
             peer.send(.refreshAuth(.jwt(try Self.token(ttl: 3600))))
-            _ = try await peer.waitFor { $0 == .authRefreshed }
+            _ = try await peer.waitFor { if case .authRefreshed = $0 { true } else { false } }
             // Past the first token's exp the session still runs and delivers.
             try await Task.sleep(for: .seconds(10))
             _ = try await SyncEndpointTests.execute(http, service.port, key: key, "INSERT INTO cars DOCUMENTS ({'_id': 'after-exp'})")
@@ -258,7 +258,7 @@ import WebSocket
                 if case .synced(let id, _) = m { synced.insert(id) }
             }
             peer.send(.refreshAuth(.jwt(try Self.token(ttl: 3600, read: ["a"]))))
-            let answer = try await peer.waitFor { $0 == .authRefreshed }
+            let answer = try await peer.waitFor { if case .authRefreshed = $0 { true } else { false } }
             #expect(answer.contains { if case .subscriptionError(2, let msg) = $0 { msg.contains("not permitted to read collection b") } else { false } },
                     "\(answer)")
             // b changes (a held document and a new one) are not delivered any more; a still is.

@@ -37,7 +37,9 @@ import Values
         "pong": .pong(7),
         "bye": .bye(code: 1000, reason: ""),
         "auth": .refreshAuth(.jwt("eyJhbGciOiJIUzI1NiJ9.e30.sig")),
-        "auth_ok": .authRefreshed,
+        "auth_ok": .authRefreshed(CredentialStatus()),
+        "auth_ok-ttl": .authRefreshed(CredentialStatus(validForMillis: 3_540_000, clientInfo: ["plan": "field"])),
+        "renew": .credentialsExpiring(inMillis: 60_000),
         "presence": .presence([
             PresenceRecord(peerKey: [0xA1, 0xB2, 0xC3, 0xD4], epoch: 1_764_126_000_000, seq: 3, hops: 0, ttlMillis: 60_000,
                            deviceName: "tablet-7", os: "Linux", sdkVersion: "bigpeer-1", isConnectedToBigPeer: true,
@@ -60,6 +62,8 @@ import Values
         "welcome-resumed": .welcome(Welcome(site: 42, sessionID: "s-9f2c", heartbeatMillis: 20000, maxMessageSize: 16_777_216, credit: 0,
                                             resumeToken: Array(0..<16), resumedReceived: 95)),
         "rack": .received(812),
+        "welcome-ttl": .welcome(Welcome(site: 42, sessionID: "s-9f2c", heartbeatMillis: 20000, maxMessageSize: 16_777_216, credit: 1_048_576,
+                                        credentials: CredentialStatus(validForMillis: 3_599_000, clientInfo: ["plan": "field"]))),
     ]
 
     /// `name -> bytes` for every ```` ```hex example=NAME ```` block of the document.

@@ -65,7 +65,8 @@ import Values
         let a = h.receive(.refreshAuth(.jwt("new")))
         #expect(a == [.reauthenticate(.jwt("new"), epoch: 1)])
         let b = h.feed(.reauthenticated(.accept(SyncPermissions(read: .only(["cars"]), write: .all, validForMillis: 60_000)), epoch: 1))
-        #expect(sent(b) == [.subscriptionError(id: 2, message: "not permitted to read collection trucks (credentials changed)"), .authRefreshed])
+        #expect(sent(b) == [.subscriptionError(id: 2, message: "not permitted to read collection trucks (credentials changed)"),
+                          .authRefreshed(CredentialStatus(validForMillis: 60_000))])
         #expect(h.session.credentialEpoch == 1)
         #expect(h.session.credentialDeadline == h.now + 60_000)
         // A change to the truck the peer holds is not sent (not even as the change that makes it leave).
