@@ -63,5 +63,8 @@ enum ServeOptionTable {
         "BIGPEER_JWT_SECRET",  // the HS256 secret itself (--jwt-secret-file names a file holding it)
         "BIGPEER_OPENAPI", "BIGPEER_PG_BIN", "BIGPEER_TEST_DATABASE_URL",
         "BIGPEER_OPTIONS",  // more arguments, in deploy/systemd/bigpeer.service
+        // The repository's scripts and tests, which run bigpeer with them set.
+        "BIGPEER_BIN", "BIGPEER_BINARY", "BIGPEER_KEEP_SYSTEM_CLUSTER", "BIGPEER_EMFILE_CHILD", "BIGPEER_MEASURE_SYNC_RSS",
+        "BIGPEER_SIM_SEEDS", "BIGPEER_SIM_CONCURRENCY",
     ]
 }
