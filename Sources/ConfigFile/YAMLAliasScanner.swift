@@ -127,7 +127,7 @@ enum YAMLAliasScanner {
                     }
                     continue
                 }
-                if c == colon && (next == nil || isSpace(next!) || (flowDepth > 0 && isFlowIndicator(next!))) {
+                if c == colon && (indicatorFollows || (flowDepth > 0 && next.map(isFlowIndicator) == true)) {
                     collectionColumn = scalarStart
                     expecting = true
                 } else if flowDepth > 0 && c == comma {

@@ -40,18 +40,19 @@ import Testing
 
     func parseServe(file: String?, environment: [String: String] = [:], commandLine: [String] = []) throws -> ServeCommand {
         var arguments = ["serve"] + commandLine
-        var path: String?
-        if let file {
-            path = "/tmp/bigpeer-config-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).yaml"
-            let bytes = Array(file.utf8)
-            let fd = open(path!, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
-            arguments += ["--config", path!]
-        }
+        let path = file.map { Self.writeTemporary($0) }
         defer { if let path { unlink(path) } }
+        if let path { arguments += ["--config", path] }
         let merged = LayeredCommandLine.arguments(arguments, environment: environment)
         return try ServeCommand.parse(Array(merged.dropFirst()))
+    }
+
+    static func writeTemporary(_ text: String) -> String {
+        let path = "/tmp/bigpeer-config-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).yaml"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        return path
     }
 
     @Test func fileThenEnvironmentThenFlagsReachTheCommand() throws {
@@ -88,10 +89,7 @@ import Testing
         let serve = try parseServe(file: file)
         #expect(serve.lan.enabled && serve.lan.port == 4041 && serve.jwt.leewaySeconds == 5 && serve.database.dataDirectory == "/tmp/x")
         // migrate takes the database options and leaves the rest of serve's file alone.
-        let path = "/tmp/bigpeer-config-migrate-\(getpid()).yaml"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        _ = Array(file.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        let path = Self.writeTemporary(file)
         defer { unlink(path) }
         let merged = LayeredCommandLine.arguments(["migrate", "--config", path], environment: ["BIGPEER_PORT": "1"])
         let migrate = try MigrateCommand.parse(Array(merged.dropFirst()))
