@@ -35,7 +35,7 @@ import Testing
         let file = ServeConfigurationTests.writeTemporary("port: 9000\nauth-webhook:\n  - acme=https://hooks.example/auth?token=t0ps3cret\n")
         defer { unlink(file) }
         let out = try await bigpeer(["config", "print", "--config", file, "--host", "0.0.0.0"],
-                                    environment: ["DATABASE_URL": "postgresql://bigpeer:hunter2@db:5432/bigpeer", "BIGPEER_UPSTREAM_KEY": "bpk_id_s3cretkey",
+                                    environment: ["DATABASE_URL": "postgresql://bigpeer:hunter2@db:5432/bigpeer", "BIGPEER_UPSTREAM_KEY": "bpk_id_s3cretkey", "BIGPEER_UPSTREAM": "wss://cloud.example/api/v4/sync",
                                                   "BIGPEER_PROT": "1"])
         #expect(out.status == 0)
         let lines = out.out.split(separator: "\n").map(String.init)
