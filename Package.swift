@@ -109,7 +109,7 @@ let package = Package(
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "BigPeerTestSupport"], swiftSettings: strict),
-        .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile", "bigpeer", "BigPeerTestSupport", "Sockets", .product(name: "Logging", package: "swift-log"),
+        .testTarget(name: "ConfigFileTests", dependencies: ["TestRandomness", "ConfigFile", "bigpeer", "BigPeerTestSupport", "Sockets", .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
                                                           .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "HTTP", "Sockets", "BigPeerServer", "BigPeerTestSupport", "Postgres", "Values",
                                                        .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
