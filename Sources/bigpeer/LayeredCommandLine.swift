@@ -25,7 +25,9 @@ enum LayeredCommandLine {
         do {
             let layers = try resolve(command, commandLine: own, environment: environment)
             for warning in layers.warnings { standardError(warning) }
-            return arguments + layers.addedArguments
+            // Before a `--` (after it everything is an argument, not an option).
+            let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
+            return Array(arguments[..<end]) + layers.addedArguments + Array(arguments[end...])
         } catch {
             standardError("error: \(error)")
             exit(1)
@@ -38,7 +40,9 @@ enum LayeredCommandLine {
                         file explicitFile: String? = nil) throws(ConfigError) -> ConfigLayers {
         let path = explicitFile ?? configPath(in: commandLine) ?? environment["BIGPEER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         let document = try path.map { path throws(ConfigError) in try ConfigDocument.load(path: path, options: CommandOptions.serve) }
-        let options = ObjectIdentifier(command) == ObjectIdentifier(ServeCommand.self) ? CommandOptions.serve : CommandOptions.options(of: command)
+        // Another command's own options (`keys create --description`) are not settings of the file.
+        let settings = Set(CommandOptions.serve.map(\.name))
+        let options = CommandOptions.options(of: command).filter { settings.contains($0.name) }
         let known = ServeOptionTable.otherVariables.union(CommandOptions.serve.flatMap(\.environment))
         return try ConfigLayers.resolve(options: options, file: document, environment: environment, commandLine: commandLine, otherVariables: known)
     }

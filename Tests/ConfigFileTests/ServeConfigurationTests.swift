@@ -94,6 +94,9 @@ import Testing
         let merged = LayeredCommandLine.arguments(["migrate", "--config", path], environment: ["BIGPEER_PORT": "1"])
         let migrate = try MigrateCommand.parse(Array(merged.dropFirst()))
         #expect(migrate.database.dataDirectory == "/tmp/x")
+        // keys create takes data-dir too, but its own options are no settings of the file or the environment.
+        let keys = LayeredCommandLine.arguments(["keys", "create", "--config", path], environment: ["BIGPEER_DESCRIPTION": "x", "BIGPEER_DATA_DIR": "/tmp/y"])
+        #expect(keys == ["keys", "create", "--config", path, "--data-dir=/tmp/y"])
     }
 
     @Test func serveValidationSeesTheMergedValues() {
