@@ -11,7 +11,8 @@
 /// reporting an alias: a false report names the line and asks for quotes, a miss would let an
 /// alias through.
 enum YAMLAliasScanner {
-    /// The 1-based line and column of the first alias, or nil.
+    /// The 1-based line and column (in Unicode scalars, as libyaml counts) of the first alias, or nil.
+    /// `text` is UTF-8.
     static func firstAlias(in text: [UInt8]) -> (line: Int, column: Int)? {
         var state = State()
         var lineNumber = 0
@@ -22,12 +23,13 @@ enum YAMLAliasScanner {
             lineNumber += 1
             var line = text[start..<end]
             if line.last == 0x0D { line = line.dropLast() }
-            if let column = state.scan(Array(line)) { return (lineNumber, column + 1) }
+            if let offset = state.scan(Array(line)) {
+                return (lineNumber, String(decoding: line.prefix(offset), as: UTF8.self).unicodeScalars.count + 1)
+            }
             start = end + 1
         }
         return nil
     }
-
 
     private enum Quote { case none, single, double }
 

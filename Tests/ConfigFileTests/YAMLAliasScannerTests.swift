@@ -23,6 +23,7 @@ import Testing
         #expect(alias("a: |\n  *not an alias\nb: *x\n") == [3, 4])
         #expect(alias("- key: |\n    text\n  other: *x\n") == [3, 10])
         #expect(alias("a: |2\n  *content\n b: *x\n") == [3, 5])
+        #expect(alias("ä: [é, *x]\n") == [1, 8])
     }
 
     @Test func leavesTextThatOnlyLooksLikeAnAlias() {
