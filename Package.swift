@@ -27,6 +27,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // YAML for `serve --config` (libyaml inside, no dependencies of its own).
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // System libraries (module maps + pkg-config).
@@ -87,10 +89,12 @@ let package = Package(
         // Being found over BLE: a D-Bus connection on our event loops, BlueZ advertisement and GATT
         // registration (the PSM for phones), and the scanner for other nodes' advertisements.
         .target(name: "BLEDiscovery", dependencies: ["DBus", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        // A layered configuration: a YAML file, BIGPEER_* variables and the command line, in that order.
+        .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
         .target(name: "SmallPeer", dependencies: ["CRDT", "DQL", "Sync", "SyncProtocol", "SyncPeer", "Sockets", "Values"], swiftSettings: strict),
         .executableTarget(
             name: "bigpeer",
-            dependencies: ["BigPeerServer", "CBuildInfo", "Metrics", "BLEDiscovery", "Auth", "DQL", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
+            dependencies: ["BigPeerServer", "CBuildInfo", "ConfigFile", "Metrics", "BLEDiscovery", "Auth", "DQL", "ConnectionPolicy", "Postgres", "SmallPeer", "Sync", "Upstream", "CRDT", "Values", "HTTP", "Sockets", "SyncProtocol", "WebSocket",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
@@ -105,6 +109,8 @@ let package = Package(
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
         .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ConfigFileTests", dependencies: ["TestRandomness", "ConfigFile", "bigpeer", "BigPeerTestSupport", "Sockets", .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
+                                                          .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "HTTP", "Sockets", "BigPeerServer", "BigPeerTestSupport", "Postgres", "Values",
                                                        .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["TestRandomness", "HTTP", "Sockets", "BigPeerTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),

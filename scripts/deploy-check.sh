@@ -95,7 +95,7 @@ echo "==> .deb: scripts/package-deb.sh, then install it and run bigpeer from its
 deb=$(scripts/package-deb.sh --binary "$bin" --out "$scratch/dist" | tail -1)
 dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/    \1:/p'
 contents=$(dpkg-deb --contents "$deb")
-for f in ./usr/bin/bigpeer ./lib/systemd/system/bigpeer.service ./etc/bigpeer/bigpeer.env; do
+for f in ./usr/bin/bigpeer ./lib/systemd/system/bigpeer.service ./etc/bigpeer/bigpeer.env ./etc/bigpeer/bigpeer.yaml; do
   grep -q " $f\$" <<<"$contents" || { echo "deploy check: the package lacks $f"; exit 1; }
 done
 if [ "${CI:-}" = true ] && [ "$(id -u)" -eq 0 ]; then
@@ -105,16 +105,20 @@ if [ "${CI:-}" = true ] && [ "$(id -u)" -eq 0 ]; then
   getent passwd bigpeer >/dev/null || { echo "deploy check: the package did not create the bigpeer user"; exit 1; }
   [ "$(stat -c %U /var/lib/bigpeer)" = bigpeer ] || { echo "deploy check: /var/lib/bigpeer is not owned by bigpeer"; exit 1; }
   systemd-analyze verify /lib/systemd/system/bigpeer.service
+  /usr/bin/bigpeer config check /etc/bigpeer/bigpeer.yaml >/dev/null || { echo "deploy check: the installed bigpeer.yaml is not valid"; exit 1; }
   installed_port=$(free_port)
-  setpriv --reuid bigpeer --regid bigpeer --init-groups /usr/bin/bigpeer serve --host 127.0.0.1 --port "$installed_port" --threads 1 --data-dir /var/lib/bigpeer >"$scratch/installed.log" 2>&1 &
+  # The unit's command line, with a free port and no metrics port (9464 may be taken here).
+  setpriv --reuid bigpeer --regid bigpeer --init-groups /usr/bin/bigpeer serve --config /etc/bigpeer/bigpeer.yaml --host 127.0.0.1 --port "$installed_port" --threads 1 \
+    --metrics-port 0 >"$scratch/installed.log" 2>&1 &
   installed_pid=$!
   wait_ready "http://127.0.0.1:$installed_port/readyz" "$installed_pid" || { tail -20 "$scratch/installed.log"; echo "deploy check: the installed server did not become ready"; exit 1; }
   kill -TERM "$installed_pid"; wait "$installed_pid" || { echo "deploy check: the installed server did not stop cleanly"; exit 1; }
   dpkg --purge bigpeer >/dev/null
-  echo "    installed with dpkg -i, served from /usr/bin/bigpeer as user bigpeer, purged"
+  echo "    installed with dpkg -i, config check of /etc/bigpeer/bigpeer.yaml, served from /usr/bin/bigpeer with it as user bigpeer, purged"
 else
   dpkg-deb -x "$deb" "$scratch/unpacked"
   "$scratch/unpacked/usr/bin/bigpeer" version | grep -q "^sync protocol: " || { echo "deploy check: the packaged bigpeer does not run"; exit 1; }
+  "$scratch/unpacked/usr/bin/bigpeer" config check "$scratch/unpacked/etc/bigpeer/bigpeer.yaml" >/dev/null || { echo "deploy check: the packaged bigpeer.yaml is not valid"; exit 1; }
   echo "    unpacked and run (dpkg -i only with CI=true as root: it changes the machine)"
 fi
 

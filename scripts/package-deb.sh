@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a Debian package of BigPeer: the binary (release, the Swift runtime linked in, its commit
 # and build date built in: `bigpeer version`), the systemd unit, a default configuration, and a
-# `bigpeer` system user created on install.
+# `bigpeer` system user created on install. The configuration (/etc/bigpeer/bigpeer.yaml) and the
+# environment file are conffiles: an upgrade keeps the operator's edits.
 #
 #   scripts/package-deb.sh                   # release build, writes dist/bigpeer_VERSION_ARCH.deb
 #   scripts/package-deb.sh --binary PATH     # package an existing binary instead (tests)
@@ -39,6 +40,7 @@ trap 'rm -rf "$root"' EXIT
 install -D -m 0755 "$binary" "$root/usr/bin/bigpeer"
 install -D -m 0644 deploy/systemd/bigpeer.service "$root/lib/systemd/system/bigpeer.service"
 install -D -m 0600 deploy/systemd/bigpeer.env.example "$root/etc/bigpeer/bigpeer.env"
+install -D -m 0644 deploy/bigpeer.yaml "$root/etc/bigpeer/bigpeer.yaml"
 install -D -m 0644 deploy/README.md "$root/usr/share/doc/bigpeer/DEPLOY.md"
 install -D -m 0644 README.md "$root/usr/share/doc/bigpeer/README.md"
 for doc in docs/OPERATIONS.md docs/API.md docs/PROTOCOL.md docs/DQL.md; do
@@ -66,7 +68,7 @@ Description: big peer of an offline-first, peer-to-peer document database
  LAN TCP and BLE. Without DATABASE_URL it runs a private PostgreSQL cluster
  (the postgresql package) under /var/lib/bigpeer.
 EOF
-echo "/etc/bigpeer/bigpeer.env" >"$root/DEBIAN/conffiles"
+printf '%s\n' /etc/bigpeer/bigpeer.yaml /etc/bigpeer/bigpeer.env >"$root/DEBIAN/conffiles"
 cat >"$root/DEBIAN/postinst" <<'EOF'
 #!/bin/sh
 set -e

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CBuildInfo
+import ConfigFile
 import SyncProtocol
 
 @main
@@ -7,7 +8,12 @@ struct BigPeerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bigpeer",
         abstract: "BigPeer: the big peer of an offline-first, peer-to-peer document database.",
-        subcommands: [ServeCommand.self, MigrateCommand.self, KeysCommand.self, TokenCommand.self, PeerCommand.self, LANCommand.self, BenchCommand.self, VersionCommand.self, MetricsCommand.self])
+        subcommands: [ServeCommand.self, MigrateCommand.self, KeysCommand.self, TokenCommand.self, PeerCommand.self, LANCommand.self, BenchCommand.self, VersionCommand.self, MetricsCommand.self, ConfigCommand.self])
+
+    /// `serve` and `migrate` also take their options from a configuration file and the environment.
+    static func main() async {
+        await main(LayeredCommandLine.arguments(Array(CommandLine.arguments.dropFirst()), environment: LayeredCommandLine.currentEnvironment()))
+    }
 }
 
 struct VersionCommand: ParsableCommand {
@@ -31,6 +37,9 @@ enum BigPeerVersion {
 
 /// Options every command that touches the database shares.
 struct DatabaseOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: "YAML file of options, each key a long option name (docs/OPERATIONS.md, \"Configuration\"); BIGPEER_<OPTION> variables override it, options given here override both (default: $BIGPEER_CONFIG).")
+    var configFile: String?
+
     @Option(name: .customLong("database-url"), help: "PostgreSQL URL (default: $DATABASE_URL, else a private cluster under --data-dir).")
     var databaseURL: String?
 

@@ -258,4 +258,4 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension BufferedStderrLogHandler.Format: ExpressibleByArgument {}
 
 /// An `on|off` option value.
-enum Switch: String, ExpressibleByArgument { case on, off }
+enum Switch: String, CaseIterable, ExpressibleByArgument { case on, off }

@@ -1,0 +1,84 @@
+import ArgumentParser
+import ConfigFile
+import Glibc
+
+/// `serve`, `migrate` and `keys` read their options from a configuration file (`--config FILE`, else
+/// `$BIGPEER_CONFIG`), then from `BIGPEER_<OPTION>` variables, then from the command line, each
+/// overriding the one before. Before ArgumentParser runs, the options the command line does not
+/// give are appended to it from the environment or the file, so the commands parse and validate
+/// one command line as they always have.
+enum LayeredCommandLine {
+    /// The commands that take `--config`, by the words that name them.
+    static let commands: [[String]: any ParsableCommand.Type] = [
+        ["serve"]: ServeCommand.self, ["migrate"]: MigrateCommand.self,
+        ["keys", "create"]: CreateKey.self, ["keys", "list"]: ListKeys.self, ["keys", "revoke"]: RevokeKey.self,
+    ]
+
+    /// `arguments` (without the program name) with what the file and the environment add.
+    /// Exits with status 1 when the file or a variable is not usable.
+    static func arguments(_ arguments: [String], environment: [String: String]) -> [String] {
+        guard let match = commands.first(where: { arguments.starts(with: $0.key) }) else { return arguments }
+        let command = match.value
+        let own = Array(arguments.dropFirst(match.key.count))
+        // Help must work even when the configuration does not.
+        if own.contains(where: { ["-h", "--help", "-help", "--experimental-dump-help"].contains($0) }) { return arguments }
+        do {
+            let layers = try resolve(command, commandLine: own, environment: environment)
+            for warning in layers.warnings { standardError(warning) }
+            // Before a `--` (after it everything is an argument, not an option).
+            let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
+            return Array(arguments[..<end]) + layers.addedArguments + Array(arguments[end...])
+        } catch {
+            standardError("error: \(error)")
+            exit(1)
+        }
+    }
+
+    /// The layers of `command`'s options. The file may set any option of `serve` (one file serves
+    /// every command); `command` takes the ones it has.
+    static func resolve(_ command: any ParsableCommand.Type, commandLine: [String], environment: [String: String],
+                        file explicitFile: String? = nil) throws(ConfigError) -> ConfigLayers {
+        let path = explicitFile ?? configPath(in: commandLine) ?? environment["BIGPEER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let document = try path.map { path throws(ConfigError) in try ConfigDocument.load(path: path, options: CommandOptions.serve) }
+        // Another command's own options (`keys create --description`) are not settings of the file.
+        let settings = Set(CommandOptions.serve.map(\.name))
+        let options = CommandOptions.options(of: command).filter { settings.contains($0.name) }
+        let known = ServeOptionTable.otherVariables.union(CommandOptions.serve.flatMap(\.environment))
+        return try ConfigLayers.resolve(options: options, file: document, environment: environment, commandLine: commandLine, otherVariables: known)
+    }
+
+    /// The value of `--config FILE` or `--config=FILE`.
+    static func configPath(in arguments: [String]) -> String? {
+        var found: String?
+        var i = 0
+        while i < arguments.count && arguments[i] != "--" {
+            if arguments[i] == "--config", i + 1 < arguments.count {
+                found = arguments[i + 1]
+                i += 1
+            } else if arguments[i].hasPrefix("--config=") {
+                found = String(arguments[i].dropFirst("--config=".count))
+            }
+            i += 1
+        }
+        return found
+    }
+
+    /// The process's environment.
+    static func currentEnvironment() -> [String: String] {
+        var result: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return result
+    }
+
+    static func standardError(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}
