@@ -112,6 +112,24 @@ import Values
         }
     }
 
+    @Test func keysCreateReadAttachments_fromTheCommandLine() async throws {
+        let exe = try ServerProcess.locateBinary()
+        try await withServer { s in
+            let admin = try await s.newKey()
+            let id = try await Self.upload(s, "for the backup job", key: admin)
+            let db = ["--database-url", conninfo(s.database.configuration)]
+            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "backups", "--expires-in", "1d", "--read-attachments"] + db)
+            #expect(created.status == 0, "\(created.err)")
+            #expect(created.out.contains("attachments: any"), "\(created.out)")
+            let key = String(try #require(created.out.split(separator: "\n").last))
+            #expect(try await Self.fetch(s, id, key: key) == (200, "for the backup job"))
+            let listed = try await TestCommand.run(exe, ["keys", "list"] + db)
+            let rows = listed.out.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+            #expect(rows.first?[8] == "ATTACHMENTS")
+            #expect(rows.dropFirst().map { $0[8] }.sorted() == ["any", "referenced"], "\(listed.out)")
+        }
+    }
+
     @Test func syncUploads_addAndRemoveReferences() async throws {
         try await ReadRulesEndToEndTests.withOrders(["orders: site = 'A'"]) { s, admin, key in
             let id = try await Self.upload(s, "synced photo", key: admin)
