@@ -122,7 +122,9 @@ struct AttachmentRoutes {
             "ETag": etag,
             "Accept-Ranges": "bytes",
             // Content-addressed: the bytes behind an id never change (RFC 9111 §5.2.2; RFC 8246).
-            "Cache-Control": "public, max-age=31536000, immutable",
+            // Private: who may read them is decided per request, so no shared cache (a CDN, a
+            // proxy) may keep them for the next caller (§5.2.2.7).
+            "Cache-Control": "private, max-age=31536000, immutable",
         ]
         for (name, value) in AttachmentServedType.protectiveHeaders { headers.add(name, value) }
         if EntityTags.noneMatchHits(request.headers["If-None-Match"], etag: etag) {  // RFC 9110 §13.1.2

@@ -42,7 +42,7 @@ extension DocumentStore {
     }
 
     /// Whether a document of `collection` that references `id` satisfies `rule`: the rule planned
-    /// like a SELECT's WHERE over just those documents (`LIMIT 1` when it is pushed whole).
+    /// like a SELECT's WHERE over just those documents, `LIMIT 1`.
     func someReference(to id: AttachmentID, in collection: String, matches rule: Expression) async throws -> Bool {
         var table = planner.table
         // The id is 64 lowercase hex digits (`AttachmentID` admits nothing else), so it is safe
@@ -53,17 +53,9 @@ extension DocumentStore {
         let context = EvaluationContext(nowMilliseconds: Int64(Replica.systemMillis()), budget: Self.planningBudget())
         let plan = try PushdownPlanner(table: table).planFilter(collection: CollectionReference(collection), filter: rule,
                                                                limit: .literal(.int(1)), context: context)
-        let rows = try await pool.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind)))
-        guard plan.residual != nil else { return !rows.isEmpty }
-        // A rule that did not push down whole: its rest in memory, as a SELECT's memory stage.
-        let memory = plan.memoryQuery
-        return try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget in
-            var docs: [Value] = []
-            for row in rows {
-                try budget.charge(row.withRawValue(0) { $0?.count ?? 0 } / 4 + 1)
-                docs.append(try Self.decodeJSON(row, column: 0))
-            }
-            return try !memory.budgeted(budget).run(docs).isEmpty
-        }
+        // A rule is accepted only if it pushes down whole (`DocumentRule.resolved`); should one
+        // ever leave a residual, the answer is no rather than a check done after the LIMIT.
+        guard plan.residual == nil else { return false }
+        return try await !pool.query(PostgresQuery(unsafeSQL: plan.sql, binds: plan.parameters.map(\.postgresBind))).isEmpty
     }
 }

@@ -62,6 +62,11 @@ import Values
             #expect(hidden.status.code == 404)
             #expect(try JSON.parse(hidden.body)["error"]?["description"] == .string("no attachment \(y)"))
             #expect(try await Self.fetch(s, unreferenced, key: key).0 == 404)
+            // Shared caches must not keep what is checked per caller; a hidden one's ETag gives no 304.
+            #expect(try await AttachmentAuthTests.download(s, x, key: key).headers["Cache-Control"] == "private, max-age=31536000, immutable")
+            let revalidate = try await s.http.execute(HTTPClientRequest(method: .GET, url: "\(s.base)/api/v4/attachments/\(y)",
+                                                                        headers: ["Authorization": "Bearer \(key)", "If-None-Match": "\"\(y)\""]))
+            #expect(revalidate.status.code == 404)
             #expect(try await Self.fetch(s, String(repeating: "0", count: 64), key: key).0 == 404)
             // A key that may read neither orders nor parts.
             let stranger = try await s.newKey(read: .only(["people"]), write: .none)
