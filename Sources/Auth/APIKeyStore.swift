@@ -15,6 +15,9 @@ public struct APIKey: Sendable, Hashable {
     public var lastUsedAt: PostgresTimestamp?
     /// Per-document read rules (docs/AUTH.md, "Rules"); `.none` for a key without them.
     public var readRules: DocumentRules = .none
+    /// May download any attachment by id, referenced by a readable document or not
+    /// (`read_attachments`, migrations/0014_attachment_refs.sql).
+    public var readAttachments = false
 
     /// Why this key cannot be used at `now`, if it cannot.
     public func refusal(at now: PostgresTimestamp) -> AuthError? {
@@ -36,7 +39,7 @@ public struct APIKeyStore: Sendable {
     /// Creates a key; the returned token is the only copy of the key text anywhere. Each of
     /// `readRules` also adds its collection to `read` (a rule is a scope narrowed to documents).
     public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope,
-                       readRules: [DocumentRule] = []) async throws -> (APIKey, APIKeyToken) {
+                       readRules: [DocumentRule] = [], readAttachments: Bool = false) async throws -> (APIKey, APIKeyToken) {
         guard description.count <= Self.maxDescriptionLength else {
             throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
         }
@@ -65,9 +68,10 @@ public struct APIKeyStore: Sendable {
         }
         let rulesJSON = JSON.string(.object(byCollection))
         let rows = try await pool.query("""
-            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections, read_rules)
+            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections, read_rules,
+                                  read_attachments)
             VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList),
-                    \(rulesJSON)::jsonb)
+                    \(rulesJSON)::jsonb, \(readAttachments))
             RETURNING \(unsafeRaw: Self.columnList)
             """)
         return (try Self.decode(rows[0]), token)
@@ -91,7 +95,7 @@ public struct APIKeyStore: Sendable {
     func lookup(id: String) async throws -> (APIKey, [UInt8])? {
         let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList), key_sha256 FROM api_keys WHERE id = \(id)")
         guard let row = rows.first else { return nil }
-        return (try Self.decode(row), try row.decode(11, as: PostgresBytea.self).bytes)
+        return (try Self.decode(row), try row.decode(12, as: PostgresBytea.self).bytes)
     }
 
     /// Records a use (called at most once per cache period per key, not per request).
@@ -99,7 +103,7 @@ public struct APIKeyStore: Sendable {
         _ = try await pool.query("UPDATE api_keys SET last_used_at = now() WHERE id = \(id)")
     }
 
-    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at, read_rules::text"
+    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at, read_rules::text, read_attachments"
 
     static func decode(_ row: PostgresRow) throws -> APIKey {
         func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
@@ -113,7 +117,8 @@ public struct APIKeyStore: Sendable {
             revokedAt: try row.decode(4, as: PostgresTimestamp?.self),
             read: try scope(5, 6), write: try scope(7, 8),
             lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self),
-            readRules: rules(try row.decode(10, as: String.self)))
+            readRules: rules(try row.decode(10, as: String.self)),
+            readAttachments: try row.decode(11, as: Bool.self))
     }
 
     /// The stored `read_rules` parsed. A rule that no longer parses (stored by another version)

@@ -16,14 +16,18 @@ public struct Principal: Sendable, Hashable {
     /// resolved against `claims` when the credential was loaded. Every read path ANDs them into
     /// what it runs (`DocumentRules.restricting`).
     public var readRules: DocumentRules
+    /// May download any attachment by id (docs/AUTH.md, "Attachments"). Without it, an attachment
+    /// is served only through a document that references it and that this principal may read.
+    public var readsAnyAttachment: Bool
 
     public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:],
-                readRules: DocumentRules = .none) {
+                readRules: DocumentRules = .none, readsAnyAttachment: Bool = false) {
         self.keyID = keyID
         self.read = read
         self.write = write
         self.claims = claims
         self.readRules = readRules
+        self.readsAnyAttachment = readsAnyAttachment
     }
 
     /// `.forbidden` unless this principal's scopes cover `requirement`.
@@ -192,7 +196,8 @@ public final class Authenticator: Sendable {
             }
         }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
-        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules),
+        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules,
+                                   readsAnyAttachment: entry.key.readAttachments),
                           entry.key.expiresAt))
     }
 
@@ -241,7 +246,7 @@ public final class Authenticator: Sendable {
         }
     }
 
-    static let everything = Principal(keyID: nil, read: .all, write: .all)
+    static let everything = Principal(keyID: nil, read: .all, write: .all, readsAnyAttachment: true)
 
     /// The token of `Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), followed
     /// by one or more spaces (RFC 6750 §2.1). Nil for any other scheme or an empty token.

@@ -62,10 +62,18 @@ public struct JWTClaimRules: Sendable {
             default: return .failure(.malformed(#"read and write must be "*" or an array of collection names (not empty strings)"#))
             }
         }
+        // The attachment scope (docs/AUTH.md, "Attachments"), beside either form of the others.
+        let readsAnyAttachment: Bool
+        switch claims["attachments"] {
+        case nil: readsAnyAttachment = false
+        case .string("read")?: readsAnyAttachment = true
+        default: return .failure(.malformed(#"attachments must be "read" (or absent)"#))
+        }
         var subject: String?
         if case .string(let sub)? = claims["sub"] { subject = sub }
         let (end, overflow) = exp.addingReportingOverflow(leewaySeconds + 1)
-        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims, readRules: readRules),
+        return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims, readRules: readRules,
+                                   readsAnyAttachment: readsAnyAttachment),
                           overflow ? Int64.max : end))
     }
 

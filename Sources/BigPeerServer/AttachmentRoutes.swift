@@ -12,11 +12,15 @@ import Values
 /// The upload route streams: the file part goes to the store as it arrives (one chunk in memory),
 /// never buffered whole. Errors have the API's error object (`APIError`), always in JSON.
 ///
-/// Auth: attachments are content-addressed and belong to no collection, so uploading needs a key
-/// that may write at least one collection, and downloading one that may read at least one. The
-/// check runs before the upload body is read (a 401/403 then closes the connection).
+/// Auth (docs/AUTH.md, "Attachments"): attachments are content-addressed and belong to no
+/// collection, so uploading needs a key that may write at least one collection (checked before the
+/// upload body is read: a 401/403 then closes the connection). Downloading needs the attachment
+/// scope (`Principal.readsAnyAttachment`), or a live document that references the attachment and
+/// that the caller may read (`DocumentStore.attachmentIsReadable`); otherwise the answer is the
+/// 404 of an attachment that does not exist.
 struct AttachmentRoutes {
     let store: AttachmentStore
+    let documents: DocumentStore
     let auth: Authenticator
     /// Largest file accepted (413 above).
     let maxBytes: Int
@@ -26,31 +30,40 @@ struct AttachmentRoutes {
     static let multipartOverhead = 64 * 1024
 
     func register(on router: inout HTTPRouter) {
-        let store = self.store, maxBytes = self.maxBytes, logger = self.logger, auth = self.auth
+        let store = self.store, documents = self.documents, maxBytes = self.maxBytes, logger = self.logger, auth = self.auth
         router.post("/api/v4/attachments/upload", .streaming(maxBodyBytes: maxBytes + Self.multipartOverhead) { request, body in
-            if let denied = await Self.check(request, auth: auth, needsWrite: true, logger: logger) { return .response(denied) }
+            if case .failure(let denied) = await Self.check(request, auth: auth, needsWrite: true, logger: logger) { return .response(denied.response) }
             return .response(await Self.upload(request, body, store: store, maxBytes: maxBytes, logger: logger))
         })
         router.get("/api/v4/attachments/:id", .respond { request in
-            if let denied = await Self.check(request, auth: auth, needsWrite: false, logger: logger) { return denied }
-            return await Self.download(request, store: store, logger: logger)
+            let principal: Principal
+            switch await Self.check(request, auth: auth, needsWrite: false, logger: logger) {
+            case .success(let p): principal = p
+            case .failure(let denied): return denied.response
+            }
+            return await Self.download(request, store: store, logger: logger) { id in
+                if principal.readsAnyAttachment { return true }
+                return try await documents.attachmentIsReadable(id, mayRead: principal.read.covers, rules: principal.readRules)
+            }
         })
     }
 
-    /// nil when the caller may proceed; otherwise the 401/403/503 response.
-    static func check(_ request: HTTPRequest, auth: Authenticator, needsWrite: Bool, logger: Logger) async -> HTTPResponse? {
+    /// The caller when it may go on; otherwise the 401/403/503 response. A download needs read
+    /// access to at least one collection or the attachment scope; which attachments the caller
+    /// may then fetch is decided per id (`download`).
+    static func check(_ request: HTTPRequest, auth: Authenticator, needsWrite: Bool, logger: Logger) async -> Result<Principal, PresenceRoute.RefusalResponse> {
         let principal: Principal
         switch await auth.authenticate(request) {
         case .success(let p): principal = p
-        case .failure(let e): return failure(e, request, logger)
+        case .failure(let e): return .failure(PresenceRoute.RefusalResponse(failure(e, request, logger)))
         }
         let scope = needsWrite ? principal.write : principal.read
-        if case .only(let set) = scope, set.isEmpty {
-            return failure(AuthError.forbidden(needsWrite ? "uploading attachments needs write access to at least one collection"
-                                                          : "downloading attachments needs read access to at least one collection"),
-                           request, logger)
+        if case .only(let set) = scope, set.isEmpty, needsWrite || !principal.readsAnyAttachment {
+            return .failure(PresenceRoute.RefusalResponse(failure(AuthError.forbidden(needsWrite ? "uploading attachments needs write access to at least one collection"
+                                                                                     : "downloading attachments needs read access to at least one collection"),
+                                                      request, logger)))
         }
-        return nil
+        return .success(principal)
     }
 
     // MARK: - Upload
@@ -88,13 +101,16 @@ struct AttachmentRoutes {
 
     // MARK: - Download
 
-    static func download(_ request: HTTPRequest, store: AttachmentStore, logger: Logger) async -> HTTPResponse {
+    /// `mayRead` decides whether this caller may have the attachment: when it may not, the answer
+    /// is the one for an id that does not exist.
+    static func download(_ request: HTTPRequest, store: AttachmentStore, logger: Logger,
+                         mayRead: (AttachmentID) async throws -> Bool) async -> HTTPResponse {
         guard let raw = request.pathParameters["id"], let id = AttachmentID(raw) else {
             return failure(APIError(.badRequest, "an attachment id is 64 lowercase hex digits (the SHA-256 of the content)"), request, logger)
         }
         let info: AttachmentInfo
         do {
-            guard let found = try await store.info(id) else {
+            guard try await mayRead(id), let found = try await store.info(id) else {
                 return failure(APIError(.notFound, "no attachment \(id)"), request, logger)
             }
             info = found
@@ -106,7 +122,9 @@ struct AttachmentRoutes {
             "ETag": etag,
             "Accept-Ranges": "bytes",
             // Content-addressed: the bytes behind an id never change (RFC 9111 §5.2.2; RFC 8246).
-            "Cache-Control": "public, max-age=31536000, immutable",
+            // Private: who may read them is decided per request, so no shared cache (a CDN, a
+            // proxy) may keep them for the next caller (§5.2.2.7).
+            "Cache-Control": "private, max-age=31536000, immutable",
         ]
         for (name, value) in AttachmentServedType.protectiveHeaders { headers.add(name, value) }
         if EntityTags.noneMatchHits(request.headers["If-None-Match"], etag: etag) {  // RFC 9110 §13.1.2

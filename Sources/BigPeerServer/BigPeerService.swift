@@ -201,7 +201,7 @@ public final class BigPeerService: Sendable {
         StoreRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         LegacyRoutes(store: store, auth: auth, logger: logger).register(on: &router)
         let attachments = AttachmentStore(pool: pool)
-        AttachmentRoutes(store: attachments, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
+        AttachmentRoutes(store: attachments, documents: store, auth: auth, maxBytes: configuration.maxAttachmentBytes, logger: logger).register(on: &router)
         // What presence, the LAN mesh and the BLE advertisement call this node.
         let deviceName = configuration.lan?.deviceName ?? LANAdvertiser.hostName()
         let presence = PresenceHub(peerKey: PresenceHub.peerKey(site: store.siteID.rawValue),

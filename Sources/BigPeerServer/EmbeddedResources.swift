@@ -441,7 +441,8 @@ paths:
         inline as the bare, lowercased `type/subtype`); anything else is served as
         `application/octet-stream` with `Content-Disposition: attachment`, so an uploader cannot
         make the bytes a page in this origin. Every answer carries `X-Content-Type-Options: nosniff`
-        and `Content-Security-Policy: sandbox` (docs/API.md, "Attachments").
+        and `Content-Security-Policy: sandbox` (docs/API.md, "Attachments"). Served only with the
+        attachment scope or through a readable document that references it (docs/AUTH.md, "Attachments").
       operationId: downloadAttachment
       parameters:
         - name: id
@@ -505,12 +506,15 @@ paths:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
         "403":
-          description: the API key may read (download) or write (upload) no collection at all
+          description: the credential may read no collection at all and has no attachment scope
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
         "404":
-          description: no attachment with this id
+          description: >-
+            no attachment with this id, or none the caller may read: without the attachment scope
+            an attachment is served only through a live document that references it and that the
+            caller may read (docs/AUTH.md, "Attachments")
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }

@@ -64,14 +64,17 @@ struct CreateKey: AsyncParsableCommand {
     @Option(help: "Collections the key may write, comma-separated.") var write: String?
     @Flag(name: .customLong("write-all"), help: "The key may write every collection (and run ALTER SYSTEM, CREATE/DROP INDEX).")
     var writeAll = false
+    @Flag(name: .customLong("read-attachments"),
+          help: "The key may download any attachment by id, not only those referenced by documents it may read (docs/AUTH.md, \"Attachments\").")
+    var readAttachments = false
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
         let readLists = read.filter { !$0.contains(":") }
         if !readLists.isEmpty && readAll { throw ValidationError("--read LIST and --read-all exclude each other (rules may go with --read-all)") }
         if write != nil && writeAll { throw ValidationError("--write and --write-all exclude each other") }
-        if read.isEmpty && !readAll && write == nil && !writeAll {
-            throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST and/or --write-all")
+        if read.isEmpty && !readAll && write == nil && !writeAll && !readAttachments {
+            throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST, --write-all and/or --read-attachments")
         }
         if write?.contains(":") == true { throw ValidationError("--write takes collection names only: write rules are not supported yet") }
         _ = try Self.lifetimeMicroseconds(expiresIn)
@@ -85,7 +88,8 @@ struct CreateKey: AsyncParsableCommand {
         let writeScope = try Self.scope(write, all: writeAll)
         let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + lifetime)
         let (key, token) = try await withKeyStore(database) {
-            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope, readRules: rules)
+            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope, readRules: rules,
+                                readAttachments: readAttachments)
         }
         print("created API key \(key.id)")
         print("  description: \(key.description)")
@@ -93,6 +97,7 @@ struct CreateKey: AsyncParsableCommand {
         print("  read:        \(key.read)")
         if !key.readRules.isEmpty { print("  read rules:  \(key.readRules)") }
         print("  write:       \(key.write)")
+        if key.readAttachments { print("  attachments: any (--read-attachments)") }
         print("This is the only time the key is shown; store it now. Use it as: Authorization: Bearer <key>")
         print(token.text)
     }
@@ -147,11 +152,12 @@ struct ListKeys: AsyncParsableCommand {
     func run() async throws {
         let keys = try await withKeyStore(database) { try await $0.list() }
         let now = APIKeyStore.now()
-        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "DESCRIPTION"].joined(separator: "\t"))
+        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "ATTACHMENTS", "DESCRIPTION"].joined(separator: "\t"))
         for k in keys {
             let status = k.revokedAt != nil ? "revoked" : (k.expiresAt <= now ? "expired" : "active")
             print([k.id, status, formatTime(k.createdAt), formatTime(k.expiresAt), k.lastUsedAt.map(formatTime) ?? "never",
-                   k.read.description, k.write.description, k.readRules.description, k.description].joined(separator: "\t"))
+                   k.read.description, k.write.description, k.readRules.description,
+                   k.readAttachments ? "any" : "referenced", k.description].joined(separator: "\t"))
         }
     }
 }

@@ -53,6 +53,9 @@ struct TokenCommand: ParsableCommand {
     @Option(help: "Collections the peer may read: * or a comma-separated list.") var read = "*"
     @Option(help: "Collections the peer may write: * or a comma-separated list (empty: none).") var write = ""
     @Option(name: .customLong("ttl"), help: "Seconds until the token expires.") var ttlSeconds: Int64 = 3600
+    @Flag(name: .customLong("read-attachments"),
+          help: "The token may download any attachment by id (the claim \"attachments\": \"read\"; docs/AUTH.md, \"Attachments\").")
+    var readAttachments = false
 
     func run() throws {
         guard ttlSeconds > 0, ttlSeconds <= 366 * 86_400 else { throw ValidationError("--ttl must be 1...31622400 seconds") }
@@ -63,6 +66,7 @@ struct TokenCommand: ParsableCommand {
         var claims: [String: Value] = ["iat": .int(now), "exp": .int(now + ttlSeconds),
                                        "read": Self.scope(read), "write": Self.scope(write)]
         if let subject { claims["sub"] = .string(subject) }
+        if readAttachments { claims["attachments"] = "read" }
         if let issuer = jwt.issuer { claims["iss"] = .string(issuer) }
         if let audience = jwt.audience { claims["aud"] = .string(audience) }
         print(verifier.sign(claims: claims))

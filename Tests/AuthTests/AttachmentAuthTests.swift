@@ -7,7 +7,8 @@ import Values
 @testable import Auth
 
 /// Attachments belong to no collection: uploading needs write access to some collection, downloading
-/// read access to some collection, and no key gets 401 before the upload body is read.
+/// read access to some collection (and then a readable document that references the attachment:
+/// AttachmentReadRulesTests), and no key gets 401 before the upload body is read.
 @Suite struct AttachmentAuthTests {
     static func upload(_ s: TestServer, key: String?) async throws -> HTTPClientResponse {
         let boundary = "b0undary"
@@ -40,6 +41,10 @@ import Values
 
             #expect(try await Self.download(s, id, key: nil).status.code == 401)
             #expect(try await Self.download(s, id, key: writer).status.code == 403)  // no read scope at all
+            // Read access to every collection, but no document references it yet.
+            #expect(try await Self.download(s, id, key: readOnly).status.code == 404)
+            _ = try await s.rest(key: writer).executeOK("INSERT INTO COLLECTION cars (manual ATTACHMENT) DOCUMENTS (:d)", ["d": [
+                "_id": "c1", "manual": ["_type": "attachment", "id": .string(id), "len": 17, "metadata": [:]]]])
             let got = try await Self.download(s, id, key: readOnly)
             #expect(got.status.code == 200)
             #expect(String(decoding: got.body, as: UTF8.self) == "hello attachments")

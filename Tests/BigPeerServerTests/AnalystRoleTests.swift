@@ -68,7 +68,7 @@ import Values
                 #expect(try writable[0].decode(0, as: Int.self) == 0)
                 // Nothing on the tables behind them (CRDT state, change log, keys, settings, attachments).
                 for table in ["documents", "change_log", "bigpeer_txn", "api_keys", "bigpeer_settings", "bigpeer_collections",
-                              "bigpeer_identity", "bigpeer_attachments", "bigpeer_attachment_chunks", "schema_migrations"] {
+                              "bigpeer_identity", "bigpeer_attachments", "bigpeer_attachment_chunks", "bigpeer_attachment_refs", "schema_migrations"] {
                     #expect(await Self.failure(conn, "SELECT * FROM \(table) LIMIT 1") == "42501", "\(table)")
                     #expect(await Self.failure(conn, "DELETE FROM \(table)") == "42501", "\(table)")
                     #expect(await Self.failure(conn, "TRUNCATE \(table)") == "42501", "\(table)")
