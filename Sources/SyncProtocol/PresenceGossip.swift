@@ -46,6 +46,12 @@ public struct PresenceGossip: Sendable {
         /// server with more peers lists the first by key; the others are in its own graph only.
         public var maxLinksPerRecord = 256
         public var maxLinkBytes = 24 << 10
+        /// A peer with more links than this (a server) publishes changes of its link list at most
+        /// every `linkChangeMillis`: each change re-sends its record (up to `maxLinkBytes`) on every
+        /// link, so a thousand peers connecting at once would otherwise cost a thousand sends of a
+        /// thousand records. With this many links or fewer, link changes go with the next flush.
+        public var promptLinkChanges = 16
+        public var linkChangeMillis: UInt64 = 5_000
 
         public init() {}
     }
@@ -89,6 +95,12 @@ public struct PresenceGossip: Sendable {
     var ownChange: UInt64 = 0
     var lastFlushAt: UInt64?
     var flushDue: UInt64?
+    /// Links that came up since the last flush: they get every record at once, at the next tick,
+    /// without waiting for the batched flush of the others.
+    var newLinks: Set<UInt64> = []
+    /// When a deferred change of the local link list is published (`promptLinkChanges`).
+    var ownLinksDue: UInt64?
+    var lastOwnChangeAt: UInt64 = 0
     var nextRefreshAt: UInt64
     /// Grows whenever the graph may have changed (a record, a link, the local record, an expiry):
     /// a driver that shows the graph recomputes it only then.
@@ -145,16 +157,17 @@ public struct PresenceGossip: Sendable {
         if let old = links[id], !old.isSibling { forgetDirect(old.peerKey) }
         links[id] = Link(peerKey: peerKey, type: type, peer: peer, tokens: configuration.receiveBurst, refilledAt: now)
         directKeys[peerKey, default: 0] += 1
-        ownChanged(now: now)
-        flushDue = now  // a new link gets everything at once (the batching is for updates)
+        linkListChanged(now: now)
+        newLinks.insert(id)  // a new link gets everything at once (the batching is for updates)
     }
 
     /// A link is gone. Records learned through it stay until they expire (the graph shows only
     /// what is still reachable).
     public mutating func linkDown(_ id: UInt64, now: UInt64) {
         guard let old = links.removeValue(forKey: id) else { return }
+        newLinks.remove(id)
         if !old.isSibling { forgetDirect(old.peerKey) }
-        ownChanged(now: now)
+        linkListChanged(now: now)
     }
 
     /// What the login of link `id`'s peer says about it (`identityServiceMetadata`, checked by
@@ -225,8 +238,10 @@ public struct PresenceGossip: Sendable {
 
     /// When `tick` has something to do at the latest.
     public var nextDeadline: UInt64 {
+        if !newLinks.isEmpty { return 0 }
         var next = nextRefreshAt
         if let flushDue { next = min(next, flushDue) }
+        if let ownLinksDue { next = min(next, ownLinksDue) }
         return min(next, soonestExpiry)
     }
 
@@ -241,20 +256,31 @@ public struct PresenceGossip: Sendable {
         if now >= nextRefreshAt {
             nextRefreshAt = now + configuration.refreshMillis
             ownChanged(now: now)
+        } else if let due = ownLinksDue, now >= due {
+            ownChanged(now: now)
         }
-        guard let due = flushDue, now >= due else { return [] }
-        flushDue = nil
-        lastFlushAt = now
+        let batched = flushDue.map { now >= $0 } ?? false
+        guard batched || !newLinks.isEmpty else { return [] }
+        // The batched flush goes to every link; between two, only new links are served.
+        let targets = batched ? links.keys.sorted() : newLinks.sorted()
+        newLinks = []
+        if batched {
+            flushDue = nil
+            lastFlushAt = now
+        }
         compact()
+        // The local record with its links, built once for all links (it lists up to 256 of them).
+        let ownOutgoing = ownOutgoingRecord()
         var out: [(link: UInt64, records: [PresenceRecord])] = []
-        for id in links.keys.sorted() {
+        for id in targets {
             guard var link = links[id], !link.isSibling else { continue }
             var batch: [PresenceRecord] = []
             var bytes = 0
             let start = firstChange(after: link.sentThrough)
             for (number, key) in changes[start...] {
                 link.sentThrough = number
-                guard let r = outgoing(key, number: number, to: id, link: link, now: now) else { continue }
+                guard let r = key == own.peerKey ? (number == ownChange ? ownOutgoing : nil)
+                    : outgoing(key, number: number, to: id, link: link, now: now) else { continue }
                 let size = r.encodedSize
                 if size + 16 > configuration.maxMessageBytes { continue }  // the message's own head and keys
                 if !batch.isEmpty, batch.count >= configuration.maxRecordsPerMessage || bytes + size > configuration.maxMessageBytes {
@@ -275,15 +301,16 @@ public struct PresenceGossip: Sendable {
         return out
     }
 
-    /// The record to send for change `number` of `key` on link `to`, or nil: superseded, expired,
-    /// learned through that link, about the link's own peer, or at the hop limit.
+    /// The local record as it is sent: with this peer's links (and its sibling instances').
+    func ownOutgoingRecord() -> PresenceRecord {
+        var r = own
+        r.links = Self.capped(Self.sorted(Set(ownLinks + siblingLinks)), configuration)
+        return r
+    }
+
+    /// The record to send for change `number` of another origin's `key` on link `to`, or nil:
+    /// superseded, expired, learned through that link, about the link's own peer, or at the hop limit.
     func outgoing(_ key: [UInt8], number: UInt64, to id: UInt64, link: Link, now: UInt64) -> PresenceRecord? {
-        if key == own.peerKey {
-            guard number == ownChange else { return nil }
-            var r = own
-            r.links = Self.capped(Self.sorted(Set(ownLinks + siblingLinks)), configuration)
-            return r
-        }
         guard let s = records[key], s.change == number, s.via != id, key != link.peerKey, s.expiresAt > now,
               s.record.hops + 1 < configuration.maxHops else { return nil }
         var r = s.record
@@ -318,7 +345,17 @@ public struct PresenceGossip: Sendable {
         directKeys[key] = n > 0 ? n : nil
     }
 
+    /// A link came or went: the local record lists it with the next flush, or, for a peer with many
+    /// links, within `linkChangeMillis` of the previous change of the local record.
+    mutating func linkListChanged(now: UInt64) {
+        revision += 1
+        guard links.count > configuration.promptLinkChanges else { return ownChanged(now: now) }
+        if ownLinksDue == nil { ownLinksDue = max(now, lastOwnChangeAt + configuration.linkChangeMillis) }
+    }
+
     mutating func ownChanged(now: UInt64) {
+        ownLinksDue = nil
+        lastOwnChangeAt = now
         own.seq += 1
         changeCounter += 1
         ownChange = changeCounter

@@ -270,3 +270,40 @@ extension PresenceGossipTests {
         #expect(g.graph(now: 0).remotePeers.count == 300)
     }
 }
+
+extension PresenceGossipTests {
+    /// A server that a fleet connects to at once: each new peer gets the records at once, but the
+    /// server's own record (its link list) is not re-sent to everyone for every peer that joins.
+    @Test func aFleetConnectingAtOnce_costsSendsLinearInItsSize() throws {
+        var g = PresenceGossip(peerKey: [0], epoch: 1, local: .init(deviceName: "server"), now: 0)
+        var ownSends = 0, newLinksServed = Set<UInt64>()
+        var now: UInt64 = 0
+        for i in 1...400 {
+            now += 5  // 200 peers a second, each link ticked as the hub does after a link comes up
+            g.linkUp(UInt64(i), peerKey: [1, UInt8(i & 0xFF), UInt8(i >> 8)], type: .webSocket, now: now)
+            for m in g.tick(now: now) {
+                ownSends += m.records.filter { $0.peerKey == [0] }.count
+                if m.link == UInt64(i) { newLinksServed.insert(m.link) }
+            }
+        }
+        #expect(newLinksServed.count == 400, "every new link got the server's record at once")
+        #expect(ownSends < 3 * 400, "\(ownSends) sends of the server's record: one per new link and a few rounds, not one per link per join")
+        // Within `linkChangeMillis` every link hears the link list as it is now.
+        var heard: [UInt64: Int] = [:]
+        for m in g.tick(now: now + 5_000) {
+            for r in m.records where r.peerKey == [0] { heard[m.link] = r.links.count }
+        }
+        #expect(heard.count == 400 && heard.values.allSatisfy { $0 == 256 })
+    }
+
+    /// With few links (a small peer), a link change goes out with the next flush, as before.
+    @Test func aPeerWithFewLinks_publishesLinkChangesPromptly() {
+        var g = PresenceGossip(peerKey: [0], epoch: 1, local: .init(deviceName: "tablet"), now: 0)
+        g.linkUp(1, peerKey: [1], type: .accessPoint, now: 0)
+        _ = g.tick(now: 0)
+        g.linkUp(2, peerKey: [2], type: .bluetooth, now: 10)
+        _ = g.tick(now: 10)  // the new link is served
+        let toFirst = g.tick(now: 500).first { $0.link == 1 }?.records.first { $0.peerKey == [0] }
+        #expect(toFirst?.links.count == 2)
+    }
+}
