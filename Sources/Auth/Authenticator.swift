@@ -16,14 +16,19 @@ public struct Principal: Sendable, Hashable {
     /// resolved against `claims` when the credential was loaded. Every read path ANDs them into
     /// what it runs (`DocumentRules.restricting`).
     public var readRules: DocumentRules
+    /// Which documents of the collections in `write` the caller may change: a write is allowed
+    /// only when the document matches them before and after the change (docs/AUTH.md, "Write
+    /// rules"). Independent of `readRules`.
+    public var writeRules: DocumentRules
 
     public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:],
-                readRules: DocumentRules = .none) {
+                readRules: DocumentRules = .none, writeRules: DocumentRules = .none) {
         self.keyID = keyID
         self.read = read
         self.write = write
         self.claims = claims
         self.readRules = readRules
+        self.writeRules = writeRules
     }
 
     /// `.forbidden` unless this principal's scopes cover `requirement`.
@@ -190,7 +195,8 @@ public final class Authenticator: Sendable {
             }
         }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
-        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules),
+        return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules,
+                                    writeRules: entry.key.writeRules),
                           entry.key.expiresAt))
     }
 

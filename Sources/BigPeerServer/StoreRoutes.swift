@@ -63,8 +63,8 @@ struct StoreRoutes {
         do {
             // CBOR responses are built whole (a canonical CBOR array states its length first).
             let r: ExecuteResult
-            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules, minimumTransaction: minimum,
-                                                   mayStream: format == .json) {
+            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules,
+                                                    writeRules: principal.writeRules, minimumTransaction: minimum, mayStream: format == .json) {
             case .complete(let complete): r = complete
             case .streaming(let cursor): return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute)
             }
