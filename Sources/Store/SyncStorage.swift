@@ -181,12 +181,21 @@ extension WriteTransaction {
             let ruled = writeRules.condition(for: collection) != nil
             var merged = mergeUploads(items, indexes, into: locked, skipping: [], keepValues: ruled)
             if ruled {
+                // Without a refused entry, a later one of the same document starts from another
+                // state, which may be refused in turn: check again, a few rounds at most; then
+                // every entry of a document with a refused one is refused (the other documents'
+                // entries do not depend on them, and were allowed).
                 var refused = Set<Int>()
-                while true {
+                for round in 1... {
                     let denied = try await refusedByWriteRules(merged.values, collection: collection, now: now)
                     if denied.isEmpty { break }
                     refused.formUnion(denied)
+                    if round == Self.maxWriteRuleRounds {
+                        let touched = Set(refused.map { items[$0].id })
+                        refused.formUnion(indexes.filter { touched.contains(items[$0].id) })
+                    }
                     merged = mergeUploads(items, indexes, into: locked, skipping: refused, keepValues: true)
+                    if round == Self.maxWriteRuleRounds { break }
                 }
                 rejections += refused.map { ($0, DocumentStore.writeRuleRejection(collection)) }
             }
@@ -209,6 +218,9 @@ extension WriteTransaction {
         result.rejections = rejections.sorted { $0.index < $1.index }
         return result
     }
+
+    /// Rounds of write-rule checks of one collection of an upload (see `merge`).
+    static let maxWriteRuleRounds = 3
 
     /// What merging one collection's uploaded entries into its locked documents gave.
     struct MergedUploads {

@@ -126,6 +126,28 @@ import Values
         }
     }
 
+    /// An entry allowed only because an earlier entry of the same upload (refused) moved the
+    /// document into the rule is refused too: the upload is checked again without the refused one.
+    @Test func syncUpload_anEntryThatOnlyMatchedAfterARefusedOne_isRefusedToo() async throws {
+        try await Self.withWriteRules(["orders: site = 'A'"]) { s, admin, key in
+            let peer = try await ReadRulesSyncTests.connect(s.port, site: 0xD3, .apiKey(key))
+            func entry(site: UInt64, _ fields: [String: Value]) throws -> UploadEntry {
+                var replica = Replica(site: SiteID(site))
+                var doc = try Document(id: "o2")
+                let before = doc.versionVector
+                _ = try doc.upsert(fields, replica: &replica)
+                return UploadEntry(document: DocumentRef(collection: "orders", id: "o2"), delta: doc.delta(since: before).encode())
+            }
+            // o2 is site B: the first entry moves it to A (refused: not A before); the second,
+            // another site's change of another field, passes only after the first.
+            peer.send(.upload(seq: 1, entries: [try entry(site: 0xD3, ["_id": "o2", "site": "A"]), try entry(site: 0xD4, ["_id": "o2", "x": 1])]))
+            let acked = try await peer.waitFor { if case .ack = $0 { true } else { false } }
+            guard case .ack(1, _, let rejected)? = acked.last else { Issue.record("no ack: \(acked)"); return }
+            #expect(rejected.map(\.index) == [0, 1], "\(rejected)")
+            #expect(Orders.item(try await Self.all(s, admin), 1) == ["_id": "o2", "site": "B", "n": 2])
+        }
+    }
+
     @Test func jwtWriteRules_resolveClaims_onREST() async throws {
         let secret = ReadRulesSyncTests.secret
         try await Orders.withOrders([], { $0.jwt = try? JWTVerifier(secret: secret) }) { s, admin, _ in
