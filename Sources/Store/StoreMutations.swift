@@ -238,9 +238,11 @@ extension WriteTransaction {
     /// `_id`s of the documents a filter selects, in the statement's order (pushdown + memory).
     func candidates(_ collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
-        if orderBy.isEmpty, limit == nil, offset == nil, let id = DocumentStore.pointID(filter, arguments: context.arguments) {
-            // `WHERE _id = <string>`: the one candidate is that id. No query: the caller locks it
-            // (absent or deleted: nothing to do) and re-checks the filter on what it locked.
+        if orderBy.isEmpty, limit == nil, offset == nil, let id = Self.leadingPointID(filter, arguments: context.arguments) {
+            // `WHERE _id = <string>`, alone or with conditions ANDed to it (a caller's rules:
+            // `DocumentRules.restricting`): the one candidate is that id. No query: the caller
+            // locks it (absent or deleted: nothing to do) and re-checks the whole filter on what
+            // it locked.
             return [.string(id)]
         }
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
@@ -256,6 +258,16 @@ extension WriteTransaction {
                 docs.append(try DocumentStore.decodeJSON(row, column: 0))
             }
             return try memory.budgeted(budget).run(docs).compactMap { $0["_id"] }
+        }
+    }
+
+    /// The `_id` of a filter that is `_id = <string>` or its leftmost conjunct.
+    static func leadingPointID(_ filter: Expression?, arguments: [String: Value]) -> String? {
+        var node = filter
+        while true {
+            if let id = DocumentStore.pointID(node, arguments: arguments) { return id }
+            guard case .binary(.and, let left, _)? = node else { return nil }
+            node = left
         }
     }
 
