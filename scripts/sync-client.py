@@ -237,7 +237,11 @@ class Check:
         m = await self.next("upload")
         need(m["t"] == "ack", f"upload: unexpected `{m['t']}` before ack: {m!r:.200}")
         need(m["seq"] == 1, f"upload: ack for seq {m['seq']}")
-        need("rejected" not in m, f"upload: server rejected entries: {m.get('rejected')}")
+        # Each rejected entry with its document and the server's reason (PROTOCOL.md §4.8; a `msg`
+        # beginning "not permitted" is final: the credentials' scope or write rules refuse it).
+        need("rejected" not in m, "upload: server rejected entries: " + "; ".join(
+            f"{entries[r['i']]['c']} {entries[r['i']]['id']!r}: {r['msg']}" if r.get("i", -1) < len(entries) else repr(r)
+            for r in m.get("rejected", [])))
         need(m["txn"] > self.cp, f"upload: ack txn {m['txn']} not after the synced checkpoint {self.cp}")
         for e in entries:  # apply our own deltas locally; a new document starts empty (CRDT.md §10)
             self.replica.docs.setdefault(id_key(e["id"]), crdt.empty_state(e["id"]))

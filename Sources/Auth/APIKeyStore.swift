@@ -15,6 +15,8 @@ public struct APIKey: Sendable, Hashable {
     public var lastUsedAt: PostgresTimestamp?
     /// Per-document read rules (docs/AUTH.md, "Rules"); `.none` for a key without them.
     public var readRules: DocumentRules = .none
+    /// Per-document write rules (docs/AUTH.md, "Write rules"); `.none` for a key without them.
+    public var writeRules: DocumentRules = .none
     /// May download any attachment by id, referenced by a readable document or not
     /// (`read_attachments`, migrations/0014_attachment_refs.sql).
     public var readAttachments = false
@@ -37,9 +39,10 @@ public struct APIKeyStore: Sendable {
     public static let maxDescriptionLength = 1000
 
     /// Creates a key; the returned token is the only copy of the key text anywhere. Each of
-    /// `readRules` also adds its collection to `read` (a rule is a scope narrowed to documents).
+    /// `readRules` also adds its collection to `read`, each of `writeRules` to `write` (a rule is
+    /// a scope narrowed to documents).
     public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope,
-                       readRules: [DocumentRule] = [], readAttachments: Bool = false) async throws -> (APIKey, APIKeyToken) {
+                       readRules: [DocumentRule] = [], writeRules: [DocumentRule] = [], readAttachments: Bool = false) async throws -> (APIKey, APIKeyToken) {
         guard description.count <= Self.maxDescriptionLength else {
             throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
         }
@@ -48,30 +51,20 @@ public struct APIKeyStore: Sendable {
                 throw APIKeyStoreError.invalid("collection name \"\(bad.name)\" \(bad.problem)")
             }
         }
-        guard readRules.count <= DocumentRule.maxRulesPerCredential else {
+        guard readRules.count + writeRules.count <= DocumentRule.maxRulesPerCredential else {
             throw APIKeyStoreError.invalid("at most \(DocumentRule.maxRulesPerCredential) rules per key")
         }
-        for rule in readRules where rule.usesClaims {
-            throw APIKeyStoreError.invalid("the rule for \(rule.collection) uses :claims, but an API key has no claims (it would hide every document)")
+        for rule in readRules + writeRules where rule.usesClaims {
+            throw APIKeyStoreError.invalid("the rule for \(rule.collection) uses :claims, but an API key has no claims (it would match no document)")
         }
-        var scope = read
-        if case .only(let names) = read { scope = .only(names.union(readRules.map(\.collection))) }
         let token = try APIKeyToken.generate()
-        let (readAll, readList) = Self.columns(scope), (writeAll, writeList) = Self.columns(write)
-        var byCollection: [String: Value] = [:]
-        for rule in readRules {
-            if case .array(let texts)? = byCollection[rule.collection] {
-                byCollection[rule.collection] = .array(texts + [.string(rule.text)])
-            } else {
-                byCollection[rule.collection] = .array([.string(rule.text)])
-            }
-        }
-        let rulesJSON = JSON.string(.object(byCollection))
+        let (readAll, readList) = Self.columns(Self.widened(read, by: readRules))
+        let (writeAll, writeList) = Self.columns(Self.widened(write, by: writeRules))
         let rows = try await pool.query("""
-            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections, read_rules,
-                                  read_attachments)
+            INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections,
+                                  read_rules, write_rules, read_attachments)
             VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList),
-                    \(rulesJSON)::jsonb, \(readAttachments))
+                    \(Self.rulesJSON(readRules))::jsonb, \(Self.rulesJSON(writeRules))::jsonb, \(readAttachments))
             RETURNING \(unsafeRaw: Self.columnList)
             """)
         return (try Self.decode(rows[0]), token)
@@ -95,7 +88,20 @@ public struct APIKeyStore: Sendable {
     func lookup(id: String) async throws -> (APIKey, [UInt8])? {
         let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList), key_sha256 FROM api_keys WHERE id = \(id)")
         guard let row = rows.first else { return nil }
-        return (try Self.decode(row), try row.decode(12, as: PostgresBytea.self).bytes)
+        return (try Self.decode(row), try row.decode(13, as: PostgresBytea.self).bytes)
+    }
+
+    /// `scope` with the collections `rules` name added (a rule grants its collection, narrowed).
+    static func widened(_ scope: CollectionScope, by rules: [DocumentRule]) -> CollectionScope {
+        guard case .only(let names) = scope else { return scope }
+        return .only(names.union(rules.map(\.collection)))
+    }
+
+    /// `{"orders": ["site = 'A'", …]}`: the stored form of rules (Ditto's `queriesByCollection`).
+    static func rulesJSON(_ rules: [DocumentRule]) -> String {
+        var byCollection: [String: [Value]] = [:]
+        for rule in rules { byCollection[rule.collection, default: []].append(.string(rule.text)) }
+        return JSON.string(.object(byCollection.mapValues(Value.array)))
     }
 
     /// Records a use (called at most once per cache period per key, not per request).
@@ -103,7 +109,8 @@ public struct APIKeyStore: Sendable {
         _ = try await pool.query("UPDATE api_keys SET last_used_at = now() WHERE id = \(id)")
     }
 
-    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, last_used_at, read_rules::text, read_attachments"
+    static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, "
+        + "last_used_at, read_rules::text, write_rules::text, read_attachments"
 
     static func decode(_ row: PostgresRow) throws -> APIKey {
         func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
@@ -117,12 +124,13 @@ public struct APIKeyStore: Sendable {
             revokedAt: try row.decode(4, as: PostgresTimestamp?.self),
             read: try scope(5, 6), write: try scope(7, 8),
             lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self),
-            readRules: rules(try row.decode(10, as: String.self)),
-            readAttachments: try row.decode(11, as: Bool.self))
+            readRules: rules(try row.decode(10, as: String.self)), writeRules: rules(try row.decode(11, as: String.self)),
+            readAttachments: try row.decode(12, as: Bool.self))
     }
 
-    /// The stored `read_rules` parsed. A rule that no longer parses (stored by another version)
-    /// becomes FALSE for its collection: the key then sees nothing there rather than everything.
+    /// Stored `read_rules` or `write_rules` parsed. A rule that no longer parses (stored by another
+    /// version) becomes FALSE for its collection: the key then sees (or may change) nothing there
+    /// rather than everything.
     static func rules(_ json: String) -> DocumentRules {
         var rules = DocumentRules()
         guard case .object(let byCollection)? = try? JSON.parse(json) else { return rules }

@@ -1,3 +1,4 @@
+import DQL
 import HTTP
 import Synchronization
 import Values
@@ -20,9 +21,10 @@ import Values
 /// Granted tokens are cached by the SHA-256 of provider and token until `expirationSeconds` have
 /// passed (checked on every use); then the webhook is asked again. Refusals (`authenticated:
 /// false`) are cached the same way for `refusalSeconds`, so a refused token repeated cannot make
-/// each request a webhook call; failures are not cached. Permissions: `everything`, or the collections whose query list holds `"true"`; other
-/// queries (document rules) are kept in the principal's claims (`permissions`) for the rules of
-/// #21 item 3 and grant nothing until those are enforced.
+/// each request a webhook call; failures are not cached. Permissions are parsed as a JWT's
+/// `permissions` claim (`PermissionClaims`): `everything`, or the collections of
+/// `queriesByCollection`, each query a read or write rule (docs/AUTH.md, "Rules"); the claims the
+/// rules may name are `provider`, `userID` and `identityServiceMetadata`.
 public final class AuthWebhook: Sendable {
     public struct Configuration: Sendable {
         /// Provider name → webhook URL.
@@ -166,12 +168,6 @@ public final class AuthWebhook: Sendable {
             return bad("expirationSeconds is not an integer of 0...\(UInt32.max)")
         }
         let permissions = answer["permissions"] ?? .object([:])
-        guard case .object(let p) = permissions else { return bad("permissions is not an object") }
-        let read: CollectionScope, write: CollectionScope
-        switch (scope(p["read"], provider: provider), scope(p["write"], provider: provider)) {
-        case (.success(let r), .success(let w)): (read, write) = (r, w)
-        case (.failure(let why), _), (_, .failure(let why)): return .failure(why)
-        }
         var claims: [String: Value] = ["provider": .string(provider), "userID": .string(userID), "permissions": permissions]
         var identityMetadata: [String: Value] = [:]
         switch answer["identityServiceMetadata"] {
@@ -190,31 +186,16 @@ public final class AuthWebhook: Sendable {
         if let info = clientInfo, case let size = CBORValueCodec.encode(info).count, size > maxClientInfoBytes {
             return bad("clientInfo is \(size) bytes encoded, more than \(maxClientInfoBytes)")
         }
-        let principal = Principal(keyID: "webhook:\(provider):\(userID)", read: read, write: write, claims: claims)
+        // The same parsing as a JWT's `permissions` claim: queries are read and write rules, with
+        // `:claims.userID`, `:claims.identityServiceMetadata.…` substituted.
+        let granted: PermissionClaims.Granted
+        switch PermissionClaims.parse(permissions, claims: claims) {
+        case .success(let g): granted = g
+        case .failure(let why): return bad(why.description)
+        }
+        let principal = Principal(keyID: "webhook:\(provider):\(userID)", read: granted.read, write: granted.write, claims: claims,
+                                  readRules: granted.readRules, writeRules: granted.writeRules)
         return .success(Grant(principal: principal, refusedFrom: now + seconds, clientInfo: clientInfo, identityMetadata: identityMetadata))
-    }
-
-    /// `{"everything": bool, "queriesByCollection": {collection: [query, …]}}` (absent: nothing):
-    /// every collection, or those a `"true"` query opens whole.
-    static func scope(_ v: Value?, provider: String) -> Result<CollectionScope, AuthWebhookError> {
-        func bad(_ why: String) -> Result<CollectionScope, AuthWebhookError> { .failure(.badAnswer(provider: provider, reason: why)) }
-        guard let v else { return .success(.none) }
-        guard case .object(let o) = v else { return bad("a permission is not an object") }
-        if let everything = o["everything"] {
-            guard case .bool(let all) = everything else { return bad("everything is not true or false") }
-            if all { return .success(.all) }
-        }
-        guard let queries = o["queriesByCollection"] else { return .success(.none) }
-        guard case .object(let byCollection) = queries else { return bad("queriesByCollection is not an object") }
-        var names = Set<String>()
-        for (collection, list) in byCollection {
-            guard !collection.isEmpty, NameRules.problem(collection) == nil else { return bad("\"\(collection)\" is not a collection name") }
-            guard case .array(let items) = list, items.allSatisfy({ if case .string = $0 { true } else { false } }) else {
-                return bad("the queries of \(collection) are not an array of strings")
-            }
-            if items.contains(.string("true")) { names.insert(collection) }
-        }
-        return .success(.only(names))
     }
 }
 

@@ -16,17 +16,22 @@ public struct Principal: Sendable, Hashable {
     /// resolved against `claims` when the credential was loaded. Every read path ANDs them into
     /// what it runs (`DocumentRules.restricting`).
     public var readRules: DocumentRules
+    /// Which documents of the collections in `write` the caller may change: a write is allowed
+    /// only when the document matches them before and after the change (docs/AUTH.md, "Write
+    /// rules"). Independent of `readRules`.
+    public var writeRules: DocumentRules
     /// May download any attachment by id (docs/AUTH.md, "Attachments"). Without it, an attachment
     /// is served only through a document that references it and that this principal may read.
     public var readsAnyAttachment: Bool
 
     public init(keyID: String?, read: CollectionScope, write: CollectionScope, claims: [String: Value] = [:],
-                readRules: DocumentRules = .none, readsAnyAttachment: Bool = false) {
+                readRules: DocumentRules = .none, writeRules: DocumentRules = .none, readsAnyAttachment: Bool = false) {
         self.keyID = keyID
         self.read = read
         self.write = write
         self.claims = claims
         self.readRules = readRules
+        self.writeRules = writeRules
         self.readsAnyAttachment = readsAnyAttachment
     }
 
@@ -197,7 +202,7 @@ public final class Authenticator: Sendable {
         }
         if let refusal = entry.key.refusal(at: wallClock()) { return .failure(refusal) }
         return .success((Principal(keyID: entry.key.id, read: entry.key.read, write: entry.key.write, readRules: entry.key.readRules,
-                                   readsAnyAttachment: entry.key.readAttachments),
+                                   writeRules: entry.key.writeRules, readsAnyAttachment: entry.key.readAttachments),
                           entry.key.expiresAt))
     }
 

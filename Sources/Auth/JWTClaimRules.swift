@@ -46,14 +46,15 @@ public struct JWTClaimRules: Sendable {
             }
         }
         let read: CollectionScope, write: CollectionScope
-        var readRules = DocumentRules.none
+        var readRules = DocumentRules.none, writeRules = DocumentRules.none
         if let permissions = claims["permissions"] {
             // Ditto's shape with per-document rules (PermissionClaims); never mixed with read/write.
             guard claims["read"] == nil, claims["write"] == nil else {
                 return .failure(.malformed("permissions excludes the read and write claims"))
             }
             switch PermissionClaims.parse(permissions, claims: claims) {
-            case .success(let granted): (read, write, readRules) = (granted.read, granted.write, granted.readRules)
+            case .success(let granted):
+                (read, write, readRules, writeRules) = (granted.read, granted.write, granted.readRules, granted.writeRules)
             case .failure(let why): return .failure(.malformed(why.description))
             }
         } else {
@@ -73,7 +74,7 @@ public struct JWTClaimRules: Sendable {
         if case .string(let sub)? = claims["sub"] { subject = sub }
         let (end, overflow) = exp.addingReportingOverflow(leewaySeconds + 1)
         return .success((Principal(keyID: subject.map { "jwt:" + $0 } ?? "jwt", read: read, write: write, claims: claims, readRules: readRules,
-                                   readsAnyAttachment: readsAnyAttachment),
+                                   writeRules: writeRules, readsAnyAttachment: readsAnyAttachment),
                           overflow ? Int64.max : end))
     }
 

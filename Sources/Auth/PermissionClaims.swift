@@ -14,13 +14,14 @@ import Values
 /// - Else the collections of `queriesByCollection` only; each query is a rule (DQL condition or
 ///   Ditto's legacy form, with `:claims.NAME` resolved against the token's own claims); several
 ///   for one collection are ORed. An absent `read` or `write` grants nothing.
-/// - Write queries other than `true` are refused (the token is malformed): write rules are not
-///   enforced yet, and a token must never get more than it says.
+/// - Read queries are read rules, write queries write rules (a write must leave the document
+///   matching them, and may only change documents that match them before).
 public enum PermissionClaims {
     public struct Granted: Sendable, Hashable {
         public var read: CollectionScope
         public var write: CollectionScope
         public var readRules: DocumentRules
+        public var writeRules: DocumentRules
     }
 
     /// The grants of `permissions`, or why it is refused (for `JWTError.malformed`).
@@ -29,18 +30,12 @@ public enum PermissionClaims {
         if let extra = fields.keys.sorted().first(where: { $0 != "read" && $0 != "write" && $0 != "remoteQuery" }) {
             return .failure(DocumentRuleError("permissions has an unknown member \(extra)"))
         }
-        do {
+        do throws(DocumentRuleError) {
             let (read, rules) = try side(fields["read"], "read", claims: claims)
             let (write, writeRules) = try side(fields["write"], "write", claims: claims)
-            // Only `true` is accepted on the write side until write rules are enforced.
-            if let c = writeRules.conditions.first(where: { $0.value != .literal(.bool(true)) })?.key {
-                throw DocumentRuleError("write rules are not supported yet (permissions.write.queriesByCollection.\(c) must be [\"true\"])")
-            }
-            return .success(Granted(read: read, write: write, readRules: rules))
-        } catch let error as DocumentRuleError {
-            return .failure(error)
+            return .success(Granted(read: read, write: write, readRules: rules, writeRules: writeRules))
         } catch {
-            return .failure(DocumentRuleError("\(error)"))
+            return .failure(error)
         }
     }
 

@@ -44,6 +44,7 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         let status: HTTPStatus = switch error {
         case .syntax, .invalid, .resultTooLarge: .badRequest
         case .conflict: .conflict
+        case .forbidden: .forbidden
         case .notFound, .unknownTransaction: .notFound
         case .tooLarge: .contentTooLarge
         case .timeout: .requestTimeout

@@ -63,7 +63,7 @@ struct LegacyRoutes {
         /// Parses generated DQL, checks scopes, runs it.
         func run(_ dql: String, _ arguments: [String: Value], principal: Principal, minimum: Int64?) async throws -> ExecuteResult {
             try await store.execute(try authorized(dql, principal: principal), arguments: arguments, readRules: principal.readRules,
-                                    minimumTransaction: minimum)
+                                    writeRules: principal.writeRules, minimumTransaction: minimum)
         }
 
         /// `run`, but a large result that can stream comes back as a cursor (`executeStreaming`).
@@ -149,9 +149,10 @@ struct LegacyRoutes {
         if let denied = p.authorize(requirement) { throw APIError(denied) }
         let results: [ExecuteResult]
         do {
-            // update and remove choose their documents like a find: only among those the rules show.
+            // update and remove choose their documents like a find: only among those the read rules
+            // show (and the write rules allow); every document written must match the write rules.
             results = try await c.store.executeBatch(translated.map { (p.readRules.restricting($0.statement), $0.arguments) },
-                                                     minimumTransaction: minimum)
+                                                     writeRules: p.writeRules, minimumTransaction: minimum)
         } catch {
             var failure = APIError(error.error)
             if let i = error.index { failure.description = "command \(i + 1) (\(translated[i].method)): \(error.error.description); nothing was written" }

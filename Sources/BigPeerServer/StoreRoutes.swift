@@ -62,7 +62,8 @@ struct StoreRoutes {
         let format = APIEncoding.responseFormat(request)
         do {
             let r: ExecuteResult
-            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules, minimumTransaction: minimum) {
+            switch try await store.executeStreaming(parsed, arguments: arguments, readRules: principal.readRules,
+                                                    writeRules: principal.writeRules, minimumTransaction: minimum) {
             case .complete(let complete): r = complete
             case .streaming(let cursor):
                 return ResultStreaming.response(cursor, request: request, logger: logger, envelope: .execute, format: format)

@@ -236,7 +236,7 @@ struct SyncAuthentication: Sendable {
     func permissions(_ p: Principal, validUntilMillis: Int64?) -> SyncPermissions {
         let validFor = validUntilMillis.map { UInt64(clamping: $0 - wallClockMillis()) }
         return SyncPermissions(read: Self.scope(p.read), write: Self.scope(p.write), principal: p.keyID, validForMillis: validFor,
-                               readRules: p.readRules)
+                               readRules: p.readRules, writeRules: p.writeRules)
     }
 
     static func scope(_ s: CollectionScope) -> SyncPermissions.Scope {

@@ -159,7 +159,8 @@ final class SyncSessionRegistry: Sendable {
                         "principal": "\(m.permissions?.principal ?? "-")", "reason": "\(reason)"])
                     m.connection.credentialsChecked(decision, epoch: m.epoch)
                 case .accept(let granted):
-                    guard let old = m.permissions, old.read != granted.read || old.write != granted.write || old.readRules != granted.readRules else { continue }
+                    guard let old = m.permissions, old.read != granted.read || old.write != granted.write || old.readRules != granted.readRules
+                                               || old.writeRules != granted.writeRules else { continue }
                     state.withLock { s in
                         if s.entries[m.id]?.epoch == m.epoch { s.entries[m.id]?.permissions = granted }
                     }

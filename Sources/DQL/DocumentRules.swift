@@ -10,7 +10,9 @@
 
 import Values
 
-/// One caller's rules of one kind (read; write rules will be a second value of the same type).
+/// One caller's rules of one kind: read rules (which documents it sees) or write rules (which
+/// documents it may change: a write is allowed when the document matches them before and after
+/// the change, `allowsWrite`).
 public struct DocumentRules: Sendable, Hashable {
     /// Per collection, the OR of its rules, claims already substituted.
     public private(set) var conditions: [String: Expression] = [:]
@@ -60,6 +62,18 @@ public struct DocumentRules: Sendable, Hashable {
         }
     }
 
+    /// As write rules: the selection of UPDATE, DELETE and EVICT (also inside EXPLAIN) ANDed with
+    /// the rule of their collection, so they choose only among documents the caller may write
+    /// (the check before the change). SELECT and INSERT are unchanged.
+    public func restrictingWrites(_ statement: Statement) -> Statement {
+        guard !conditions.isEmpty else { return statement }
+        switch statement {
+        case .update, .delete, .evict: return restricting(statement)
+        case .explain(let inner): return .explain(restrictingWrites(inner))
+        case .select, .insert, .system, .createIndex, .dropIndex: return statement
+        }
+    }
+
     public func restricting(_ select: SelectStatement) -> SelectStatement {
         var s = select
         s.filter = Self.and(s.filter, condition(for: s.from.name))
@@ -80,6 +94,25 @@ public struct DocumentRules: Sendable, Hashable {
         guard let condition = condition(for: collection) else { return true }
         let context = EvaluationContext(nowMilliseconds: nowMilliseconds, budget: EvaluationBudget(maxSteps: DocumentRule.maxEvaluationSteps))
         return (try? Evaluator(context: context).isTrue(condition, in: document)) == true
+    }
+
+    /// Whether write rules allow a change of a document of `collection` from `before` to `after`
+    /// (materialized values; nil where the document does not exist: before a creation, after a
+    /// deletion): each that exists must match (docs/AUTH.md, "Write rules"). Each evaluation gets
+    /// `DocumentRule.maxEvaluationSteps` (past them: not allowed) and its steps are charged to
+    /// `budget`, whose exhaustion (a loop's slice, a statement's cap) is thrown.
+    public func allowsWrite(before: Value?, after: Value?, in collection: String, nowMilliseconds: Int64,
+                            budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Bool {
+        guard let condition = condition(for: collection) else { return true }
+        for document in [before, after] {
+            guard let document else { continue }
+            let own = EvaluationBudget(maxSteps: DocumentRule.maxEvaluationSteps)
+            let context = EvaluationContext(nowMilliseconds: nowMilliseconds, budget: own)
+            let matches = (try? Evaluator(context: context).isTrue(condition, in: document)) == true
+            try budget?.charge(own.steps)
+            if !matches { return false }
+        }
+        return true
     }
 }
 

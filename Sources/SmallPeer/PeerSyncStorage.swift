@@ -79,7 +79,9 @@ struct PeerSyncStorage: SyncStorage {
         }
     }
 
-    func mergeDeltas(_ entries: [UploadEntry], origin: UInt64) async throws(SyncStorageError) -> (txn: Int64, rejected: [UploadRejection]) {
+    /// A small peer serves its neighbours with every permission (`SmallPeer+Serve`): no write rules to apply.
+    func mergeDeltas(_ entries: [UploadEntry], origin: UInt64, writeRules: DocumentRules) async throws(SyncStorageError)
+        -> (txn: Int64, rejected: [UploadRejection]) {
         do { return try peer.mergeUploads(entries, origin: origin) } catch { throw SyncStorageError(error) }
     }
 

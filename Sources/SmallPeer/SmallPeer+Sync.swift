@@ -228,7 +228,8 @@ extension SmallPeer {
     /// Records `server`'s ack of `uploads` (its upload state only): accepted documents without newer
     /// changes (local, or from another server or a served peer) leave it; changed ones keep a base
     /// that now includes what was sent. A rejected delta is retried once as the full state (the server may lack an earlier
-    /// change); a rejected full state leaves it and is returned with the server's reason.
+    /// change); a rejected full state, or any entry refused for its permissions (a write rule: sending it again would be
+    /// refused the same way), leaves it and is returned with the server's reason.
     func acknowledge(_ uploads: [PendingUpload], rejected: [UploadRejection], server: UInt64) throws(SmallPeerError) -> [(DocumentRef, String)] {
         try state.withLock { st throws(SmallPeerError) -> [(DocumentRef, String)] in
             var commit = Commit(clock: st.store.replica.clock.last.rawValue)
@@ -237,7 +238,7 @@ extension SmallPeer {
             let pending = st.store.outbox[server] ?? [:]
             for (i, u) in uploads.enumerated() where pending[u.ref] != nil {
                 if let message = rejectedByIndex[i] {
-                    if u.isFullState {
+                    if u.isFullState || UploadRejection.isPermissionRefusal(message) {
                         commit.outbox.append((server, u.ref, nil))
                         dropped.append((u.ref, message))
                     } else {

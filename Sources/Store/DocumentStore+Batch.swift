@@ -30,8 +30,9 @@ extension DocumentStore {
     /// statement by rerunning the others, which is exactly what an atomic batch must not do. It
     /// uses the same `WriteTransaction` (read-merge-write under row locks, change log, counter).
     /// Only writes are accepted (INSERT, UPDATE, DELETE, EVICT); others fail with `.invalid`.
+    /// `writeRules` apply to every statement as in `executeStreaming`.
     public func executeBatch(_ statements: [(statement: Statement, arguments: [String: Value])],
-                             minimumTransaction: Int64? = nil,
+                             writeRules: DocumentRules = .none, minimumTransaction: Int64? = nil,
                              transactionWait: Duration = .seconds(5)) async throws(StoreBatchError) -> [ExecuteResult] {
         for (i, item) in statements.enumerated() {
             switch item.statement {
@@ -41,7 +42,9 @@ extension DocumentStore {
         }
         if statements.isEmpty { return [] }
         let now = Int64(Replica.systemMillis())
-        let jobs = statements.map { WriteBatcher.Job(work: .statement($0.statement, $0.arguments), nowMillis: now) }
+        let jobs = statements.map {
+            WriteBatcher.Job(work: .statement(writeRules.restrictingWrites($0.statement), $0.arguments), nowMillis: now, writeRules: writeRules)
+        }
         do {
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             let (results, txn) = try await commitWrite { db in

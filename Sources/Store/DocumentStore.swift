@@ -113,9 +113,10 @@ public final class DocumentStore: Sendable {
     /// A SELECT's whole result is held in memory, up to `readLimits.maxBufferedResultBytes` of
     /// documents (past it: `.resultTooLarge`, 400); `executeStreaming` answers larger ones.
     public func execute(_ statement: Statement, arguments: [String: Value] = [:], readRules: DocumentRules = .none,
+                        writeRules: DocumentRules = .none,
                         minimumTransaction: Int64? = nil, transactionWait: Duration = .seconds(5)) async throws(StoreError) -> ExecuteResult {
-        switch try await executeStreaming(statement, arguments: arguments, readRules: readRules, minimumTransaction: minimumTransaction,
-                                          transactionWait: transactionWait, mayStream: false) {
+        switch try await executeStreaming(statement, arguments: arguments, readRules: readRules, writeRules: writeRules,
+                                          minimumTransaction: minimumTransaction, transactionWait: transactionWait, mayStream: false) {
         case .complete(let r): return r
         case .streaming(let cursor):  // never produced without `mayStream`
             await cursor.close()
@@ -132,8 +133,11 @@ public final class DocumentStore: Sendable {
     /// `readRules` (the caller's, docs/AUTH.md "Rules") are ANDed into the statement's WHERE
     /// (`DocumentRules.restricting`) before it is planned, so PostgreSQL applies them before any
     /// ORDER BY, OFFSET or LIMIT; a point read answered from `readCache` is checked against them.
+    /// `writeRules` narrow the selection of UPDATE, DELETE and EVICT the same way, and every
+    /// document a write produces must match them, else it fails whole with `.forbidden`
+    /// (WriteRules.swift).
     public func executeStreaming(_ statement: Statement, arguments: [String: Value] = [:], readRules: DocumentRules = .none,
-                                 minimumTransaction: Int64? = nil, transactionWait: Duration = .seconds(5),
+                                 writeRules: DocumentRules = .none, minimumTransaction: Int64? = nil, transactionWait: Duration = .seconds(5),
                                  mayStream: Bool = true) async throws(StoreError) -> ReadOutcome {
         do {
             let now = Int64(Replica.systemMillis())
@@ -149,13 +153,14 @@ public final class DocumentStore: Sendable {
                                        context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()),
                                        mayStream: mayStream)
             }
-            return .complete(try await executeOther(readRules.restricting(statement), arguments: arguments, now: now))
+            return .complete(try await executeOther(writeRules.restrictingWrites(readRules.restricting(statement)), arguments: arguments,
+                                                    writeRules: writeRules, now: now))
         } catch {
             throw StoreError.from(error)
         }
     }
 
-    private func executeOther(_ statement: Statement, arguments: [String: Value], now: Int64) async throws -> ExecuteResult {
+    private func executeOther(_ statement: Statement, arguments: [String: Value], writeRules: DocumentRules, now: Int64) async throws -> ExecuteResult {
         switch statement {
         case .select:
             throw StoreError.invalid("internal: SELECT reached the non-read path")
@@ -170,7 +175,8 @@ public final class DocumentStore: Sendable {
         case .createIndex, .dropIndex:
             return try await runDDL(statement)
         case .insert, .update, .delete, .evict, .system:
-            return try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now), store: self)
+            return try await batcher.submit(WriteBatcher.Job(work: .statement(statement, arguments), nowMillis: now, writeRules: writeRules),
+                                            store: self)
         }
     }
 

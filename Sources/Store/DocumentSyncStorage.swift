@@ -50,10 +50,11 @@ public struct DocumentSyncStorage: SyncStorage {
         }
     }
 
-    public func mergeDeltas(_ entries: [UploadEntry], origin: UInt64) async throws(SyncStorageError) -> (txn: Int64, rejected: [UploadRejection]) {
+    public func mergeDeltas(_ entries: [UploadEntry], origin: UInt64, writeRules: DocumentRules) async throws(SyncStorageError)
+        -> (txn: Int64, rejected: [UploadRejection]) {
         do throws(StoreError) {
             let items = entries.map { MergeItem(collection: $0.document.collection, id: $0.document.id, delta: $0.delta) }
-            let r = try await store.mergeDeltas(items, origin: Int64(bitPattern: origin))
+            let r = try await store.mergeDeltas(items, origin: Int64(bitPattern: origin), writeRules: writeRules)
             return (r.txn, r.rejected.map { UploadRejection(index: $0.index, message: $0.message) })
         } catch {
             throw SyncStorageError(error)

@@ -20,6 +20,9 @@ struct InsertMerge: Sendable {
     /// Encode the documents this statement creates as COPY tuples (`DocumentCopy`): it creates
     /// enough of them for `write` to use COPY.
     let copyCreations: Bool
+    /// Keep each changed document's value before and after (`Chunk.ruleChecks`): the caller has
+    /// write rules for the collection (WriteRules.swift).
+    var keepsRuleValues = false
 
     /// `copyCreations` defaults to whether `fieldsByID` holds enough documents for COPY; a bulk
     /// INSERT evaluated chunk by chunk (`insertEvaluatingInChunks`) sets it for every chunk.
@@ -47,6 +50,8 @@ struct InsertMerge: Sendable {
         var mutated: [Value] = []
         /// Size warnings of the documents evaluated for this chunk (`insertEvaluatingInChunks`).
         var warnings: [String] = []
+        /// With `keepsRuleValues`: what the caller's write rules must allow before it is written.
+        var ruleChecks: [WriteRuleCheck] = []
     }
 
     /// Merges and encodes these `_id`s, in order. `framed` false leaves the COPY header and
@@ -63,6 +68,7 @@ struct InsertMerge: Sendable {
         for id in ids {
             var doc = try existing[id] ?? Document(id: id)
             let before = doc.versionVector
+            let valueBefore = keepsRuleValues ? doc.materialize() : nil
             let versions = fieldsByID[id] ?? []
             let changed = try store.replica.withLock { r throws(DocumentMutationError) in
                 try plan.apply(versions, to: &doc, types: types, replica: &r)
@@ -72,6 +78,7 @@ struct InsertMerge: Sendable {
             let creating = existing[id] == nil && doc.exists
             let delta = creating ? nil : doc.delta(since: before)
             if delta?.isEmpty ?? (doc.versionVector == before) { continue }
+            if keepsRuleValues { chunk.ruleChecks.append(WriteRuleCheck(index: chunk.ruleChecks.count, before: valueBefore, after: doc.materialize())) }
             let key = DocumentKey(collection: plan.collection, id: id)
             if creating && copyCreations && DocumentCopy.append(collection: plan.collection, id: id, document: doc, to: &payload) {
                 chunk.created.append(key)
@@ -98,18 +105,19 @@ extension WriteTransaction {
     mutating func streamInsert(_ merge: InsertMerge, _ order: [Value], mutated: inout [Value]) async throws {
         var warnings: [String] = []
         let chunks = (order.count + InsertMerge.chunk - 1) / InsertMerge.chunk
-        try await stream(chunks: chunks, mutated: &mutated, warnings: &warnings) { k in
+        try await stream(chunks: chunks, collection: merge.plan.collection, mutated: &mutated, warnings: &warnings) { k in
             try merge.apply(order[k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, order.count)])
         }
     }
 
     /// Writes chunk 0, 1, … `chunks - 1`, each made by `make` (which merges and encodes it) on the
     /// global pool while the previous one is written.
-    mutating func stream(chunks: Int, mutated: inout [Value], warnings: inout [String],
+    mutating func stream(chunks: Int, collection: String, mutated: inout [Value], warnings: inout [String],
                          _ make: @escaping @Sendable (Int) throws -> InsertMerge.Chunk) async throws {
         guard chunks > 0 else { return }
         var next = try make(0)
         for k in 1..<chunks {
+            try await enforceWriteRules(next.ruleChecks, collection: collection)
             // On the global pool, not inherited: the transaction runs on an event loop
             // (`WriteBatcher` prefers the caller's loop), and a child task would otherwise merge on
             // that same thread, taking turns with the COPY instead of running beside it.
@@ -121,6 +129,7 @@ extension WriteTransaction {
             try await db.flush()
             next = try await following
         }
+        try await enforceWriteRules(next.ruleChecks, collection: collection)
         try await write(next)
         mutated += next.mutated
         warnings += next.warnings

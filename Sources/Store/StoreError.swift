@@ -19,6 +19,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case notFound(String)
     /// A document would exceed the size limit.
     case tooLarge(String)
+    /// The caller's write rules do not allow the change (docs/AUTH.md, "Write rules"): the message
+    /// names the collection, never the document's content.
+    case forbidden(String)
     /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (the
     /// caller's to fix: the statement, not the request body, must change).
     case resultTooLarge(String)
@@ -42,6 +45,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .conflict(let m): m
         case .notFound(let m): m
         case .tooLarge(let m): m
+        case .forbidden(let m): m
         case .resultTooLarge(let m): m
         case .busy(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"

@@ -33,12 +33,14 @@ extension WriteTransaction {
         } else {
             existing = try await lockDocuments(plan.collection, supplied)
         }
-        let merge = InsertMerge(store: store, plan: plan, existing: existing, fieldsByID: fieldsByID)
+        var merge = InsertMerge(store: store, plan: plan, existing: existing, fieldsByID: fieldsByID)
+        merge.keepsRuleValues = writeRules.condition(for: plan.collection) != nil
         // Found before anything is written (a streamed INSERT would otherwise fail midway).
         if let conflict = plan.conflictWithExisting(supplied, isLive: { existing[$0]?.exists == true }) { throw conflict }
         var mutated: [Value] = []
         if order.count <= InsertMerge.chunk {
             let part = try merge.apply(order[...])
+            try await enforceWriteRules(part.ruleChecks, collection: plan.collection)
             try await write(part)
             mutated = part.mutated
         } else {
@@ -72,12 +74,16 @@ extension WriteTransaction {
         var warnings: [String] = []
         mutated.reserveCapacity(count)
         let chunks = (count + InsertMerge.chunk - 1) / InsertMerge.chunk
+        let (rules, now) = (writeRules, writeRulesNow)
         let make: @Sendable (Int) throws -> InsertMerge.Chunk = { k in
             let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
             let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
             let groups = InsertGroups(evaluated.documents, generateID: store.generateID)
-            let merge = InsertMerge(store: store, plan: plan, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
+            var merge = InsertMerge(store: store, plan: plan, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
+            merge.keepsRuleValues = rules.condition(for: plan.collection) != nil
             var chunk = try merge.apply(groups.order[...], framed: false)
+            // Made on the global pool (never on a loop): the rules are checked right here.
+            if try !rules.refused(chunk.ruleChecks, in: plan.collection, now: now).isEmpty { throw DocumentStore.writeRuleRefusal(plan.collection) }
             chunk.warnings = evaluated.warnings
             return chunk
         }
@@ -135,6 +141,10 @@ extension WriteTransaction {
         var writes: [PendingWrite] = []
         var mutated: [Value] = []
         var warnings: [String] = []
+        // The selection holds only documents the write rules allow (`restrictingWrites`); what
+        // the statement makes of them must match them too.
+        let ruled = writeRules.condition(for: u.collection.name) != nil
+        var ruleChecks: [WriteRuleCheck] = []
         for (id, operations) in planned {
             guard var doc = docs[id] else { continue }
             let before = doc.versionVector
@@ -149,10 +159,12 @@ extension WriteTransaction {
                 let json = JSON.string(value)
                 if let warning = try DocumentMutations.checkSize(id: id, serializedBytes: json.utf8.count) { warnings.append(warning) }
                 encoded = EncodedWrite(value: PostgresJSON(json), state: PostgresBytea(doc.encode()), delta: delta.encode())
+                if ruled { ruleChecks.append(WriteRuleCheck(index: ruleChecks.count, before: nil, after: value)) }
             }
             writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta, encoded: encoded))
             if changed { mutated.append(id) }
         }
+        try await enforceWriteRules(ruleChecks, collection: u.collection.name)
         try await write(writes, kind: "upsert")
         return ExecuteResult(transactionID: 0, queryType: "update", mutatedDocumentIDs: mutated, warnings: warnings)
     }
@@ -226,9 +238,11 @@ extension WriteTransaction {
     /// `_id`s of the documents a filter selects, in the statement's order (pushdown + memory).
     func candidates(_ collection: CollectionReference, filter: Expression?, orderBy: [OrderingTerm] = [],
                     limit: Expression? = nil, offset: Expression? = nil, context: EvaluationContext) async throws -> [Value] {
-        if orderBy.isEmpty, limit == nil, offset == nil, let id = DocumentStore.pointID(filter, arguments: context.arguments) {
-            // `WHERE _id = <string>`: the one candidate is that id. No query: the caller locks it
-            // (absent or deleted: nothing to do) and re-checks the filter on what it locked.
+        if orderBy.isEmpty, limit == nil, offset == nil, let id = Self.leadingPointID(filter, arguments: context.arguments) {
+            // `WHERE _id = <string>`, alone or with conditions ANDed to it (a caller's rules:
+            // `DocumentRules.restricting`): the one candidate is that id. No query: the caller
+            // locks it (absent or deleted: nothing to do) and re-checks the whole filter on what
+            // it locked.
             return [.string(id)]
         }
         let plan = try store.planner.planFilter(collection: collection, filter: filter, orderBy: orderBy, limit: limit,
@@ -244,6 +258,16 @@ extension WriteTransaction {
                 docs.append(try DocumentStore.decodeJSON(row, column: 0))
             }
             return try memory.budgeted(budget).run(docs).compactMap { $0["_id"] }
+        }
+    }
+
+    /// The `_id` of a filter that is `_id = <string>` or its leftmost conjunct.
+    static func leadingPointID(_ filter: Expression?, arguments: [String: Value]) -> String? {
+        var node = filter
+        while true {
+            if let id = DocumentStore.pointID(node, arguments: arguments) { return id }
+            guard case .binary(.and, let left, _)? = node else { return nil }
+            node = left
         }
     }
 

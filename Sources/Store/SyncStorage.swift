@@ -38,11 +38,14 @@ extension DocumentStore {
     /// Merges uploaded deltas in one write transaction (group-committed with other writes) and
     /// returns after COMMIT: the transaction number and the entries that were not applied.
     /// `checkpoints` (upstream downloads) are written in the same transaction, unless a delta
-    /// was rejected for a gap (the checkpoint would cover a change not held).
-    public func mergeDeltas(_ items: [MergeItem], origin: Int64, checkpoints: DownloadCheckpoints? = nil)
+    /// was rejected for a gap (the checkpoint would cover a change not held). An entry whose
+    /// document does not match `writeRules` (the uploader's) before and after it is rejected
+    /// with `writeRuleRejection`; the rest proceed.
+    public func mergeDeltas(_ items: [MergeItem], origin: Int64, checkpoints: DownloadCheckpoints? = nil, writeRules: DocumentRules = .none)
         async throws(StoreError) -> (txn: Int64, rejected: [(index: Int, message: String)]) {
         do {
-            let job = WriteBatcher.Job(work: .merge(items, origin: origin, checkpoints: checkpoints), nowMillis: Int64(Replica.systemMillis()))
+            let job = WriteBatcher.Job(work: .merge(items, origin: origin, checkpoints: checkpoints), nowMillis: Int64(Replica.systemMillis()),
+                                       writeRules: writeRules)
             let r = try await batcher.submit(job, store: self)
             return (r.transactionID, r.rejections)
         } catch {
@@ -156,8 +159,12 @@ extension DocumentStore {
 
 extension WriteTransaction {
     /// Merges uploaded deltas: lock, merge, write state + value, change log with `origin`.
-    /// Entries that cannot be applied are rejected one by one; the others are written.
-    mutating func merge(_ items: [MergeItem], origin: Int64) async throws -> ExecuteResult {
+    /// Entries that cannot be applied are rejected one by one; the others are written. With write
+    /// rules for a collection, an entry whose document does not match them before or after its
+    /// change is rejected too (`DocumentStore.writeRuleRejection`), and the collection's entries
+    /// are merged again without it (a later entry of the same document then starts from the state
+    /// without it).
+    mutating func merge(_ items: [MergeItem], origin: Int64, now: Int64) async throws -> ExecuteResult {
         var rejections: [(index: Int, message: String)] = []
         var order: [String] = []
         var byCollection: [String: [Int]] = [:]
@@ -170,29 +177,32 @@ extension WriteTransaction {
             let indexes = byCollection[collection] ?? []
             var seen = Set<Value>(), ids: [Value] = []
             for i in indexes where seen.insert(items[i].id).inserted { ids.append(items[i].id) }
-            var docs = try await lockDocuments(collection, ids)
-            var before: [Value: VersionVector] = [:]
-            for i in indexes {
-                let item = items[i]
-                do {
-                    let delta = try Delta.decode(item.delta)
-                    var doc = try docs[item.id] ?? Document(id: item.id)
-                    if before[item.id] == nil { before[item.id] = doc.versionVector }
-                    _ = try doc.merge(delta)
-                    if let value = doc.materialize(), JSON.serializedCount(value) > documentLimitBytes {
-                        throw StoreError.tooLarge("the document would be larger than \(documentLimitBytes) bytes")
+            let locked = try await lockDocuments(collection, ids)
+            let ruled = writeRules.condition(for: collection) != nil
+            var merged = mergeUploads(items, indexes, into: locked, skipping: [], keepValues: ruled)
+            if ruled {
+                // Without a refused entry, a later one of the same document starts from another
+                // state, which may be refused in turn: check again, a few rounds at most; then
+                // every entry of a document with a refused one is refused (the other documents'
+                // entries do not depend on them, and were allowed).
+                var refused = Set<Int>()
+                for round in 1... {
+                    let denied = try await refusedByWriteRules(merged.values, collection: collection, now: now)
+                    if denied.isEmpty { break }
+                    refused.formUnion(denied)
+                    if round == Self.maxWriteRuleRounds {
+                        let touched = Set(refused.map { items[$0].id })
+                        refused.formUnion(indexes.filter { touched.contains(items[$0].id) })
                     }
-                    store.replica.withLock { $0.observe(delta) }
-                    docs[item.id] = doc
-                } catch CRDTError.deltaGap {
-                    rejections.append((i, DocumentStore.deltaGapRejection))
-                } catch {
-                    rejections.append((i, "\(StoreError.from(error))"))
+                    merged = mergeUploads(items, indexes, into: locked, skipping: refused, keepValues: true)
+                    if round == Self.maxWriteRuleRounds { break }
                 }
+                rejections += refused.map { ($0, DocumentStore.writeRuleRejection(collection)) }
             }
+            rejections += merged.rejections
             var upserts: [PendingWrite] = [], deletes: [PendingWrite] = []
             for id in ids {
-                guard let doc = docs[id], let base = before[id] else { continue }
+                guard let doc = merged.docs[id], let base = merged.before[id] else { continue }
                 let delta = doc.delta(since: base)
                 if delta.isEmpty { continue }
                 let w = PendingWrite(key: DocumentKey(collection: collection, id: id), document: doc, delta: delta)
@@ -205,7 +215,48 @@ extension WriteTransaction {
             try await write(deletes, kind: "delete")
         }
         var result = ExecuteResult(transactionID: 0, queryType: "sync", mutatedDocumentIDs: mutated)
-        result.rejections = rejections
+        result.rejections = rejections.sorted { $0.index < $1.index }
         return result
+    }
+
+    /// Rounds of write-rule checks of one collection of an upload (see `merge`).
+    static let maxWriteRuleRounds = 3
+
+    /// What merging one collection's uploaded entries into its locked documents gave.
+    struct MergedUploads {
+        var docs: [Value: Document]
+        /// Each merged document's version before the upload.
+        var before: [Value: VersionVector] = [:]
+        var rejections: [(index: Int, message: String)] = []
+        /// With `keepValues`: per applied entry, its document's value before and after it (nil: none, deleted).
+        var values: [WriteRuleCheck] = []
+    }
+
+    /// Merges the entries at `indexes` (but those in `skipping`) into `locked`, in order.
+    func mergeUploads(_ items: [MergeItem], _ indexes: [Int], into locked: [Value: Document], skipping: Set<Int>,
+                      keepValues: Bool) -> MergedUploads {
+        var out = MergedUploads(docs: locked)
+        for i in indexes where !skipping.contains(i) {
+            let item = items[i]
+            do {
+                let delta = try Delta.decode(item.delta)
+                var doc = try out.docs[item.id] ?? Document(id: item.id)
+                if out.before[item.id] == nil { out.before[item.id] = doc.versionVector }
+                let valueBefore = keepValues ? doc.materialize() : nil
+                _ = try doc.merge(delta)
+                let value = doc.materialize()
+                if let value, JSON.serializedCount(value) > documentLimitBytes {
+                    throw StoreError.tooLarge("the document would be larger than \(documentLimitBytes) bytes")
+                }
+                store.replica.withLock { $0.observe(delta) }
+                out.docs[item.id] = doc
+                if keepValues { out.values.append(WriteRuleCheck(index: i, before: valueBefore, after: value)) }
+            } catch CRDTError.deltaGap {
+                out.rejections.append((i, DocumentStore.deltaGapRejection))
+            } catch {
+                out.rejections.append((i, "\(StoreError.from(error))"))
+            }
+        }
+        return out
     }
 }

@@ -37,6 +37,9 @@ final class WriteBatcher: Sendable {
         }
         var work: Work
         var nowMillis: Int64
+        /// The caller's write rules (docs/AUTH.md, "Write rules"): every document the job changes
+        /// must match them before and after (`WriteTransaction.writeRules`).
+        var writeRules: DocumentRules = .none
     }
 
     private struct Waiting {

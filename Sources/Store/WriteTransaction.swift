@@ -93,6 +93,9 @@ struct WriteTransaction {
     /// A statement failed after its streamed COPY had started (`insertEvaluatingInChunks`): the
     /// transaction is aborted in PostgreSQL even if nothing reached the change log yet.
     var failedMidStatement = false
+    /// The write rules of the job running now (WriteRules.swift), and its time (`now()` in a rule).
+    var writeRules = DocumentRules.none
+    var writeRulesNow: Int64 = 0
 
     /// A document after a statement changed it, ready to be written.
     struct PendingWrite: Sendable {
@@ -134,9 +137,10 @@ struct WriteTransaction {
 
     mutating func run(_ job: WriteBatcher.Job) async throws -> ExecuteResult {
         let statement: Statement, arguments: [String: Value]
+        (writeRules, writeRulesNow) = (job.writeRules, job.nowMillis)
         switch job.work {
         case .merge(let items, let origin, let checkpoints):
-            let result = try await merge(items, origin: origin)
+            let result = try await merge(items, origin: origin, now: job.nowMillis)
             // Not over a delta that did not apply: the checkpoint would cover a change not held
             // here, which the sender must first send whole (`want`).
             if let checkpoints, !result.rejections.contains(where: { $0.message == DocumentStore.deltaGapRejection }) {

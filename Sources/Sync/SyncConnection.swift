@@ -282,9 +282,9 @@ public final class SyncConnection: Sendable {
             }
         case .fetchDocuments(let request, let refs):
             run { .fetched(request: request, try await self.storage.fetchDocuments(refs)) }
-        case .applyUpload(let seq, let origin, let entries):
+        case .applyUpload(let seq, let origin, let entries, let writeRules):
             run {
-                let r = try await self.storage.mergeDeltas(entries, origin: origin)
+                let r = try await self.storage.mergeDeltas(entries, origin: origin, writeRules: writeRules)
                 return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected)
             }
         }

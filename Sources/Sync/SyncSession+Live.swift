@@ -273,7 +273,7 @@ extension SyncSession {
             // Nothing to commit: acknowledge at the newest transaction already known to be visible.
             return uploadCommitted(seq, max(cursor ?? 0, logHead), [], now: now, into: &out)
         }
-        out.append(.applyUpload(seq: seq, origin: peer.site, entries: permitted))
+        out.append(.applyUpload(seq: seq, origin: peer.site, entries: permitted, writeRules: permissions.writeRules))
     }
 
     /// Acks go out in the order the uploads arrived, each followed by the credit it used.

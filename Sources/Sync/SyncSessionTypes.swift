@@ -164,6 +164,9 @@ public struct SyncPermissions: Sendable, Equatable {
     /// Which documents of the readable collections the peer may see (docs/AUTH.md, "Rules"):
     /// ANDed into every subscription's query, so a document that stops matching them leaves.
     public var readRules: DocumentRules
+    /// Which documents of the writable collections the peer may change: an upload entry whose
+    /// document does not match them before and after it is rejected (docs/AUTH.md, "Write rules").
+    public var writeRules: DocumentRules
     /// What the login's authentication webhook said to hand back to the peer (`clientInfo`):
     /// sent in `welcome` and `auth_ok` (`info`). nil: nothing.
     public var clientInfo: Value?
@@ -172,12 +175,13 @@ public struct SyncPermissions: Sendable, Equatable {
     public var identityMetadata: [String: Value]?
 
     public init(read: Scope, write: Scope, principal: String? = nil, validForMillis: UInt64? = nil, readRules: DocumentRules = .none,
-                clientInfo: Value? = nil, identityMetadata: [String: Value]? = nil) {
+                writeRules: DocumentRules = .none, clientInfo: Value? = nil, identityMetadata: [String: Value]? = nil) {
         self.read = read
         self.write = write
         self.principal = principal
         self.validForMillis = validForMillis
         self.readRules = readRules
+        self.writeRules = writeRules
         self.clientInfo = clientInfo
         self.identityMetadata = identityMetadata
     }
@@ -254,7 +258,7 @@ public enum SyncSessionAction: Sendable, Equatable {
     case fetchDocuments(request: UInt64, [DocumentRef])
     /// Merge these deltas in one transaction with `origin` as the change-log origin; answer with
     /// `.uploadCommitted` after COMMIT.
-    case applyUpload(seq: UInt64, origin: UInt64, entries: [UploadEntry])
+    case applyUpload(seq: UInt64, origin: UInt64, entries: [UploadEntry], writeRules: DocumentRules = .none)
     /// Close the transport with this code (WebSocket: close frame; TCP/BLE: `bye`, then close).
     case close(code: UInt16, reason: String)
     /// The peer sent presence records: hand them to the instance's presence gossip.

@@ -8,6 +8,7 @@
 // A session calls these per batch, page or upload, never per row, so the existential costs one
 // indirect call each.
 
+import DQL
 import SyncProtocol
 import Values
 
@@ -43,8 +44,10 @@ public protocol SyncStorage: Sendable {
 
     /// Merges uploaded deltas in one transaction logged with `origin` (the uploader's site id),
     /// returning once it is durable: the transaction and the entries (indexes into `entries`)
-    /// that were not applied.
-    func mergeDeltas(_ entries: [UploadEntry], origin: UInt64) async throws(SyncStorageError) -> (txn: Int64, rejected: [UploadRejection])
+    /// that were not applied — among them those whose document does not match the uploader's
+    /// `writeRules` before and after the entry (docs/AUTH.md, "Write rules").
+    func mergeDeltas(_ entries: [UploadEntry], origin: UInt64, writeRules: DocumentRules) async throws(SyncStorageError)
+        -> (txn: Int64, rejected: [UploadRejection])
 
     /// The first step of reading an initial-sync page: live documents of `query` with `_id`
     /// above `after` in id order, at most `limit` rows whose states add up to at most `maxBytes`

@@ -84,6 +84,11 @@ public struct UploadRejection: Sendable, Equatable {
     /// The message of a delta that does not follow the version the receiver holds: the sender
     /// must send the full state (PROTOCOL.md §4.8).
     public static let deltaGapMessage = "delta does not follow the stored version: send the full state"
+
+    /// Whether `message` refuses the entry for its permissions (a collection the credentials may
+    /// not write, a document outside their write rules): sending it again, or as the full state,
+    /// is refused the same way (PROTOCOL.md §4.8: such a `msg` begins with "not permitted").
+    public static func isPermissionRefusal(_ message: String) -> Bool { message.hasPrefix("not permitted") }
 }
 
 public enum SyncCredentials: Sendable, Equatable {

@@ -61,7 +61,10 @@ struct CreateKey: AsyncParsableCommand {
         discussion: "A rule is a DQL condition (or Ditto's legacy query form): the key sees only the collection's documents for which it is true; several rules for one collection are ORed (docs/AUTH.md, \"Rules\")."))
     var read: [String] = []
     @Flag(name: .customLong("read-all"), help: "The key may read every collection.") var readAll = false
-    @Option(help: "Collections the key may write, comma-separated.") var write: String?
+    @Option(help: ArgumentHelp(
+        "Collections the key may write, comma-separated; or one collection with a rule, \"orders: site = 'A'\" (repeatable).",
+        discussion: "A write rule: the key may change only documents for which it is true, before and after the change (docs/AUTH.md, \"Write rules\")."))
+    var write: [String] = []
     @Flag(name: .customLong("write-all"), help: "The key may write every collection (and run ALTER SYSTEM, CREATE/DROP INDEX).")
     var writeAll = false
     @Flag(name: .customLong("read-attachments"),
@@ -72,24 +75,25 @@ struct CreateKey: AsyncParsableCommand {
     func validate() throws {
         let readLists = read.filter { !$0.contains(":") }
         if !readLists.isEmpty && readAll { throw ValidationError("--read LIST and --read-all exclude each other (rules may go with --read-all)") }
-        if write != nil && writeAll { throw ValidationError("--write and --write-all exclude each other") }
-        if read.isEmpty && !readAll && write == nil && !writeAll && !readAttachments {
-            throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST, --write-all and/or --read-attachments")
+        if write.contains(where: { !$0.contains(":") }) && writeAll {
+            throw ValidationError("--write LIST and --write-all exclude each other (rules may go with --write-all)")
         }
-        if write?.contains(":") == true { throw ValidationError("--write takes collection names only: write rules are not supported yet") }
+        if read.isEmpty && !readAll && write.isEmpty && !writeAll && !readAttachments {
+            throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST, --write \"COLLECTION: RULE\", --write-all and/or --read-attachments")
+        }
         _ = try Self.lifetimeMicroseconds(expiresIn)
-        _ = try Self.readScope(read, all: readAll)
-        _ = try Self.scope(write, all: writeAll)
+        _ = try Self.scopeAndRules(read, all: readAll, option: "--read")
+        _ = try Self.scopeAndRules(write, all: writeAll, option: "--write")
     }
 
     func run() async throws {
         let lifetime = try Self.lifetimeMicroseconds(expiresIn)
-        let (readScope, rules) = try Self.readScope(read, all: readAll)
-        let writeScope = try Self.scope(write, all: writeAll)
+        let (readScope, rules) = try Self.scopeAndRules(read, all: readAll, option: "--read")
+        let (writeScope, writeRules) = try Self.scopeAndRules(write, all: writeAll, option: "--write")
         let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + lifetime)
         let (key, token) = try await withKeyStore(database) {
-            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope, readRules: rules,
-                                readAttachments: readAttachments)
+            try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope,
+                                readRules: rules, writeRules: writeRules, readAttachments: readAttachments)
         }
         print("created API key \(key.id)")
         print("  description: \(key.description)")
@@ -97,6 +101,7 @@ struct CreateKey: AsyncParsableCommand {
         print("  read:        \(key.read)")
         if !key.readRules.isEmpty { print("  read rules:  \(key.readRules)") }
         print("  write:       \(key.write)")
+        if !key.writeRules.isEmpty { print("  write rules: \(key.writeRules)") }
         if key.readAttachments { print("  attachments: any (--read-attachments)") }
         print("This is the only time the key is shown; store it now. Use it as: Authorization: Bearer <key>")
         print(token.text)
@@ -121,12 +126,12 @@ struct CreateKey: AsyncParsableCommand {
         return total * 1_000_000
     }
 
-    /// Each `--read`: a comma-separated list of collections, or `collection: rule` (one rule).
-    static func readScope(_ values: [String], all: Bool) throws -> (CollectionScope, [DocumentRule]) {
+    /// Each `--read` or `--write`: a comma-separated list of collections, or `collection: rule` (one rule).
+    static func scopeAndRules(_ values: [String], all: Bool, option: String) throws -> (CollectionScope, [DocumentRule]) {
         var names = Set<String>(), rules: [DocumentRule] = []
         for value in values {
             if value.contains(":") {
-                do { rules.append(try DocumentRule.parse(entry: value)) } catch { throw ValidationError("--read \"\(value)\": \(error)") }
+                do { rules.append(try DocumentRule.parse(entry: value)) } catch { throw ValidationError("\(option) \"\(value)\": \(error)") }
             } else if case .only(let list) = try scope(value, all: false) {
                 names.formUnion(list)
             }
@@ -152,11 +157,11 @@ struct ListKeys: AsyncParsableCommand {
     func run() async throws {
         let keys = try await withKeyStore(database) { try await $0.list() }
         let now = APIKeyStore.now()
-        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "ATTACHMENTS", "DESCRIPTION"].joined(separator: "\t"))
+        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "WRITE RULES", "ATTACHMENTS", "DESCRIPTION"].joined(separator: "\t"))
         for k in keys {
             let status = k.revokedAt != nil ? "revoked" : (k.expiresAt <= now ? "expired" : "active")
             print([k.id, status, formatTime(k.createdAt), formatTime(k.expiresAt), k.lastUsedAt.map(formatTime) ?? "never",
-                   k.read.description, k.write.description, k.readRules.description,
+                   k.read.description, k.write.description, k.readRules.description, k.writeRules.description,
                    k.readAttachments ? "any" : "referenced", k.description].joined(separator: "\t"))
         }
     }

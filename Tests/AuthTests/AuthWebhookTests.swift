@@ -1,6 +1,7 @@
 @testable import Auth
 import BigPeerServer
 import BigPeerTestSupport
+import DQL
 import ServerTestSupport
 import HTTP
 import Testing
@@ -22,8 +23,17 @@ import Values
             "clientInfo": ["welcome": "hi"], "identityServiceMetadata": ["site": "A"],
         ]).get()
         #expect(g.principal.keyID == "webhook:corp:u-1")
-        // A "true" query opens a collection; a document rule grants nothing until rules are enforced.
-        #expect(g.principal.read == .only(["orders"]) && g.principal.write == .only(["orders"]))
+        // Queries are rules, parsed as a JWT's permissions claim: "true" opens a collection whole.
+        #expect(g.principal.read == .only(["orders", "books"]) && g.principal.write == .only(["orders"]))
+        #expect(g.principal.readRules.condition(for: "orders") == .literal(.bool(true)))
+        #expect(g.principal.readRules.condition(for: "books") != nil)
+        #expect(g.principal.writeRules.condition(for: "orders") == .literal(.bool(true)), "a rule ORed with true is true")
+        let ruled = try Self.grant([
+            "authenticated": true, "userID": "u-2", "expirationSeconds": 600, "identityServiceMetadata": ["site": "A"],
+            "permissions": ["write": ["queriesByCollection": ["orders": ["site = :claims.identityServiceMetadata.site"]]]],
+        ]).get()
+        #expect(try ruled.principal.writeRules.allowsWrite(before: nil, after: ["_id": "o", "site": "A"], in: "orders", nowMilliseconds: 0))
+        #expect(try !ruled.principal.writeRules.allowsWrite(before: nil, after: ["_id": "o", "site": "B"], in: "orders", nowMilliseconds: 0))
         #expect(g.principal.claims["identityServiceMetadata"] == ["site": "A"])
         #expect(g.principal.claims["userID"] == "u-1" && g.principal.claims["provider"] == "corp")
         #expect(g.refusedFrom == 1_600 && g.clientInfo == ["welcome": "hi"] && g.identityMetadata == ["site": "A"])
@@ -48,6 +58,7 @@ import Values
             ["authenticated": true, "userID": "u", "expirationSeconds": 60,
              "identityServiceMetadata": ["notes": .string(String(repeating: "x", count: 4 << 10))]],
             ["authenticated": true, "userID": "u", "expirationSeconds": 60, "clientInfo": .string(String(repeating: "x", count: 16 << 10))],
+            ["authenticated": true, "userID": "u", "expirationSeconds": 60, "permissions": ["write": ["queriesByCollection": ["c": ["length(a) > 1"]]]]],
         ]
         for lie in lies {
             guard case .failure(.badAnswer) = Self.grant(lie) else { Issue.record("not refused as a bad answer: \(lie)"); continue }

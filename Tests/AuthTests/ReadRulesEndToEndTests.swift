@@ -137,7 +137,7 @@ import Values
             #expect(listed.out.contains("READ RULES"))
             #expect(listed.out.contains("orders: site = 'A'; orders: n >= 4"))
             for bad in [["--read", "orders: length(site) > 1"], ["--read", "orders: site = :claims.site"], ["--read", "orders:"],
-                        ["--read-all", "--write", "orders: site = 'A'"]] {
+                        ["--write", "orders: length(site) > 1"], ["--write-all", "--write", "orders"]] {
                 let r = try await TestCommand.run(exe, ["keys", "create", "--description", "x", "--expires-in", "1d"] + bad + db)
                 #expect(r.status != 0, "\(bad)")
             }

@@ -43,6 +43,27 @@ import Values
         }
     }
 
+    /// The cloud applies a node's uploads under the node's key's write rules (docs/AUTH.md, "Write
+    /// rules"): a car outside them is refused per entry, with the reason, and the others go up.
+    @Test func writeRulesOfTheNodesKey_refuseOneUpload_andTheRestGoUp() async throws {
+        try await withDatabases(2) { urls, http, processes in
+            let key = try await createAPIKey(urls[0], ["--read", "cars", "--write", "cars: color = 'red'"], description: "ship-8")
+            let admin = try await createAPIKey(urls[0], ["--read-all", "--write-all"])
+            let cloud = try await Server.start(urls[0], http: http, processes: processes, secure: true)
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, subscribe: ["SELECT * FROM cars"],
+                                              extra: ["--upstream-key", key], http: http, processes: processes)
+            try await node.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1', 'color': 'red'}), ({'_id': 'c2', 'color': 'blue'}), ({'_id': 'c3', 'color': 'red'})")
+            #expect(await eventually(within: .seconds(30)) {
+                guard let s = try? await node.upstreamStatus() else { return false }
+                return s["rejectedUploads"] == 1 && s["pendingUploads"]?["changes"] == 0
+            }, "the blue car was refused and did not hold up the queue")
+            let status = try await node.upstreamStatus()
+            #expect(status["lastRejection"]?.stringValue?.contains("not permitted by the write rules of collection cars") == true, "\(status)")
+            let cars = try await RESTClient(http: http, port: cloud.port, key: admin).execute("SELECT * FROM cars ORDER BY _id")
+            #expect(cars.body["items"]?.arrayValue?.compactMap { $0["_id"]?.stringValue } == ["c1", "c3"], "\(cars.body)")
+        }
+    }
+
     /// A node on a JWT file: a renewed token written to the file reaches the running session with
     /// `auth`; its narrower permissions apply from then on, without a reconnection.
     @Test func aRenewedJWTInTheFile_reachesTheRunningSession() async throws {
