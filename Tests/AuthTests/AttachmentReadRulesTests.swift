@@ -130,8 +130,8 @@ import Values
             #expect(try await Self.fetch(s, id, key: key) == (200, "for the backup job"))
             let listed = try await TestCommand.run(exe, ["keys", "list"] + db)
             let rows = listed.out.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
-            #expect(rows.first?[8] == "ATTACHMENTS")
-            #expect(rows.dropFirst().map { $0[8] }.sorted() == ["any", "referenced"], "\(listed.out)")
+            #expect(rows.first?[9] == "ATTACHMENTS")
+            #expect(rows.dropFirst().map { $0[9] }.sorted() == ["any", "referenced"], "\(listed.out)")
         }
     }
 
