@@ -11,15 +11,16 @@ import Values
 /// `SyncClient.Configuration.tokenProvider` against a real server and webhook (PROTOCOL.md §4.13):
 /// the server's `renew` reaches the client before its login expires, the client asks the provider
 /// and sends the fresh token with `auth`, and the session runs past the first login's expiry.
-/// Without a provider the session ends at the expiry (4001). The first login lasts 12 s: the
-/// notice comes 1.2 s before its end.
+/// Without a provider the session ends at the expiry (4001). A `login-1` lasts 12 s, a
+/// `login-long` 40 s: its notice comes 4 s before its end, room enough for the round trip through
+/// client, server and webhook on a loaded machine (the 1.2 s of a 12 s login was not).
 @Suite struct TokenRenewalTests {
     static func withServer(_ body: (InProcessServer) async throws -> Void) async throws {
         try await WebhookTestServer.with({ _, request in
             guard case .object(let o) = request, case .string(let token)? = o["token"], token.hasPrefix("login-") else {
                 return .json(["authenticated": false])
             }
-            return .json(["authenticated": true, "userID": "tablet", "expirationSeconds": token == "login-1" ? 12 : 3600,
+            return .json(["authenticated": true, "userID": "tablet", "expirationSeconds": token == "login-1" ? 12 : token == "login-long" ? 40 : 3600,
                           "permissions": ["read": ["everything": true], "write": ["everything": true]],
                           "clientInfo": .object(["token": .string(token)])])
         }) { webhook in
@@ -29,9 +30,10 @@ import Values
         }
     }
 
-    static func client(_ peer: SmallPeer, _ server: InProcessServer, provider: (@Sendable () async -> String?)?) throws -> SyncClient {
+    static func client(_ peer: SmallPeer, _ server: InProcessServer, login: String = "login-1",
+                       provider: (@Sendable () async -> String?)?) throws -> SyncClient {
         var c = SyncClient.Configuration(url: "ws://127.0.0.1:\(server.port)", apiKey: nil)
-        c.providerLogin = ("corp", "login-1")
+        c.providerLogin = ("corp", login)
         c.tokenProvider = provider
         c.quietMillis = 200
         return try SyncClient(peer: peer, configuration: c)
@@ -44,17 +46,17 @@ import Values
             let peer = try openPeer(dir.path)
             _ = try peer.subscribe("SELECT * FROM cars")
             let asked = Atomic<Int>(0)
-            let client = try Self.client(peer, server, provider: { asked.add(1, ordering: .relaxed); return "login-2" })
+            let client = try Self.client(peer, server, login: "login-long", provider: { asked.add(1, ordering: .relaxed); return "login-2" })
             try await afterwards({ await client.stop() }) {
                 try await client.waitUntilCaughtUp(timeout: .seconds(20))
                 let start = ContinuousClock.now
-                #expect(client.status.clientInfo == ["token": "login-1"])
-                #expect(await eventually(within: .seconds(30)) { client.status.credentialRefreshes == 1 }, "\(client.status)")
-                #expect(ContinuousClock.now - start < .seconds(12), "refreshed before the first login expired")
+                #expect(client.status.clientInfo == ["token": "login-long"])
+                #expect(await eventually(within: .seconds(60)) { client.status.credentialRefreshes == 1 }, "\(client.status)")
+                #expect(ContinuousClock.now - start < .seconds(40), "refreshed before the first login expired")
                 #expect(client.status.expiryNotices == 1 && asked.load(ordering: .relaxed) == 1)
                 #expect(client.status.clientInfo == ["token": "login-2"])
                 // Past the first login's end: the same session still delivers.
-                try await Task.sleep(until: start + .seconds(13))
+                try await Task.sleep(until: start + .seconds(41))
                 _ = try await server.execute("INSERT INTO cars DOCUMENTS ({'_id': 'after-expiry'})", key: try await server.newKey())
                 #expect(try await eventually { try peer.execute("SELECT * FROM cars WHERE _id = 'after-expiry'").items.count == 1 })
                 #expect(client.status.sessions == 1, "\(client.status.sessionEnds)")
