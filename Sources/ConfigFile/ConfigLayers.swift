@@ -33,7 +33,7 @@ public struct ConfigLayers: Sendable {
         let known = Set(options.flatMap(\.environment)).union(otherVariables)
         let unknown = environment.keys.filter { $0.hasPrefix("BIGPEER_") && !known.contains($0) }.sorted()
         let warnings = unknown.map { name in
-            "warning: \(name) is set but no option reads it" + (closest(to: name, among: known.sorted()).map { " (did you mean \($0)?)" } ?? "")
+            "\(name) is set but no option reads it" + (closest(to: name, among: known.sorted()).map { " (did you mean \($0)?)" } ?? "")
         }
         return ConfigLayers(settings: settings, warnings: warnings)
     }

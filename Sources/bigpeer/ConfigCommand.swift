@@ -43,7 +43,7 @@ struct ConfigCommand: ParsableCommand {
             do {
                 let layers = try LayeredCommandLine.resolve(ServeCommand.self, commandLine: serveArguments,
                                                             environment: LayeredCommandLine.currentEnvironment(), file: file)
-                for warning in layers.warnings { LayeredCommandLine.standardError(warning) }
+                for warning in layers.warnings { LayeredCommandLine.standardError("warning: " + warning) }
                 try ConfigCommand.validateServe(serveArguments + layers.addedArguments, origin: "the effective configuration")
                 let header = "bigpeer serve: effective configuration (file, then BIGPEER_* variables, then options; secrets shown as ***)"
                 print(ConfigRendering.effective(layers, header: header, redactURL: LogRedaction.redact), terminator: "")

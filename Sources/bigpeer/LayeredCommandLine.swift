@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConfigFile
 import Glibc
+import Synchronization
 
 /// `serve`, `migrate` and `keys` read their options from a configuration file (`--config FILE`, else
 /// `$BIGPEER_CONFIG`), then from `BIGPEER_<OPTION>` variables, then from the command line, each
@@ -24,7 +25,12 @@ enum LayeredCommandLine {
         if own.contains(where: { ["-h", "--help", "-help", "--experimental-dump-help"].contains($0) }) { return arguments }
         do {
             let layers = try resolve(command, commandLine: own, environment: environment)
-            for warning in layers.warnings { standardError(warning) }
+            // `serve` logs them once its logging is set up (in its format: a JSON log stays JSON).
+            if command == ServeCommand.self {
+                pendingWarnings.withLock { $0 += layers.warnings }
+            } else {
+                for warning in layers.warnings { standardError("warning: " + warning) }
+            }
             // Before a `--` (after it everything is an argument, not an option).
             let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
             return Array(arguments[..<end]) + layers.addedArguments + Array(arguments[end...])
@@ -33,6 +39,11 @@ enum LayeredCommandLine {
             exit(1)
         }
     }
+
+    /// Warnings about the configuration that `serve` logs when its logging is up (`takeWarnings`).
+    private static let pendingWarnings = Mutex<[String]>([])
+
+    static func takeWarnings() -> [String] { pendingWarnings.withLock { w in defer { w = [] }; return w } }
 
     /// The layers of `command`'s options. The file may set any option of `serve` (one file serves
     /// every command); `command` takes the ones it has.

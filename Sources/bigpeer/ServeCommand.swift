@@ -115,6 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
         }, metadataProvider: .requestID)
         defer { LogSink.standardError.flush() }
         let logger = Logger(label: "bigpeer")
+        for warning in LayeredCommandLine.takeWarnings() { logger.warning("\(warning)") }
         var config = ServerConfiguration()
         config.host = host
         config.port = port

@@ -1,3 +1,4 @@
+import Foundation
 import BigPeerServer
 import BigPeerTestSupport
 import Glibc
@@ -16,8 +17,12 @@ import Values
     @Test func scrapedMetricsFollowRequestsAndLogsAreJSON() async throws {
         try await TestPostgres.withDatabase { db in
             let metricsPort = try LocalPostgres.freeLoopbackPort()
-            let server = try await ServerProcess.start(databaseURL: db.url, extraArguments: [
-                "--insecure-dev", "--metrics-port", String(metricsPort), "--log-format", "json"])
+            // An unknown BIGPEER_ variable: its warning is a JSON log line like every other.
+            var environment = ProcessInfo.processInfo.environment
+            environment["BIGPEER_NOT_AN_OPTION"] = "1"
+            let server = try await ServerProcess.start(arguments: [
+                "--database-url", db.url, "--insecure-dev", "--metrics-port", String(metricsPort), "--log-format", "json"],
+                environment: environment)
             defer { Task { await server.kill() } }
             let client = try HTTPClient()
             let base = "http://127.0.0.1:\(server.port)"
@@ -92,6 +97,8 @@ import Values
             #expect(lines.contains { $0["request_id"] == .string(generatedID) })
             let raw = server.log().split(separator: "\n").filter { !$0.isEmpty }
             #expect(raw.count == lines.count, "every log line is JSON")
+            #expect(lines.contains { $0["level"] == .string("warning")
+                && $0["message"]?.stringValue?.hasPrefix("BIGPEER_NOT_AN_OPTION is set but no option reads it") == true })
         }
     }
 }
