@@ -54,11 +54,9 @@ enum ResultStreaming {
             self.format = format
             let (streamed, others) = envelope.members(transactionID: transactionID)
             // Members in the encoding's key order; the streamed array's rows go between head and tail.
-            let keys: [String]
-            switch format {
-            case .json: keys = (Array(others.keys) + [streamed]).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            case .cbor: keys = CBORKeyOrder.sorted(Array(others.keys) + [streamed])
-            }
+            var members = others
+            members[streamed] = .array([])
+            let keys = format == .json ? JSONWriter.sortedKeys(members) : CBORKeyOrder.sorted(members.keys)
             let split = keys.firstIndex(of: streamed) ?? 0
             let before = keys[..<split], after = keys[(split + 1)...]
             switch format {
