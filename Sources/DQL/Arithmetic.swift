@@ -112,34 +112,62 @@ struct LikePattern {
     /// whole match is O(text + pattern); a segment with `_` is searched position by position,
     /// O(text × segment), with every comparison charged to `budget`.
     func matches(_ text: String, caseInsensitive: Bool, budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Bool {
-        let s = Array((caseInsensitive ? text.lowercased() : text).unicodeScalars)
+        // Converting the text below reads all of it: charged first, so an inline slice of a loop's
+        // budget never pays for a conversion it cannot afford (a 4 MiB argument took milliseconds
+        // of an event loop before the first step was charged).
+        try budget?.charge(text.utf8.count + elements.count)
+        let subject = caseInsensitive ? text.lowercased() : text
         let p: [Element] = caseInsensitive ? elements.map { e in
             if case .literal(let c) = e, let l = String(c).lowercased().unicodeScalars.first, String(c).lowercased().unicodeScalars.count == 1 { return .literal(l) }
             return e
         } : elements
-        try budget?.charge(s.count + p.count)
+        if !p.contains(.one) {
+            // Literals and `%` only: UTF-8 is self-synchronizing, so a run of scalars occurs in
+            // the text exactly where its bytes do, and the bytes need no decoding.
+            let bytes = p.flatMap { e -> [Token<UInt8>] in
+                if case .literal(let c) = e { return String(c).utf8.map { .literal($0) } }
+                return [.any]
+            }
+            return try Self.matches(bytes, Array(subject.utf8), budget: budget)
+        }
+        let scalars = p.map { e -> Token<Unicode.Scalar> in
+            switch e {
+            case .literal(let c): .literal(c)
+            case .one: .one
+            case .any: .any
+            }
+        }
+        return try Self.matches(scalars, Array(subject.unicodeScalars), budget: budget)
+    }
+
+    /// A pattern element over the unit the text is compared in (bytes or scalars).
+    enum Token<T: Equatable>: Equatable { case literal(T), one, any }
+
+    @_specialize(where T == UInt8)
+    @_specialize(where T == Unicode.Scalar)
+    static func matches<T: Equatable>(_ p: [Token<T>], _ s: [T], budget: EvaluationBudget?) throws(DQLEvaluationError) -> Bool {
         let segments = p.split(separator: .any, omittingEmptySubsequences: true).map(Array.init)
         guard p.contains(.any) else {
-            return s.count == p.count && Self.matchesAt(0, p, s)
+            return s.count == p.count && matchesAt(0, p, s)
         }
         var lo = 0, hi = s.count
         var middle = segments[...]
         if p.first != .any, let first = middle.popFirst() {
-            guard first.count <= hi - lo, Self.matchesAt(lo, first, s) else { return false }
+            guard first.count <= hi - lo, matchesAt(lo, first, s) else { return false }
             lo += first.count
         }
         if p.last != .any, let last = middle.popLast() {
-            guard last.count <= hi - lo, Self.matchesAt(hi - last.count, last, s) else { return false }
+            guard last.count <= hi - lo, matchesAt(hi - last.count, last, s) else { return false }
             hi -= last.count
         }
         for segment in middle {
-            guard let at = try Self.leftmost(segment, in: s, from: lo, to: hi, budget: budget) else { return false }
+            guard let at = try leftmost(segment, in: s, from: lo, to: hi, budget: budget) else { return false }
             lo = at + segment.count
         }
         return true
     }
 
-    static func matchesAt(_ at: Int, _ segment: [Element], _ s: [Unicode.Scalar]) -> Bool {
+    static func matchesAt<T: Equatable>(_ at: Int, _ segment: [Token<T>], _ s: [T]) -> Bool {
         for (k, e) in segment.enumerated() {
             if case .literal(let c) = e, s[at + k] != c { return false }
         }
@@ -147,11 +175,11 @@ struct LikePattern {
     }
 
     /// The first index in `s[from..<to]` where `segment` (no `%`) matches, or nil.
-    static func leftmost(_ segment: [Element], in s: [Unicode.Scalar], from: Int, to: Int, budget: EvaluationBudget?) throws(DQLEvaluationError) -> Int? {
+    static func leftmost<T: Equatable>(_ segment: [Token<T>], in s: [T], from: Int, to: Int, budget: EvaluationBudget?) throws(DQLEvaluationError) -> Int? {
         guard segment.count <= to - from else { return nil }
-        if !segment.contains(.one) {
-            let needle = segment.map { e -> Unicode.Scalar in if case .literal(let c) = e { return c }; return "\0" }
-            return try SubstringSearch.firstIndex(of: needle, table: SubstringSearch.failureTable(needle), in: s[from..<to], budget: budget)
+        let literals = segment.compactMap { e -> T? in if case .literal(let c) = e { return c }; return nil }
+        if literals.count == segment.count {
+            return try SubstringSearch.firstIndex(of: literals, table: SubstringSearch.failureTable(literals), in: s[from..<to], budget: budget)
         }
         var steps = 0
         for at in from...(to - segment.count) {
