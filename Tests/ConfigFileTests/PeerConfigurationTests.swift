@@ -3,7 +3,6 @@ import ArgumentParser
 import BigPeerTestSupport
 import ConfigFile
 import Glibc
-import Sockets
 import Testing
 
 /// The configuration layers over `bigpeer peer`'s real options: its own file (`--config`, else
@@ -13,14 +12,8 @@ import Testing
         let declared = Set(CommandOptions.peer.map(\.name))
         #expect(declared.count > 25)
         #expect(declared == Set(PeerOptionTable.rows.keys), "add a row to PeerOptionTable for each new option of peer")
+        ServeConfigurationTests.expectRowsType(CommandOptions.peer, PeerOptionTable.rows)
         for option in CommandOptions.peer {
-            let row = PeerOptionTable.rows[option.name]
-            switch option.kind {
-            case .flag: #expect(row?.kind == .flag, "\(option.name) is a flag")
-            case .choice(let words): #expect(row?.kind == .choice && !words.isEmpty, "\(option.name)")
-            case .integer: #expect(row?.kind == .integer, "\(option.name)")
-            case .text: #expect(row?.kind == .text, "\(option.name) is declared as text")
-            }
             #expect(option.environment == ["BIGPEER_PEER_" + option.name.uppercased().replacingOccurrences(of: "-", with: "_")])
         }
         for secret in ["key", "jwt", "token"] { #expect(CommandOptions.peer.first { $0.name == secret }?.secrecy == .whole, "\(secret)") }
@@ -32,12 +25,7 @@ import Testing
 
     /// docs/OPERATIONS.md's table of `peer`'s options is `bigpeer config reference --peer`'s output.
     @Test func operationsDocReferenceMatchesTheOptions() throws {
-        let doc = try #require(FileBytes.read(ServeConfigurationTests.root + "/docs/OPERATIONS.md").map { String(decoding: $0, as: UTF8.self) })
-        let begin = "<!-- peer-config-reference:begin (bigpeer config reference --peer) -->\n"
-        let start = try #require(doc.firstRange(of: begin)?.upperBound)
-        let stop = try #require(doc.firstRange(of: "<!-- peer-config-reference:end -->")?.lowerBound)
-        #expect(String(doc[start..<stop]) == ConfigRendering.referenceTable(CommandOptions.peer),
-                "run `bigpeer config reference --peer` and paste its table into docs/OPERATIONS.md")
+        try ServeConfigurationTests.expectDocumentedTable("peer-config-reference", command: "bigpeer config reference --peer", CommandOptions.peer)
     }
 
     func parsePeer(file: String?, environment: [String: String] = [:], commandLine: [String] = [], viaVariable: Bool = false) throws -> PeerCommand {
