@@ -1,10 +1,13 @@
 import Auth
-import BigPeerServer
+@testable import BigPeerServer
 import BigPeerTestSupport
 import CRDT
 import DQL
+import Logging
 import Postgres
 import ServerTestSupport
+import Store
+import Sync
 import Sockets
 import SyncProtocol
 import Testing
@@ -68,5 +71,32 @@ import Values
                 #expect(line.contains(part), "\(part) in \(line)")
             }
         }
+    }
+
+    /// However many collections an upload's refusals span, it costs at most four lines; other
+    /// rejections (a malformed delta) are no auth decision and are not audited.
+    @Test func anUploadRefusedInManyCollections_costsAtMostFourLines() {
+        let lines = MutexBox<[String]>([])
+        let audit = AuthAudit(logger: Logger(label: AuthAudit.label) { _ in AuditRecorder(lines: lines) }, mode: .denials)
+        let abuse = AbuseGuard(limiter: AbuseLimiter(AbuseLimits()), audit: audit, logger: Logger(label: "test"))
+        var rules = DocumentRules()
+        var entries: [UploadEntry] = [], rejected: [UploadRejection] = []
+        for c in 0..<6 {
+            rules.add(collection: "c\(c)", text: "owner = 'me'", condition: .literal(.bool(false)))
+            for d in 0..<3 {
+                rejected.append(UploadRejection(index: entries.count, message: DocumentStore.writeRuleRejection("c\(c)")))
+                entries.append(UploadEntry(document: DocumentRef(collection: "c\(c)", id: .string("d\(d)")), delta: []))
+            }
+        }
+        rejected.append(UploadRejection(index: entries.count, message: "the delta is not valid CBOR"))
+        entries.append(UploadEntry(document: DocumentRef(collection: "c9", id: "bad"), delta: []))
+        let permissions = SyncPermissions(read: .all, write: .all, principal: "k1", writeRules: rules)
+        abuse.auditUploadRefusals(permissions, entries: entries, rejected: rejected, remote: "10.0.0.1:5", link: .accessPoint)
+        let logged = lines.withLock { $0 }
+        #expect(logged.count == AbuseGuard.maxUploadAuditLines, "\(logged)")
+        #expect(logged.first?.contains(#"collection=c0 decision=denied documents="d0","d1","d2" link=AccessPoint operation=upload refused=3 rule=owner = 'me'"#) == true,
+                "\(logged)")
+        #expect(logged.last?.contains("collection=c3") == true && logged.last?.contains("other_collections=2") == true, "\(logged)")
+        #expect(!logged.contains { $0.contains("c9") })
     }
 }
