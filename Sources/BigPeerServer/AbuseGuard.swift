@@ -42,22 +42,22 @@ final class AbuseGuard: Sendable {
     }
 
     func guarding(_ handler: HTTPHandler, route: String) -> HTTPHandler {
+        // Writes are POSTs: only their denials may need what the route notes (`RefusalNote`).
+        let notes = audit.logsDenials && route.hasPrefix("POST ")
         switch handler {
         case .sync(let h):
             return .sync { request in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
-                let note = self.audit.logsDenials ? RefusalNote() : nil
-                let result = RefusalNote.$current.withValue(note) { h(request) }
-                self.after(request, result, route: route, claimed: checked.claimed, note: note)
+                let result = h(request)
+                self.after(request, result, route: route, claimed: checked.claimed, note: nil)
                 return result
             }
         case .async(let h):
             return .async { request in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
-                let note = self.audit.logsDenials ? RefusalNote() : nil
-                let result = try await RefusalNote.$current.withValue(note) { try await h(request) }
+                let (result, note) = try await Self.noting(notes) { try await h(request) }
                 self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
             }
@@ -65,12 +65,19 @@ final class AbuseGuard: Sendable {
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
-                let note = self.audit.logsDenials ? RefusalNote() : nil
-                let result = try await RefusalNote.$current.withValue(note) { try await h(request, body) }
+                let (result, note) = try await Self.noting(notes) { try await h(request, body) }
                 self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
             }
         }
+    }
+
+    /// `body`'s result, run with a `RefusalNote` of its own when `notes` (else none: no
+    /// allocation, no task-local).
+    private static func noting(_ notes: Bool, _ body: () async throws -> HTTPHandlerResult) async throws -> (HTTPHandlerResult, RefusalNote?) {
+        guard notes else { return (try await body(), nil) }
+        let note = RefusalNote()
+        return (try await RefusalNote.$current.withValue(note) { try await body() }, note)
     }
 
     /// The refusal, if any, and the identity the request claims when the credential limit needed

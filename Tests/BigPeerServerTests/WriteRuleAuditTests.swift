@@ -41,6 +41,11 @@ import Values
                 #expect(line.contains(part), "\(part) in \(line)")
             }
             #expect(!refused.text.contains("color = 'red'"), "the rule is for the operator, not the client")
+            // The legacy write route: an UPDATE that would make a red car blue.
+            let update: Value = ["method": "update", "collection": "cars", "query": "_id == 'r'", "updates": [["method": "set", "path": "color", "value": "blue"]]]
+            #expect(try await h.rest(key).post("/api/v4/store/write", ["commands": [update]]).status == 403)
+            let legacy = h.auditLines.filter { $0.contains("what=POST /api/v4/store/write") }
+            #expect(legacy.count == 1 && legacy.first?.contains(#"documents="r" operation=update refused=1"#) == true, "\(legacy)")
         }
     }
 
