@@ -21,7 +21,8 @@ import Values
 /// Granted tokens are cached by the SHA-256 of provider and token until `expirationSeconds` have
 /// passed (checked on every use); then the webhook is asked again. Refusals (`authenticated:
 /// false`) are cached the same way for `refusalSeconds`, so a refused token repeated cannot make
-/// each request a webhook call; failures are not cached. Permissions are parsed as a JWT's
+/// each request a webhook call; failures are not cached. Callers that miss the caches for one
+/// token at the same time share one webhook call (`ask`). Permissions are parsed as a JWT's
 /// `permissions` claim (`PermissionClaims`): `everything`, or the collections of
 /// `queriesByCollection`, each query a read or write rule (docs/AUTH.md, "Rules"); the claims the
 /// rules may name are `provider`, `userID` and `identityServiceMetadata`.
@@ -64,6 +65,8 @@ public final class AuthWebhook: Sendable {
     private let cache = Mutex<[[UInt8]: Grant]>([:])
     /// Refused tokens by digest: until when the refusal stands, and its error.
     private let refusals = Mutex<[[UInt8]: (until: Int64, error: AuthWebhookError)]>([:])
+    /// Webhook calls in flight, by digest (`ask`).
+    private let flights = Mutex<[[UInt8]: Task<Result<Grant, AuthWebhookError>, Never>]>([:])
     private let now: @Sendable () -> Int64
 
     public init(_ configuration: Configuration, now: @escaping @Sendable () -> Int64 = JWTVerifier.wallClockSeconds) throws(AuthWebhookError) {
@@ -96,6 +99,30 @@ public final class AuthWebhook: Sendable {
             cache.withLock { _ = $0.removeValue(forKey: digest) }
         }
         if let refused = refusals.withLock({ $0[digest] }), now() < refused.until { return .failure(refused.error) }
+        return await ask(url, provider: provider, token: token, digest: digest)
+    }
+
+    /// The webhook's answer for a token no cache holds, asked once for all callers that miss the
+    /// caches for it at the same time: a fleet of peers reconnecting with one token (or a client
+    /// retrying in parallel) makes one POST, not one each. The flight caches its answer (a grant,
+    /// or a refusal for `refusalSeconds`) before it ends, so a caller arriving after it finds the
+    /// cache. A failure is given to the callers that waited on that flight only, and not kept:
+    /// the next caller asks again.
+    private func ask(_ url: String, provider: String, token: String, digest: [UInt8]) async -> Result<Grant, AuthWebhookError> {
+        let (flight, first) = flights.withLock { inFlight -> (Task<Result<Grant, AuthWebhookError>, Never>, Bool) in
+            if let running = inFlight[digest] { return (running, false) }
+            // Unstructured: a first caller that goes away (its connection closed) does not cancel the others' answer.
+            let started = Task { await self.call(url, provider: provider, token: token, digest: digest) }
+            inFlight[digest] = started
+            return (started, true)
+        }
+        let answer = await flight.value
+        if first { flights.withLock { _ = $0.removeValue(forKey: digest) } }
+        return answer
+    }
+
+    /// One POST to the webhook, its answer cached (`store`, `remember`).
+    private func call(_ url: String, provider: String, token: String, digest: [UInt8]) async -> Result<Grant, AuthWebhookError> {
         var body: [String: Value] = ["version": "1", "provider": .string(provider), "token": .string(token)]
         if let id = configuration.databaseID { body["databaseID"] = .string(id) }
         let request = HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json", "Accept": "application/json"],

@@ -51,6 +51,8 @@ struct APIError: Error, Sendable, CustomStringConvertible {
         case .unavailable, .busy: .serviceUnavailable
         case .database, .corrupt: .internalServerError
         }
+        // The documents and rules of a write-rule refusal are for the audit line, not the client.
+        if case .forbidden(let refusal) = error { RefusalNote.current?.record(refusal) }
         let fault: String? = switch error {
         case .database(let e), .unavailable(let e): e.debugDescription
         case .corrupt: "\(error)"

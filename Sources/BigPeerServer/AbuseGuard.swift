@@ -1,6 +1,8 @@
 import Auth
+import DQL
 import HTTP
 import Logging
+import Store
 import Sync
 import SyncProtocol
 import Values
@@ -40,32 +42,42 @@ final class AbuseGuard: Sendable {
     }
 
     func guarding(_ handler: HTTPHandler, route: String) -> HTTPHandler {
+        // Writes are POSTs: only their denials may need what the route notes (`RefusalNote`).
+        let notes = audit.logsDenials && route.hasPrefix("POST ")
         switch handler {
         case .sync(let h):
             return .sync { request in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
                 let result = h(request)
-                self.after(request, result, route: route, claimed: checked.claimed)
+                self.after(request, result, route: route, claimed: checked.claimed, note: nil)
                 return result
             }
         case .async(let h):
             return .async { request in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
-                let result = try await h(request)
-                self.after(request, result, route: route, claimed: checked.claimed)
+                let (result, note) = try await Self.noting(notes) { try await h(request) }
+                self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
             }
         case .streaming(let maxBodyBytes, let h):
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
                 let checked = self.before(request, route: route)
                 if let refused = checked.refused { return .response(refused) }
-                let result = try await h(request, body)
-                self.after(request, result, route: route, claimed: checked.claimed)
+                let (result, note) = try await Self.noting(notes) { try await h(request, body) }
+                self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
             }
         }
+    }
+
+    /// `body`'s result, run with a `RefusalNote` of its own when `notes` (else none: no
+    /// allocation, no task-local).
+    private static func noting(_ notes: Bool, _ body: () async throws -> HTTPHandlerResult) async throws -> (HTTPHandlerResult, RefusalNote?) {
+        guard notes else { return (try await body(), nil) }
+        let note = RefusalNote()
+        return (try await RefusalNote.$current.withValue(note) { try await body() }, note)
     }
 
     /// The refusal, if any, and the identity the request claims when the credential limit needed
@@ -88,7 +100,7 @@ final class AbuseGuard: Sendable {
         return route.hasSuffix(" /api/v4/store/execute") ? error.executeResponse(to: request, logger: logger) : error.response(to: request, logger: logger)
     }
 
-    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?) {
+    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?, note: RefusalNote?) {
         guard case .response(let response) = result else { return }
         let code = response.status.code
         if code != 401 && code != 403 && !limiter.limitsCredentials && !audit.logsAllowed { return }  // the common case: nothing to do
@@ -101,7 +113,9 @@ final class AbuseGuard: Sendable {
         case 403:
             let who = claimed ?? ClaimedIdentity.of(request)
             if let who { limiter.charge(credential: who) }
-            audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response))
+            // A write-rule refusal's line also names the documents and the rules (`RefusalNote`).
+            let named = note?.writeRuleRefusal.map(AuthAudit.metadata) ?? [:]
+            audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response), named)
         case 503:
             break  // perhaps the key table could not be read: the identity is not known to be true
         default:
@@ -157,6 +171,47 @@ extension AbuseGuard {
             audit.denied(who: verified ?? ClaimedIdentity.of(hello.credentials), verified: verified != nil, address: remote,
                          what: "sync handshake", why: "\(code.rawValue) \(reason)", ["link": "\(link.rawValue)"])
         }
+    }
+
+    /// The audit lines of an upload's entries its write rules refused (`ack.rejected` with
+    /// `DocumentStore.writeRuleRejection`): one line per collection, naming how many entries and
+    /// the first few documents (`AuthAudit.metadata(_:)`). At most `maxUploadAuditLines` per upload
+    /// (an upload is bounded by the peer's credit, so a peer that uploads 10,000 refused documents
+    /// costs a line or a few per upload, not per document); the last line counts the collections
+    /// it leaves out. Other rejections (malformed deltas, gaps) are the peer's bugs, not auth
+    /// decisions, and are not audited.
+    func auditUploadRefusals(_ permissions: SyncPermissions, entries: [UploadEntry], rejected: [UploadRejection], remote: String, link: LinkType) {
+        guard audit.logsDenials else { return }
+        var refusals: [WriteRuleRefusal] = []
+        var position: [String: Int] = [:]
+        for r in rejected where r.index >= 0 && r.index < entries.count {
+            let document = entries[r.index].document
+            guard r.message == DocumentStore.writeRuleRejection(document.collection) else { continue }
+            if let i = position[document.collection] {
+                refusals[i].refused += 1
+                if refusals[i].documentIDs.count < WriteRuleRefusal.maxNamedDocuments { refusals[i].documentIDs.append(document.id) }
+            } else {
+                position[document.collection] = refusals.count
+                refusals.append(WriteRuleRefusal(collection: document.collection, operation: "upload", documentIDs: [document.id], refused: 1,
+                                                 rules: permissions.writeRules.texts(for: document.collection)))
+            }
+        }
+        for (i, refusal) in refusals.prefix(Self.maxUploadAuditLines).enumerated() {
+            var fields = AuthAudit.metadata(refusal)
+            fields["link"] = "\(link.rawValue)"
+            if i == Self.maxUploadAuditLines - 1 && refusals.count > Self.maxUploadAuditLines {
+                fields["other_collections"] = "\(refusals.count - i - 1)"
+            }
+            audit.denied(who: permissions.principal, verified: true, address: remote, what: "sync upload",
+                         why: "not permitted by the write rules", fields)
+        }
+    }
+
+    static let maxUploadAuditLines = 4
+
+    /// `auditUploadRefusals` for the session of a peer at `remote` (`SyncConnection(uploadRejected:)`).
+    func uploadRefusalAuditor(remote: String, link: LinkType) -> @Sendable (SyncPermissions, [UploadEntry], [UploadRejection]) -> Void {
+        { permissions, entries, rejected in self.auditUploadRefusals(permissions, entries: entries, rejected: rejected, remote: remote, link: link) }
     }
 
     static func describe(_ scope: SyncPermissions.Scope) -> String {

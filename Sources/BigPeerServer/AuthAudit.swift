@@ -1,6 +1,8 @@
 import Auth
 import HTTP
 import Logging
+import Store
+import Synchronization
 import SyncProtocol
 import Values
 
@@ -46,6 +48,24 @@ struct AuthAudit: Sendable {
         logger.info("auth decision", metadata: metadata)
     }
 
+    /// The fields that name a write-rule refusal (docs/AUTH.md, "Audit log"): the collection, the
+    /// operation, how many documents were refused, the first few ids (JSON text, each cut at
+    /// `maxIDBytes`) and the rules they did not match (cut at `maxRulesBytes`). However large the
+    /// write, the line stays bounded.
+    static func metadata(_ refusal: WriteRuleRefusal) -> Logger.Metadata {
+        let ids = refusal.documentIDs.prefix(WriteRuleRefusal.maxNamedDocuments).map { printable(String(JSON.string($0).prefix(maxIDBytes))) }
+        return [
+            "collection": "\(printable(String(refusal.collection.prefix(maxIDBytes))))",
+            "operation": "\(refusal.operation)",
+            "refused": "\(refusal.refused)",
+            "documents": "\(ids.joined(separator: ","))",
+            "rule": "\(printable(String(refusal.rules.joined(separator: " OR ").prefix(maxRulesBytes))))",
+        ]
+    }
+
+    static let maxIDBytes = 64
+    static let maxRulesBytes = 256
+
     private static func metadata(who: String?, address: String, what: String, _ extra: Logger.Metadata) -> Logger.Metadata {
         var m = extra
         m["who"] = "\(who ?? "-")"
@@ -64,6 +84,19 @@ struct AuthAudit: Sendable {
     /// Whether the `n`th refusal in a row is logged: 1, 2, 4, 8, … (a flood of 429s costs a few
     /// lines, and the count in the last one says how large it was).
     static func logsRefusal(inARow n: UInt32) -> Bool { n & (n &- 1) == 0 }
+}
+
+/// What a REST route learned of its refusal that its response does not carry: the documents and
+/// rules of a write-rule refusal (`StoreError.forbidden`). `AbuseGuard` sets one for each request
+/// while it audits denials; `APIError` records into it where the store's error becomes the 403, and
+/// the guard's audit line of the 403 names what it holds. Without a guard (nothing audited) there
+/// is none, and recording costs a task-local read.
+final class RefusalNote: Sendable {
+    @TaskLocal static var current: RefusalNote?
+    private let writeRule = Mutex<WriteRuleRefusal?>(nil)
+
+    func record(_ refusal: WriteRuleRefusal) { writeRule.withLock { $0 = refusal } }
+    var writeRuleRefusal: WriteRuleRefusal? { writeRule.withLock { $0 } }
 }
 
 /// The identity a credential claims, before (or without) verifying it: an API key's id, a JWT's

@@ -270,6 +270,7 @@ extension SyncRoute {
             subscriptionsChanged: registry.relay?.observer(session: number),
             presence: presence?.port(session: number, type: link),
             resumable: resumable,
+            uploadRejected: abuse?.uploadRefusalAuditor(remote: remote, link: link),
             ended: { registry.remove(number) }) { hello in
             await admission.admit(hello, number: number, sessionID: sessionID, remote: remote, link: link)
         }

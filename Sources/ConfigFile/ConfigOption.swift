@@ -1,7 +1,7 @@
 /// One option of a command as the configuration file, the environment and the command line all
 /// know it: the file key is the long option name (`db-connections`), the environment variable is
-/// `BIGPEER_` and the name in upper case with `_` for `-` (`BIGPEER_DB_CONNECTIONS`), and the flag
-/// is `--db-connections`.
+/// the command's prefix (`BIGPEER_`; `BIGPEER_PEER_` for `bigpeer peer`) and the name in upper
+/// case with `_` for `-` (`BIGPEER_DB_CONNECTIONS`), and the flag is `--db-connections`.
 public struct ConfigOption: Sendable, Equatable {
     /// What a value must look like.
     public enum Kind: Sendable, Equatable {
@@ -34,11 +34,11 @@ public struct ConfigOption: Sendable, Equatable {
     public var defaultValue: String?
     public var help: String
     public var secrecy: Secrecy
-    /// Variables read for this option, the first wins: `BIGPEER_<NAME>`, then older names.
+    /// Variables read for this option, the first wins: `<prefix><NAME>`, then older names.
     public var environment: [String]
 
     public init(name: String, kind: Kind, repeating: Bool = false, defaultValue: String? = nil, help: String,
-                secrecy: Secrecy = .none, olderEnvironment: [String] = []) {
+                secrecy: Secrecy = .none, olderEnvironment: [String] = [], environmentPrefix: String = "BIGPEER_") {
         self.name = name
         self.kind = kind
         self.repeating = repeating
@@ -46,11 +46,11 @@ public struct ConfigOption: Sendable, Equatable {
         self.defaultValue = defaultValue ?? (kind == .flag ? "false" : nil)
         self.help = help
         self.secrecy = secrecy
-        self.environment = [Self.environmentName(name)] + olderEnvironment
+        self.environment = [Self.environmentName(name, prefix: environmentPrefix)] + olderEnvironment
     }
 
-    public static func environmentName(_ option: String) -> String {
-        "BIGPEER_" + option.uppercased().replacingDashes()
+    public static func environmentName(_ option: String, prefix: String = "BIGPEER_") -> String {
+        prefix + option.uppercased().replacingDashes()
     }
 
     /// What `kind` and `repeating` ask for, in words (errors and the reference).

@@ -41,6 +41,12 @@ public struct DocumentRules: Sendable, Hashable {
         return conditions[i].value
     }
 
+    /// The rules of `collection` as written (empty when none names it), found as `condition(for:)` finds its condition.
+    public func texts(for collection: String) -> [String] {
+        guard let i = texts.index(forKey: collection), texts[i].key.utf8Equals(collection) else { return [] }
+        return texts[i].value
+    }
+
     /// `statement` with the rule of the collection it reads ANDed into its WHERE: SELECT, and the
     /// selection of UPDATE, DELETE and EVICT (a caller cannot change what it cannot see), also
     /// inside EXPLAIN (which then shows the rule in the plan). Other statements are unchanged.

@@ -117,7 +117,7 @@ extension WriteTransaction {
         guard chunks > 0 else { return }
         var next = try make(0)
         for k in 1..<chunks {
-            try await enforceWriteRules(next.ruleChecks, collection: collection)
+            try await enforceWriteRules(next.ruleChecks, collection: collection, operation: "insert")
             // On the global pool, not inherited: the transaction runs on an event loop
             // (`WriteBatcher` prefers the caller's loop), and a child task would otherwise merge on
             // that same thread, taking turns with the COPY instead of running beside it.
@@ -129,7 +129,7 @@ extension WriteTransaction {
             try await db.flush()
             next = try await following
         }
-        try await enforceWriteRules(next.ruleChecks, collection: collection)
+        try await enforceWriteRules(next.ruleChecks, collection: collection, operation: "insert")
         try await write(next)
         mutated += next.mutated
         warnings += next.warnings

@@ -20,8 +20,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// A document would exceed the size limit.
     case tooLarge(String)
     /// The caller's write rules do not allow the change (docs/AUTH.md, "Write rules"): the message
-    /// names the collection, never the document's content.
-    case forbidden(String)
+    /// names the collection, never the document's content; the refusal names the documents and
+    /// the rules for the audit log (never for the client).
+    case forbidden(WriteRuleRefusal)
     /// A read's result would need more memory than `ReadLimits.maxBufferedResultBytes` (the
     /// caller's to fix: the statement, not the request body, must change).
     case resultTooLarge(String)
@@ -45,7 +46,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .conflict(let m): m
         case .notFound(let m): m
         case .tooLarge(let m): m
-        case .forbidden(let m): m
+        case .forbidden(let r): r.description
         case .resultTooLarge(let m): m
         case .busy(let m): m
         case .unknownTransaction(let n): "transaction \(n) has not been reached"

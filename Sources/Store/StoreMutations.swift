@@ -40,7 +40,7 @@ extension WriteTransaction {
         var mutated: [Value] = []
         if order.count <= InsertMerge.chunk {
             let part = try merge.apply(order[...])
-            try await enforceWriteRules(part.ruleChecks, collection: plan.collection)
+            try await enforceWriteRules(part.ruleChecks, collection: plan.collection, operation: "insert")
             try await write(part)
             mutated = part.mutated
         } else {
@@ -83,7 +83,8 @@ extension WriteTransaction {
             merge.keepsRuleValues = rules.condition(for: plan.collection) != nil
             var chunk = try merge.apply(groups.order[...], framed: false)
             // Made on the global pool (never on a loop): the rules are checked right here.
-            if try !rules.refused(chunk.ruleChecks, in: plan.collection, now: now).isEmpty { throw DocumentStore.writeRuleRefusal(plan.collection) }
+            let refused = try rules.refused(chunk.ruleChecks, in: plan.collection, now: now)
+            if !refused.isEmpty { throw rules.refusal(of: refused, among: chunk.ruleChecks, in: plan.collection, operation: "insert") }
             chunk.warnings = evaluated.warnings
             return chunk
         }
@@ -164,7 +165,7 @@ extension WriteTransaction {
             writes.append(PendingWrite(key: DocumentKey(collection: u.collection.name, id: id), document: doc, delta: delta, encoded: encoded))
             if changed { mutated.append(id) }
         }
-        try await enforceWriteRules(ruleChecks, collection: u.collection.name)
+        try await enforceWriteRules(ruleChecks, collection: u.collection.name, operation: "update")
         try await write(writes, kind: "upsert")
         return ExecuteResult(transactionID: 0, queryType: "update", mutatedDocumentIDs: mutated, warnings: warnings)
     }

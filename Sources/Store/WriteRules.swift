@@ -24,14 +24,49 @@ extension DocumentStore {
         "not permitted by the write rules of collection \(collection)"
     }
 
-    /// The error of a statement that would change a document its write rules refuse (403).
-    static func writeRuleRefusal(_ collection: String) -> StoreError {
-        .forbidden("not permitted by the write rules of collection \(collection): the statement would change a document "
-            + "they do not allow (before or after the change); nothing was written")
+}
+
+/// A write its write rules refused: what the audit log says of it (docs/AUTH.md, "Audit log").
+/// Its `description` is what the client is told (the collection only); the documents and the
+/// rules are for the operator. Bounded whatever the write: the first `maxNamedDocuments` ids and
+/// the count.
+public struct WriteRuleRefusal: Sendable, Equatable, CustomStringConvertible {
+    public var collection: String
+    /// `insert`, `update` (a statement's kind), or `upload` (a sync upload).
+    public var operation: String
+    /// The first refused documents' ids, in the order of the write.
+    public var documentIDs: [Value]
+    /// How many documents (upload entries for `upload`) were refused.
+    public var refused: Int
+    /// The collection's write rules as written (ORed: the change matched none of them).
+    public var rules: [String]
+
+    public static let maxNamedDocuments = 5
+
+    public init(collection: String, operation: String, documentIDs: [Value], refused: Int, rules: [String]) {
+        self.collection = collection
+        self.operation = operation
+        self.documentIDs = Array(documentIDs.prefix(Self.maxNamedDocuments))
+        self.refused = refused
+        self.rules = rules
+    }
+
+    public var description: String {
+        if operation == "upload" { return DocumentStore.writeRuleRejection(collection) }
+        return "not permitted by the write rules of collection \(collection): the statement would change a document "
+            + "they do not allow (before or after the change); nothing was written"
     }
 }
 
 extension DocumentRules {
+    /// The error of a statement whose `checks` at `refused` (their indexes) these rules refuse.
+    func refusal(of refused: [Int], among checks: [WriteRuleCheck], in collection: String, operation: String) -> StoreError {
+        let indexes = Set(refused)
+        let ids = checks.lazy.filter { indexes.contains($0.index) }.compactMap { ($0.after ?? $0.before)?["_id"] }
+        return .forbidden(WriteRuleRefusal(collection: collection, operation: operation, documentIDs: Array(ids.prefix(WriteRuleRefusal.maxNamedDocuments)),
+                                           refused: refused.count, rules: texts(for: collection)))
+    }
+
     /// The indexes of `checks` these write rules refuse for `collection` (steps charged to `budget`).
     func refused(_ checks: [WriteRuleCheck], in collection: String, now: Int64, budget: EvaluationBudget? = nil) throws -> [Int] {
         try checks.compactMap { c in
@@ -49,10 +84,10 @@ extension WriteTransaction {
         return try await InMemoryEvaluation.run(deadline: nil) { budget in try rules.refused(checks, in: collection, now: now, budget: budget) }
     }
 
-    /// Throws `writeRuleRefusal` unless the current write rules allow every one of `checks`.
-    func enforceWriteRules(_ checks: [WriteRuleCheck], collection: String) async throws {
-        if try await !refusedByWriteRules(checks, collection: collection, now: writeRulesNow).isEmpty {
-            throw DocumentStore.writeRuleRefusal(collection)
-        }
+    /// Throws `StoreError.forbidden` unless the current write rules allow every one of `checks`
+    /// (`operation`: the statement's kind, for the audit log).
+    func enforceWriteRules(_ checks: [WriteRuleCheck], collection: String, operation: String) async throws {
+        let refused = try await refusedByWriteRules(checks, collection: collection, now: writeRulesNow)
+        if !refused.isEmpty { throw writeRules.refusal(of: refused, among: checks, in: collection, operation: operation) }
     }
 }

@@ -80,6 +80,10 @@ public final class SyncConnection: Sendable {
     /// The instance's presence gossip (PROTOCOL.md §4.14), told when the session becomes ready,
     /// what presence it receives, and when it ends; nil: presence messages are ignored.
     let presence: PresencePort?
+    /// Told the entries of an upload the storage rejected (`ack.rejected`), with the permissions
+    /// they were checked against (BigPeer audits write-rule refusals). Called with no lock held;
+    /// nil costs nothing.
+    let uploadRejected: (@Sendable (_ permissions: SyncPermissions, _ entries: [UploadEntry], _ rejected: [UploadRejection]) -> Void)?
     /// Callers of `remoteQuery` waiting for their answers (SyncConnection+RemoteQuery.swift).
     let queryWaiters = Mutex(RemoteQueryWaiters())
 
@@ -119,12 +123,14 @@ public final class SyncConnection: Sendable {
                 subscriptionsChanged: (@Sendable (_ version: UInt64, _ accepted: [SubscriptionQuery]) -> Void)? = nil,
                 presence: PresencePort? = nil,
                 resumable: ResumableSessions? = nil,
+                uploadRejected: (@Sendable (_ permissions: SyncPermissions, _ entries: [UploadEntry], _ rejected: [UploadRejection]) -> Void)? = nil,
                 ended: (@Sendable () -> Void)? = nil,
                 authenticate: @escaping @Sendable (Hello) async -> AuthDecision) {
         self.clock = clock
         self.reauthenticate = reauthenticate
         self.subscriptionsChanged = subscriptionsChanged
         self.presence = presence
+        self.uploadRejected = uploadRejected
         self.executor = executor ?? storage.preferredExecutor
         var configuration = configuration
         configuration.resumable = resumable != nil
@@ -283,8 +289,10 @@ public final class SyncConnection: Sendable {
         case .fetchDocuments(let request, let refs):
             run { .fetched(request: request, try await self.storage.fetchDocuments(refs)) }
         case .applyUpload(let seq, let origin, let entries, let writeRules):
+            let permissions = uploadRejected != nil ? session.withLock { $0.permissions } : nil
             run {
                 let r = try await self.storage.mergeDeltas(entries, origin: origin, writeRules: writeRules)
+                if let permissions, !r.rejected.isEmpty { self.uploadRejected?(permissions, entries, r.rejected) }
                 return .uploadCommitted(seq: seq, txn: r.txn, rejected: r.rejected)
             }
         }

@@ -7,9 +7,10 @@ public struct UpstreamConfiguration: Sendable {
     public enum Credentials: Sendable, Equatable {
         /// A BigPeer API key of the upstream.
         case apiKey(String)
-        /// A file holding a JWT for the upstream. Read again at every connection and every
-        /// `credentialsRereadInterval`: a new token in the file reaches a running session with
-        /// `auth` (PROTOCOL.md §4.13), so the token can be renewed without a restart.
+        /// A file holding a JWT for the upstream. Read again at every connection, when the
+        /// upstream sends `renew` (the token expires soon), when its modification time changes,
+        /// and every `credentialsRereadInterval`: a new token in the file reaches a running
+        /// session with `auth` (PROTOCOL.md §4.13), so the token can be renewed without a restart.
         case jwtFile(String)
     }
 

@@ -224,6 +224,9 @@ final class UpstreamCore: SyncLinkDelegate {
         c.uploadBatchDocuments = configuration.uploadBatchDocuments
         c.uploadBatchBytes = configuration.uploadBatchBytes
         c.uploadsInFlight = configuration.uploadsInFlight
+        // Told before the credentials expire (`renew`), the link reads its token source at once
+        // instead of at the next `credentialsRereadInterval` (which stays, for servers without `renew`).
+        c.renewsCredentials = credentials != nil
         sessionCredentials = credentials
         refreshInFlight = false
         var s = Session(configuration: c)
@@ -309,8 +312,8 @@ final class UpstreamCore: SyncLinkDelegate {
                 presence?.received(records)
             case .remoteQuery:
                 break  // not produced: the upstream link leaves remote queries unsupported (answered `not_allowed`)
-            case .credentialsExpiring:
-                break  // not produced: the upstream link does not ask for `renew` (it re-reads its JWT file every 30 s)
+            case .credentialsExpiring(let millis):
+                credentialsExpiring(inMillis: millis)
             case .credentialsRefreshed:
                 refreshInFlight = false
                 sessionCredentials = credentials
@@ -598,6 +601,18 @@ final class UpstreamCore: SyncLinkDelegate {
         session = s
         refreshInFlight = true
         perform(actions)
+    }
+
+    /// The upstream says the session's credentials expire in `millis` (`renew`, PROTOCOL.md §4.13):
+    /// the token source is read now, and a new token goes up with `auth`. When it holds none (an
+    /// API key, or a JWT file not yet replaced) the operator is told; the file is still watched,
+    /// and a token written later is sent as before.
+    private func credentialsExpiring(inMillis millis: UInt64) {
+        readCredentials()
+        if credentials == sessionCredentials && !refreshInFlight {
+            logger.warning("the upstream credentials expire soon and their source holds no new token",
+                           metadata: ["expires_in_ms": "\(millis)"])
+        }
     }
 
     /// Whether the JWT file's modification time differs from when it was last read (one `stat`).

@@ -10,7 +10,7 @@ struct BigPeerCommand: AsyncParsableCommand {
         abstract: "BigPeer: the big peer of an offline-first, peer-to-peer document database.",
         subcommands: [ServeCommand.self, MigrateCommand.self, KeysCommand.self, TokenCommand.self, PeerCommand.self, LANCommand.self, BenchCommand.self, VersionCommand.self, MetricsCommand.self, ConfigCommand.self])
 
-    /// `serve` and `migrate` also take their options from a configuration file and the environment.
+    /// `serve`, `migrate`, `keys` and `peer` also take their options from a configuration file and the environment.
     static func main() async {
         await main(LayeredCommandLine.arguments(Array(CommandLine.arguments.dropFirst()), environment: LayeredCommandLine.currentEnvironment()))
     }

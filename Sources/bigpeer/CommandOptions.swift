@@ -4,12 +4,12 @@ import Values
 
 /// The options of a command as the configuration layers see them: read from ArgumentParser's
 /// own description of the command (the JSON of `--experimental-dump-help`), so the name, default
-/// and help are the declaration's, and typed by `ServeOptionTable`.
+/// and help are the declaration's, and typed by the command's table of `OptionRow`s.
 enum CommandOptions {
     /// Options that are about the command line itself, not settings.
     static let notSettings: Set<String> = ["help", "version", "config", "experimental-dump-help"]
 
-    static func options(of command: any ParsableCommand.Type) -> [ConfigOption] {
+    static func options(of command: any ParsableCommand.Type, rows: [String: OptionRow], variablePrefix: String) -> [ConfigOption] {
         guard let info = try? JSON.parse(command._dumpHelp()), let arguments = info["command"]?["arguments"]?.arrayValue else { return [] }
         return arguments.compactMap { argument -> ConfigOption? in
             let kind = argument["kind"]?.stringValue
@@ -17,7 +17,7 @@ enum CommandOptions {
                   let name = argument["names"]?.arrayValue?.first(where: { $0["kind"]?.stringValue == "long" })?["name"]?.stringValue,
                   !notSettings.contains(name) else { return nil }
             let words = argument["allValues"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            let row = ServeOptionTable.rows[name]
+            let row = rows[name]
             let valueKind: ConfigOption.Kind
             if kind == "flag" {
                 valueKind = .flag
@@ -30,10 +30,12 @@ enum CommandOptions {
             }
             return ConfigOption(name: name, kind: valueKind, repeating: argument["isRepeating"]?.boolValue ?? false,
                                 defaultValue: argument["defaultValue"]?.stringValue, help: argument["abstract"]?.stringValue ?? "",
-                                secrecy: row?.secrecy ?? .none, olderEnvironment: row?.olderEnvironment ?? [])
+                                secrecy: row?.secrecy ?? .none, olderEnvironment: row?.olderEnvironment ?? [], environmentPrefix: variablePrefix)
         }
     }
 
-    /// Every option `serve` takes: what a configuration file may set.
-    static let serve = options(of: ServeCommand.self)
+    /// Every option `serve` takes: what its configuration file may set.
+    static var serve: [ConfigOption] { ConfigScheme.serve.options }
+    /// Every option `peer` takes: what its configuration file may set.
+    static var peer: [ConfigOption] { ConfigScheme.peer.options }
 }

@@ -5,26 +5,28 @@ import Synchronization
 
 /// `serve`, `migrate` and `keys` read their options from a configuration file (`--config FILE`, else
 /// `$BIGPEER_CONFIG`), then from `BIGPEER_<OPTION>` variables, then from the command line, each
-/// overriding the one before. Before ArgumentParser runs, the options the command line does not
-/// give are appended to it from the environment or the file, so the commands parse and validate
-/// one command line as they always have.
+/// overriding the one before; `peer` the same from its own file (`--config`, else
+/// `$BIGPEER_PEER_CONFIG`) and `BIGPEER_PEER_<OPTION>` variables (`ConfigScheme`). Before
+/// ArgumentParser runs, the options the command line does not give are appended to it from the
+/// environment or the file, so the commands parse and validate one command line as they always have.
 enum LayeredCommandLine {
-    /// The commands that take `--config`, by the words that name them.
-    static let commands: [[String]: any ParsableCommand.Type] = [
-        ["serve"]: ServeCommand.self, ["migrate"]: MigrateCommand.self,
-        ["keys", "create"]: CreateKey.self, ["keys", "list"]: ListKeys.self, ["keys", "revoke"]: RevokeKey.self,
+    /// The commands that take `--config`, by the words that name them, with the scheme of their file.
+    static let commands: [[String]: (command: any ParsableCommand.Type, scheme: ConfigScheme)] = [
+        ["serve"]: (ServeCommand.self, .serve), ["migrate"]: (MigrateCommand.self, .serve),
+        ["keys", "create"]: (CreateKey.self, .serve), ["keys", "list"]: (ListKeys.self, .serve), ["keys", "revoke"]: (RevokeKey.self, .serve),
+        ["peer"]: (PeerCommand.self, .peer),
     ]
 
     /// `arguments` (without the program name) with what the file and the environment add.
     /// Exits with status 1 when the file or a variable is not usable.
     static func arguments(_ arguments: [String], environment: [String: String]) -> [String] {
         guard let match = commands.first(where: { arguments.starts(with: $0.key) }) else { return arguments }
-        let command = match.value
+        let command = match.value.command
         let own = Array(arguments.dropFirst(match.key.count))
         // Help must work even when the configuration does not.
         if own.contains(where: { ["-h", "--help", "-help", "--experimental-dump-help"].contains($0) }) { return arguments }
         do {
-            let layers = try resolve(command, commandLine: own, environment: environment)
+            let layers = try resolve(command, match.value.scheme, commandLine: own, environment: environment)
             // `serve` logs them once its logging is set up (in its format: a JSON log stays JSON).
             if command == ServeCommand.self {
                 pendingWarnings.withLock { $0 += layers.warnings }
@@ -45,17 +47,16 @@ enum LayeredCommandLine {
 
     static func takeWarnings() -> [String] { pendingWarnings.withLock { w in defer { w = [] }; return w } }
 
-    /// The layers of `command`'s options. The file may set any option of `serve` (one file serves
-    /// every command); `command` takes the ones it has.
-    static func resolve(_ command: any ParsableCommand.Type, commandLine: [String], environment: [String: String],
+    /// The layers of `command`'s options. The file may set any option of its scheme (one file of
+    /// `serve` serves `migrate` and `keys` too); `command` takes the ones it has.
+    static func resolve(_ command: any ParsableCommand.Type, _ scheme: ConfigScheme = .serve, commandLine: [String], environment: [String: String],
                         file explicitFile: String? = nil) throws(ConfigError) -> ConfigLayers {
-        let path = explicitFile ?? configPath(in: commandLine) ?? environment["BIGPEER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
-        let document = try path.map { path throws(ConfigError) in try ConfigDocument.load(path: path, options: CommandOptions.serve) }
+        let path = explicitFile ?? configPath(in: commandLine) ?? environment[scheme.fileVariable].flatMap { $0.isEmpty ? nil : $0 }
+        let document = try path.map { path throws(ConfigError) in try ConfigDocument.load(path: path, options: scheme.options) }
         // Another command's own options (`keys create --description`) are not settings of the file.
-        let settings = Set(CommandOptions.serve.map(\.name))
-        let options = CommandOptions.options(of: command).filter { settings.contains($0.name) }
-        let known = ServeOptionTable.otherVariables.union(CommandOptions.serve.flatMap(\.environment))
-        return try ConfigLayers.resolve(options: options, file: document, environment: environment, commandLine: commandLine, otherVariables: known)
+        let options = scheme.settings(of: command)
+        return try ConfigLayers.resolve(options: options, file: document, environment: environment, commandLine: commandLine,
+                                        otherVariables: ConfigScheme.knownVariables)
     }
 
     /// The value of `--config FILE` or `--config=FILE`.

@@ -25,6 +25,9 @@ struct PeerCommand: AsyncParsableCommand {
             statement per line, printing results and incoming changes.
             """)
 
+    @Option(name: .customLong("config"), help: "YAML file of these options, each key a long option name (docs/OPERATIONS.md, \"Configuration of bigpeer peer\"); BIGPEER_PEER_<OPTION> variables override it, options given here override both (default: $BIGPEER_PEER_CONFIG).")
+    var configFile: String?
+
     @Option(name: .customLong("data"), help: "Directory of the peer's local store (created if absent).")
     var dataDirectory: String
 

@@ -70,7 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("upstream"), help: "Replicate with this upstream BigPeer (ws[s]://HOST:PORT/api/v4/sync): this server becomes a local node of it (docs/LOCAL-NODE.md).")
     var upstream: String?
     @Option(name: .customLong("upstream-key"), help: "API key for --upstream (default: $BIGPEER_UPSTREAM_KEY).") var upstreamKey: String?
-    @Option(name: .customLong("upstream-jwt-file"), help: "File holding a JWT for --upstream; read again every 30 s, so it can be renewed in place.")
+    @Option(name: .customLong("upstream-jwt-file"), help: "File holding a JWT for --upstream; read again when it changes, when the upstream says the token expires soon (renew), and every 30 s, so it can be renewed in place.")
     var upstreamJWTFile: String?
     @Option(name: .customLong("upstream-subscribe"), help: "A SELECT * FROM collection [WHERE ...] to download from --upstream (repeatable).")
     var upstreamSubscriptions: [String] = []

@@ -1,37 +1,19 @@
 import ConfigFile
 
 /// What the configuration file and the `BIGPEER_*` variables need to know about each option of
-/// `bigpeer serve` beyond its declaration: the kind of value it takes and whether it is a secret
-/// (`config print` hides it). Name, default and help come from the declaration itself (see
-/// `CommandOptions`), so `--help`, the file, the environment, `config print` and the reference in
+/// `bigpeer serve` beyond its declaration (`OptionRow`). Name, default and help come from the
+/// declaration itself (see `CommandOptions`), so `--help`, the file, the environment, `config print` and the reference in
 /// docs/OPERATIONS.md describe the same options; ConfigFileTests fails when a row is missing or
 /// names an option `serve` does not have.
 enum ServeOptionTable {
-    struct Row: Sendable {
-        var kind: Kind
-        var secrecy: ConfigOption.Secrecy = .none
-        /// Variables read before `BIGPEER_<NAME>` existed, still read after it.
-        var olderEnvironment: [String] = []
-
-        enum Kind: Sendable { case flag, integer, text, choice }
-
-        static let flag = Row(kind: .flag)
-        static let integer = Row(kind: .integer)
-        static let text = Row(kind: .text)
-        /// Its words come from the declaration's type (`ExpressibleByArgument.allValueStrings`).
-        static let choice = Row(kind: .choice)
-        static let secret = Row(kind: .text, secrecy: .whole)
-        static let url = Row(kind: .text, secrecy: .url)
-    }
-
-    static let rows: [String: Row] = [
+    static let rows: [String: OptionRow] = [
         // Listening and threads.
         "host": .text, "port": .integer, "threads": .integer, "no-loop-yield": .flag,
         "tls-cert": .text, "tls-key": .text,
         // Database.
-        "database-url": Row(kind: .text, secrecy: .url, olderEnvironment: ["DATABASE_URL"]),
+        "database-url": OptionRow(kind: .text, secrecy: .url, olderEnvironment: ["DATABASE_URL"]),
         "data-dir": .text,
-        "migrations-dir": Row(kind: .text, olderEnvironment: ["BIGPEER_MIGRATIONS"]),
+        "migrations-dir": OptionRow(kind: .text, olderEnvironment: ["BIGPEER_MIGRATIONS"]),
         "db-connections": .integer, "read-cache-mb": .integer, "maintenance-interval": .integer, "statement-timeout": .integer,
         // Limits.
         "max-body-bytes": .integer, "max-buffered-result-bytes": .integer, "max-streamed-results": .integer,

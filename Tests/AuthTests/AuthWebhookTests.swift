@@ -122,6 +122,41 @@ import Values
         }
     }
 
+    /// 64 callers missing the cache for one token at once (a fleet reconnecting) make one POST;
+    /// a failed call is shared by the callers that waited on it and not kept; a refusal is cached
+    /// as before.
+    @Test func concurrentMissesOfOneToken_shareOneWebhookCall() async throws {
+        try await WebhookTestServer.with({ _, body in
+            try? await Task.sleep(for: .milliseconds(300))  // long enough for all 64 to miss the cache
+            return await Self.answer(Self.token(body))
+        }) { server in
+            let webhook = try AuthWebhook(AuthWebhook.Configuration(providers: ["corp": server.url("/auth")]))
+            defer { Task { await webhook.shutdown() } }
+            func burst(_ token: String) async -> [Result<AuthWebhook.Grant, AuthWebhookError>] {
+                await withTaskGroup(of: Result<AuthWebhook.Grant, AuthWebhookError>.self) { group in
+                    for _ in 0..<64 { group.addTask { await webhook.authenticate(provider: "corp", token: token) } }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            let granted = await burst("good")
+            #expect(granted.allSatisfy { (try? $0.get())?.principal.keyID == "webhook:corp:user-good" }, "\(granted.prefix(2))")
+            #expect(server.bodies.count == 1)
+            #expect((try? await webhook.authenticate(provider: "corp", token: "good").get()) != nil)
+            #expect(server.bodies.count == 1, "then from the cache")
+
+            let failed = await burst("boom")
+            #expect(failed.allSatisfy { if case .failure(.unavailable) = $0 { true } else { false } })
+            #expect(server.bodies.count == 2)
+            guard case .failure(.unavailable) = await webhook.authenticate(provider: "corp", token: "boom") else { Issue.record("boom"); return }
+            #expect(server.bodies.count == 3, "a failure is not kept: the next caller asks again")
+
+            let refused = await burst("nope")
+            #expect(refused.allSatisfy { if case .failure(.notAuthenticated) = $0 { true } else { false } })
+            _ = await webhook.authenticate(provider: "corp", token: "nope")
+            #expect(server.bodies.count == 4, "one call for the burst, then the cached refusal")
+        }
+    }
+
     @Test func rest_bearerWithXAuthProvider_401_503_andScopes() async throws {
         try await WebhookTestServer.with({ _, body in await Self.answer(Self.token(body)) }) { server in
             try await withServer({ config in

@@ -1,4 +1,5 @@
 import BigPeerTestSupport
+import Foundation
 import Glibc
 import Testing
 
@@ -46,6 +47,23 @@ import Testing
         #expect(lines.contains("  - \"acme=https://hooks.example/auth?token=***\""))
         #expect(!out.out.contains("hunter2") && !out.out.contains("s3cret") && !out.out.contains("t0ps3cret"))
         #expect(out.err == "warning: BIGPEER_PROT is set but no option reads it (did you mean BIGPEER_PORT?)\n")
+    }
+
+    @Test func peerReadsItsOwnFile() async throws {
+        let store = "/tmp/bigpeer-peer-config-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let file = ServeConfigurationTests.writeTemporary("data: \(store)\noffline: true\nexecute:\n  - \"INSERT INTO cars DOCUMENTS ({'_id': 'a'})\"\n")
+        let serveFile = ServeConfigurationTests.writeTemporary("port: 9000\n")
+        defer { unlink(file); unlink(serveFile); try? FileManager.default.removeItem(atPath: store) }
+        let ok = try await bigpeer(["config", "check", "--peer", file])
+        #expect(ok.status == 0)
+        #expect(ok.out == "\(file): ok (3 options set)\n")
+        let refused = try await bigpeer(["config", "check", "--peer", serveFile])
+        #expect(refused.status == 1)
+        #expect(refused.err.contains("unknown key 'port'"), "\(refused.err)")
+        // The file gives --data, --offline and --execute; a variable and the command line add to it.
+        let run = try await bigpeer(["peer", "--config", file, "--execute", "SELECT COUNT(*) AS n FROM cars"], environment: ["BIGPEER_PEER_NAME": "cli"])
+        #expect(run.status == 0, "\(run.err)")
+        #expect(run.out.contains(#""n":0"#), "the command line's --execute replaced the file's: \(run.out)")
     }
 
     @Test func referenceIsTheDocumentedTable() async throws {

@@ -14,8 +14,16 @@ import Testing
         let declared = Set(CommandOptions.serve.map(\.name))
         #expect(declared.count > 60)
         #expect(declared == Set(ServeOptionTable.rows.keys), "add a row to ServeOptionTable for each new option of serve")
-        for option in CommandOptions.serve {
-            let row = ServeOptionTable.rows[option.name]
+        Self.expectRowsType(CommandOptions.serve, ServeOptionTable.rows)
+        #expect(CommandOptions.serve.first { $0.name == "port" }?.defaultValue == "8080")
+        #expect(CommandOptions.serve.first { $0.name == "auth-webhook" }?.repeating == true)
+        #expect(CommandOptions.serve.first { $0.name == "database-url" }?.environment == ["BIGPEER_DATABASE_URL", "DATABASE_URL"])
+    }
+
+    /// Each option's row gives the kind its declaration has.
+    static func expectRowsType(_ options: [ConfigOption], _ rows: [String: OptionRow]) {
+        for option in options {
+            let row = rows[option.name]
             switch option.kind {
             case .flag: #expect(row?.kind == .flag, "\(option.name) is a flag")
             case .choice(let words): #expect(row?.kind == .choice && !words.isEmpty, "\(option.name)")
@@ -23,19 +31,20 @@ import Testing
             case .text: #expect(row?.kind == .text, "\(option.name) is declared as text")
             }
         }
-        #expect(CommandOptions.serve.first { $0.name == "port" }?.defaultValue == "8080")
-        #expect(CommandOptions.serve.first { $0.name == "auth-webhook" }?.repeating == true)
-        #expect(CommandOptions.serve.first { $0.name == "database-url" }?.environment == ["BIGPEER_DATABASE_URL", "DATABASE_URL"])
     }
 
     /// docs/OPERATIONS.md's reference is `bigpeer config reference`'s output: regenerate it when an option changes.
     @Test func operationsDocReferenceMatchesTheOptions() throws {
-        let doc = try #require(FileBytes.read(Self.root + "/docs/OPERATIONS.md").map { String(decoding: $0, as: UTF8.self) })
-        let begin = "<!-- config-reference:begin (bigpeer config reference) -->\n"
-        let start = try #require(doc.firstRange(of: begin)?.upperBound)
-        let stop = try #require(doc.firstRange(of: "<!-- config-reference:end -->")?.lowerBound)
-        #expect(String(doc[start..<stop]) == ConfigRendering.referenceTable(CommandOptions.serve),
-                "run `bigpeer config reference` and paste its table into docs/OPERATIONS.md")
+        try Self.expectDocumentedTable("config-reference", command: "bigpeer config reference", CommandOptions.serve)
+    }
+
+    /// The table between `<!-- MARKER:begin (COMMAND) -->` and `<!-- MARKER:end -->` in
+    /// docs/OPERATIONS.md is `ConfigRendering.referenceTable(options)`.
+    static func expectDocumentedTable(_ marker: String, command: String, _ options: [ConfigOption]) throws {
+        let doc = try #require(FileBytes.read(root + "/docs/OPERATIONS.md").map { String(decoding: $0, as: UTF8.self) })
+        let start = try #require(doc.firstRange(of: "<!-- \(marker):begin (\(command)) -->\n")?.upperBound)
+        let stop = try #require(doc.firstRange(of: "<!-- \(marker):end -->")?.lowerBound)
+        #expect(String(doc[start..<stop]) == ConfigRendering.referenceTable(options), "run `\(command)` and paste its table into docs/OPERATIONS.md")
     }
 
     func parseServe(file: String?, environment: [String: String] = [:], commandLine: [String] = []) throws -> ServeCommand {

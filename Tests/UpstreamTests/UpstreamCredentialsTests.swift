@@ -1,5 +1,6 @@
 import BigPeerTestSupport
 import Foundation
+import Glibc
 import HTTP
 import Testing
 import Values
@@ -68,17 +69,10 @@ import Values
     /// `auth`; its narrower permissions apply from then on, without a reconnection.
     @Test func aRenewedJWTInTheFile_reachesTheRunningSession() async throws {
         try await withDatabases(2) { urls, http, processes in
-            let exe = try ServerProcess.locateBinary()
-            let dir = NSTemporaryDirectory() + "upstream-jwt-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: dir) }
-            let secret = dir + "/secret", tokenFile = dir + "/token"
-            try String(repeating: "s3cr3t-", count: 8).write(toFile: secret, atomically: true, encoding: .utf8)
-            func mint(write: String) async throws -> String {
-                let r = try await TestCommand.run(exe, ["token", "--jwt-secret-file", secret, "--write", write, "--subject", "ship-7"])
-                #expect(r.status == 0, "\(r.err)")
-                return r.out.split(separator: "\n").last.map(String.init) ?? ""
-            }
+            let jwt = try JWTFiles()
+            defer { jwt.cleanup() }
+            let (secret, tokenFile) = (jwt.secret, jwt.tokenFile)
+            func mint(write: String) async throws -> String { try await jwt.mint(write: write) }
             try (try await mint(write: "cars,notes") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
             let cloud = try await Server.start(urls[0], extra: ["--jwt-secret-file", secret], http: http, processes: processes, secure: true)
             let node = try await Server.start(urls[1], upstreamPort: cloud.port, extra: ["--upstream-jwt-file", tokenFile], http: http, processes: processes)
@@ -98,5 +92,57 @@ import Values
             #expect(status["sessions"] == 1, "no reconnection: \(status)")
             #expect(status["lastRejection"]?.stringValue?.contains("not permitted to write collection") == true, "\(status)")
         }
+    }
+
+    /// The node asks for `renew`: told its JWT expires soon, it reads the file at once and sends
+    /// the new token with `auth`. The new token is written with the old modification time, so
+    /// neither the change check nor the 30 s re-read can find it before the first token expires
+    /// (without `renew` the session would end with 4001 and a second one start).
+    @Test func aRenewNotice_makesTheNodeReadItsFileAndSendAuth() async throws {
+        try await withDatabases(2) { urls, http, processes in
+            let jwt = try JWTFiles()
+            defer { jwt.cleanup() }
+            let (secret, tokenFile) = (jwt.secret, jwt.tokenFile)
+            func mint(ttl: Int) async throws -> String { try await jwt.mint(write: "*", ttl: ttl) }
+            // No leeway: the session ends at the token's `exp`, before the node's 30 s re-read.
+            let cloud = try await Server.start(urls[0], extra: ["--jwt-secret-file", secret, "--jwt-leeway", "0"], http: http, processes: processes, secure: true)
+            // 20 s: `renew` comes 2 s (10 %) before the end.
+            try (try await mint(ttl: 20) + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            let node = try await Server.start(urls[1], upstreamPort: cloud.port, extra: ["--upstream-jwt-file", tokenFile], http: http, processes: processes)
+            #expect(await eventually(within: .seconds(15)) { (try? await node.upstreamStatus())?["state"] == "connected" })
+            var before = stat()
+            #expect(stat(tokenFile, &before) == 0)
+            try (try await mint(ttl: 3600) + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            var times = [before.st_atim, before.st_mtim]
+            #expect(utimensat(AT_FDCWD, tokenFile, &times, 0) == 0, "the old modification time back")
+            #expect(await eventually(within: .seconds(25)) { (try? await node.upstreamStatus())?["credentialRefreshes"] == 1 })
+            try await Task.sleep(for: .seconds(3))  // past the first token's `exp`
+            let status = try await node.upstreamStatus()
+            #expect(status["sessions"] == 1, "no 4001 and no reconnection: \(status)")
+            #expect(status["state"] == "connected", "\(status)")
+        }
+    }
+}
+
+/// A temporary directory with an HS256 secret (`secret`) and a place for the node's token
+/// (`tokenFile`); `mint` makes a token of that secret with `bigpeer token`.
+struct JWTFiles {
+    let directory = NSTemporaryDirectory() + "upstream-jwt-\(UUID().uuidString)"
+    var secret: String { directory + "/secret" }
+    var tokenFile: String { directory + "/token" }
+    let executable: String
+
+    init() throws {
+        executable = try ServerProcess.locateBinary()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try String(repeating: "s3cr3t-", count: 8).write(toFile: secret, atomically: true, encoding: .utf8)
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: directory) }
+
+    func mint(write: String, ttl: Int = 3600) async throws -> String {
+        let r = try await TestCommand.run(executable, ["token", "--jwt-secret-file", secret, "--write", write, "--subject", "ship-7", "--ttl", "\(ttl)"])
+        #expect(r.status == 0, "\(r.err)")
+        return r.out.split(separator: "\n").last.map(String.init) ?? ""
     }
 }
