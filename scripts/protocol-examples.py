@@ -81,6 +81,7 @@ EXAMPLES = [
     ("rack", {"t": "rack", "n": 812}),
     ("welcome-ttl", {"t": "welcome", "v": 1, "site": 42, "session": "s-9f2c", "hb": 20000, "max": 16777216,
                      "credit": 1048576, "ttl": 3599000, "info": {"plan": "field"}}),
+    ("gone", {"t": "gone", "docs": [{"c": "cars", "id": "car-9"}]}),
 ]
 
 def fnv1a64(collection, id_value):

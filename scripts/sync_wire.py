@@ -86,6 +86,10 @@ SCHEMAS = {
     # the answer to an `auth` (credentials refreshed in the session); `ttl`: ms they stay valid
     "auth_ok": lambda m: "ttl" not in m or is_uint(m["ttl"]),
     "renew": lambda m: is_uint(m.get("ttl")),  # sent only to peers with "renew" in hello.caps
+    # the answer to `want` for documents the server has no row for; only to peers with "gone" in hello.caps
+    "gone": lambda m: isinstance(m.get("docs"), list) and 1 <= len(m["docs"]) <= 1000 and all(
+        isinstance(d, dict) and isinstance(d.get("c"), str) and 1 <= len(d["c"].encode()) <= 1024 and is_doc_id(d.get("id"))
+        for d in m["docs"]),
     "presence": lambda m: isinstance(m.get("recs"), list) and 1 <= len(m["recs"]) <= 64 and all(map(is_presence_record, m["recs"])),
 }
 

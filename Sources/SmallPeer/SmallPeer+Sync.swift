@@ -173,10 +173,21 @@ extension SmallPeer {
                       !others.contains(where: { (try? $0.matches(value)) == true }) else { continue }
                 evict.append(ref)
             }
-            guard !evict.isEmpty else { return [] }
-            var commit = Commit(clock: st.store.replica.clock.last.rawValue)
-            commit.documents = evict.map { ($0, .evict) }
-            try st.commit(commit, documents: evict.map { ($0, nil) })
+            try st.evict(evict)
+            return evict
+        }
+        deliverObserverEvents()
+        return evicted
+    }
+
+    /// The server answered `want` with `gone` (PROTOCOL.md §4.7): it has no such document, or
+    /// this peer may not read it, so the copy here (one a delta did not apply to) would never get
+    /// another change from it. Evicts those copies, as a full re-sync evicts what it did not send
+    /// again (§4.5), except those with local changes not yet uploaded. Returns the evicted ones.
+    func evictGone(_ refs: [DocumentRef]) throws(SmallPeerError) -> [DocumentRef] {
+        let evicted = try state.withLock { st throws(SmallPeerError) -> [DocumentRef] in
+            let evict = refs.filter { st.store.document($0) != nil && !st.store.isPending($0) }
+            try st.evict(evict)
             return evict
         }
         deliverObserverEvents()
@@ -259,5 +270,15 @@ extension SmallPeer {
             try st.commit(commit, documents: [])
             return dropped
         }
+    }
+}
+
+extension PeerState {
+    /// Removes these local copies in one commit, without tombstones (EVICT: nothing syncs).
+    mutating func evict(_ refs: [DocumentRef]) throws(SmallPeerError) {
+        guard !refs.isEmpty else { return }
+        var commit = Commit(clock: store.replica.clock.last.rawValue)
+        commit.documents = refs.map { ($0, .evict) }
+        try self.commit(commit, documents: refs.map { ($0, nil) })
     }
 }

@@ -246,6 +246,8 @@ final class SyncClientCore: SyncLinkDelegate {
                     session = s
                     perform(more)
                 }
+            case .gone(let refs):
+                do { _ = try peer.evictGone(refs) } catch { localFailure(error) }
             case .fullResyncFinished(let key, let delivered):
                 guard let sub = peer.subscriptions.first(where: { $0.key == key }) else { break }
                 do { _ = try peer.evictNotResent(sub, delivered: delivered) } catch { localFailure(error) }

@@ -71,6 +71,11 @@ public final class DocumentStore: Sendable {
                              statementTimeout: statementTimeout, changeFeed: changeFeed)
     }
 
+    /// INSERT documents evaluated (their expressions turned into values), counted where that
+    /// happens (`evaluateInsertDocuments`): tests check that a statement's documents are
+    /// evaluated once, group commit's look-ahead for the ids to lock included.
+    let insertDocumentsEvaluated = Atomic<Int>(0)
+
     /// Bounds on large reads: the probe size, cursor batches, the in-memory budget.
     public let readLimits: ReadLimits
     /// Streamed reads open now (each holds a pooled session while its reader reads).

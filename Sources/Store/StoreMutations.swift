@@ -77,7 +77,7 @@ extension WriteTransaction {
         let (rules, now) = (writeRules, writeRulesNow)
         let make: @Sendable (Int) throws -> InsertMerge.Chunk = { k in
             let range = k * InsertMerge.chunk..<min((k + 1) * InsertMerge.chunk, count)
-            let evaluated = try InsertPlan.evaluate(s, documents: range, context: context)
+            let evaluated = try store.evaluateInsertDocuments(s, range, context: context)
             let groups = InsertGroups(evaluated.documents, generateID: store.generateID)
             var merge = InsertMerge(store: store, plan: plan, existing: [:], fieldsByID: groups.fieldsByID, copyCreations: true)
             merge.keepsRuleValues = rules.condition(for: plan.collection) != nil

@@ -1,4 +1,6 @@
 import DQL
+import Synchronization
+import Values
 
 extension WriteTransaction {
     /// Runs a pure part of a write statement's evaluation (its documents, its SET values, the
@@ -26,5 +28,21 @@ extension WriteTransaction {
         }
         try statement?.charge(steps)
         return result
+    }
+}
+
+extension DocumentStore {
+    /// Evaluates the INSERT's documents at `range` (`InsertPlan.evaluate`), counted in
+    /// `insertDocumentsEvaluated`. Every evaluation of INSERT documents in the store goes here.
+    func evaluateInsertDocuments(_ s: InsertStatement, _ range: Range<Int>, context: EvaluationContext) throws(DQLEvaluationError)
+        -> (documents: [[String: Value]], warnings: [String]) {
+        insertDocumentsEvaluated.add(range.count, ordering: .relaxed)
+        return try InsertPlan.evaluate(s, documents: range, context: context)
+    }
+
+    /// The INSERT's plan with all its documents evaluated (as `InsertPlan.init`, counted).
+    func insertPlan(_ s: InsertStatement, context: EvaluationContext) throws(DQLEvaluationError) -> InsertPlan {
+        let evaluated = try evaluateInsertDocuments(s, s.documents.indices, context: context)
+        return InsertPlan(unevaluated: s, context: context, documents: evaluated.documents, warnings: evaluated.warnings)
     }
 }

@@ -17,10 +17,10 @@ extension DocumentStore {
             tx.createsWithoutLookup = attempts == 1
             if jobs.count > 1 { try await tx.prefetchInsertTargets(jobs) }
             var results: [Result<ExecuteResult, StoreError>] = []
-            for job in jobs {
+            for (i, job) in jobs.enumerated() {
                 let logged = tx.changes.count
                 do {
-                    results.append(.success(try await tx.run(job)))
+                    results.append(.success(try await tx.run(job, prefetched: tx.prefetchedInserts.removeValue(forKey: i))))
                 } catch let e as PostgresError {
                     throw e  // the transaction is aborted: the batcher reruns statements one by one
                 } catch {
@@ -87,6 +87,9 @@ struct WriteTransaction {
     /// concurrent creator of the same `_id` makes this transaction fail (23505 on documents_pkey)
     /// instead of being overwritten; `withWriteTransaction` then reruns it (docs/STORAGE.md).
     var absentRows: Set<DocumentKey> = []
+    /// The small INSERTs of the batch as `prefetchInsertTargets` evaluated them, by job index:
+    /// `run` takes its job's plan instead of evaluating the documents a second time.
+    var prefetchedInserts: [Int: InsertPlan] = [:]
     /// A bulk INSERT without ON ID CONFLICT may create its documents without looking them up first
     /// (`StoreMutations.insert`). Off when the transaction is rerun.
     var createsWithoutLookup = true
@@ -135,7 +138,8 @@ struct WriteTransaction {
         self.strictMode = strictMode
     }
 
-    mutating func run(_ job: WriteBatcher.Job) async throws -> ExecuteResult {
+    /// `prefetched`: the job's INSERT as `prefetchInsertTargets` evaluated it, if it did.
+    mutating func run(_ job: WriteBatcher.Job, prefetched: InsertPlan? = nil) async throws -> ExecuteResult {
         let statement: Statement, arguments: [String: Value]
         (writeRules, writeRulesNow) = (job.writeRules, job.nowMillis)
         switch job.work {
@@ -157,7 +161,12 @@ struct WriteTransaction {
         let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode, budget: budget)
         switch statement {
         case .insert(let s) where evaluatesInChunks(s): return try await insertEvaluatingInChunks(s, context: context)
-        case .insert(let s): return try await insert(evaluate(context) { context in try InsertPlan(s, context: context) })
+        case .insert(let s):
+            // Evaluated once: the look-ahead's plan has the same arguments and clock; it is used
+            // unless a statement before this one in the batch changed the strict mode.
+            if let prefetched, prefetched.strictMode == strictMode { return try await insert(prefetched) }
+            let store = store
+            return try await insert(evaluate(context) { context in try store.insertPlan(s, context: context) })
         case .update(let u): return try await update(u, context: context)
         case .delete(let r): return try await remove(r, context: context, evict: false)
         case .evict(let r): return try await remove(r, context: context, evict: true)
@@ -299,7 +308,7 @@ struct WriteTransaction {
     mutating func prefetchInsertTargets(_ jobs: [WriteBatcher.Job]) async throws {
         var ids: [String: [Value]] = [:]
         var seen = Set<DocumentKey>()
-        for job in jobs {
+        for (index, job) in jobs.enumerated() {
             // UPDATE, DELETE and EVICT `WHERE _id = <string>` lock exactly that id (`pointID`).
             if case .statement(let statement, let arguments) = job.work,
                let (collection, id) = Self.pointTarget(statement, arguments: arguments),
@@ -312,7 +321,8 @@ struct WriteTransaction {
             // statement's own evaluation then runs under the write cap and reports the problem).
             let context = EvaluationContext(arguments: arguments, nowMilliseconds: job.nowMillis, strictMode: strictMode,
                                             budget: EvaluationBudget(maxSteps: InMemoryEvaluation.onLoopSteps))
-            guard let plan = try? InsertPlan(s, context: context) else { continue }
+            guard let plan = try? store.insertPlan(s, context: context) else { continue }
+            prefetchedInserts[index] = plan  // `run` takes it rather than evaluate the documents again
             for doc in plan.documents {
                 guard let id = doc["_id"], seen.insert(DocumentKey(collection: plan.collection, id: id)).inserted else { continue }
                 ids[plan.collection, default: []].append(id)

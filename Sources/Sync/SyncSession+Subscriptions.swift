@@ -25,7 +25,7 @@ extension SyncSession {
             let refs = Array(pendingWants.prefix(n))
             pendingWants.removeFirst(n)
             requestCounter += 1
-            outstanding = .fetch(request: requestCounter, purpose: .want)
+            outstanding = .fetch(request: requestCounter, purpose: .want(refs))
             out.append(.fetchDocuments(request: requestCounter, refs))
             return
         }
@@ -226,11 +226,18 @@ extension SyncSession {
     /// Sends entries in as many messages as the peer's maximum message size needs.
     mutating func sendBatched(_ entries: [ChangeEntry], into out: inout [SyncSessionAction],
                               _ make: ([ChangeEntry]) -> SyncMessage) {
+        sendBatched(entries, size: \.encodedSize, into: &out, make)
+    }
+
+    /// Sends items in as many messages as the peer's maximum message size needs; one alone too
+    /// large for it is skipped (counted in `skippedOversized`).
+    mutating func sendBatched<Item>(_ items: [Item], size encodedSize: (Item) -> Int, into out: inout [SyncSessionAction],
+                                    _ make: ([Item]) -> SyncMessage) {
         let limit = peerMaxMessage - 64  // room for the message's own keys and heads
-        var batch: [ChangeEntry] = []
+        var batch: [Item] = []
         var size = 0
-        for e in entries {
-            let n = e.encodedSize
+        for e in items {
+            let n = encodedSize(e)
             if n > limit { skippedOversized += 1; continue }
             if size + n > limit, !batch.isEmpty {
                 send(make(batch), capacity: size + 64, into: &out)
@@ -311,16 +318,24 @@ extension SyncSession {
         // delta did not apply to: a tombstone or a document that left must reach it too, or it
         // diverges and, waiting for the answer, never catches up), and what `sendState` fetched.
         let whateverMatch = suspended?.whateverMatch ?? []
+        let wanted: Bool
+        if case .want = purpose { wanted = true } else { wanted = false }
         var entries: [(entry: ChangeEntry, matches: Bool)] = []
+        var hidden: Set<DocumentRef> = []
         for d in docs {
             let matches = matchesLive(d.document, d.value)
             // A `want` names any document: one the peer's rules hide is not sent (leaving ones are, §4.6).
-            guard matches || (purpose == .want && subscribesTo(d.document.collection) && !rulesHide(d.document, d.value))
+            if !matches, wanted, subscribesTo(d.document.collection), rulesHide(d.document, d.value) {
+                hidden.insert(d.document)
+                continue
+            }
+            guard matches || (wanted && subscribesTo(d.document.collection))
                     || (whateverMatch.contains(d.document) && subscribesTo(d.document.collection)) else { continue }
             entries.append((ChangeEntry(document: d.document, kind: d.value == nil ? .delete : .upsert, payload: .state(d.state)), matches))
         }
         switch purpose {
-        case .want:
+        case .want(let asked):
+            sendGone(asked, found: docs, hidden: hidden, into: &out)
             // Only what the window takes now (credit, and room in the transport); the rest is
             // asked for again later, not held: a `want` of many large documents cannot fill the
             // queue past the window by more than one document.
@@ -342,6 +357,32 @@ extension SyncSession {
         case .entering:
             for (e, matches) in entries { noteHeld(e.document, matches) }
             resumeSuspended(with: entries.map(\.entry), now: now, into: &out)
+        }
+    }
+
+    /// `gone` for the documents of a `want` in a collection a live subscription reads that the
+    /// read did not return (the server has no row) or that the peer's rules hide: one answer
+    /// for both, so a hidden document looks exactly like a missing one. The peer stops waiting
+    /// for them and may evict its copy; they are no longer held, so one that appears (or becomes
+    /// visible) later comes in full. Only to a peer with the `gone` capability: an older peer
+    /// gets no answer for them, as before (PROTOCOL.md §4.7).
+    private mutating func sendGone(_ asked: [DocumentRef], found: [FetchedDocument], hidden: Set<DocumentRef>,
+                                   into out: inout [SyncSessionAction]) {
+        guard peer?.capabilities.contains(SyncCapability.gone) == true else { return }
+        let present = Set(found.lazy.map(\.document)).subtracting(hidden)
+        var seen: Set<DocumentRef> = []
+        var gone: [DocumentRef] = []
+        for ref in asked where !present.contains(ref) && subscribesTo(ref.collection) && seen.insert(ref).inserted {
+            let hash = DocumentHash.of(ref)
+            held.remove(hash)
+            heldByClaimOnly.remove(hash)
+            gone.append(ref)
+        }
+        // In messages the peer accepts (a `want` may name ids up to the server's own message
+        // size), of at most the protocol's 1000 documents (this server's limit may be higher).
+        let most = SyncLimits.default.maxWantDocuments
+        for start in stride(from: 0, to: gone.count, by: most) {
+            sendBatched(Array(gone[start..<min(gone.count, start + most)]), size: \.encodedSize, into: &out) { .gone($0) }
         }
     }
 

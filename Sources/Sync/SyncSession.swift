@@ -93,7 +93,9 @@ public struct SyncSession: Sendable {
     }
 
     enum FetchPurpose: Equatable {
-        case want
+        /// The documents a `want` named (up to `maxWantDocuments` of them): those the read does not
+        /// return are answered with `gone` (PROTOCOL.md §4.7).
+        case want([DocumentRef])
         /// Documents entering a subscription in the middle of transaction `txn` of a log batch.
         case entering
     }

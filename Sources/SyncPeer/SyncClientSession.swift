@@ -97,6 +97,10 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         /// The session's credentials expire in this many milliseconds (`renew`): send fresh ones
         /// with `refreshCredentials`, or the server closes the session with 4001 then.
         case credentialsExpiring(inMillis: UInt64)
+        /// The server has none of these documents it was asked for with `want`, or may not show
+        /// them to this peer (`gone`, PROTOCOL.md §4.7): they are no longer awaited; the driver
+        /// may evict its copies (a peer's copy the server has no row for never gets another change).
+        case gone([DocumentRef])
         /// Presence records from the server (PROTOCOL.md §4.14): hand them to the peer's gossip.
         case presence([PresenceRecord])
         /// Run this SELECT on the local store and hand the outcome to `answerQuery` (only with
@@ -202,6 +206,7 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
         var capabilities = configuration.remoteQueries == .unsupported ? [] : [SyncCapability.remoteQuery]
         if configuration.resumable { capabilities.append(SyncCapability.resume) }
         if configuration.renewsCredentials { capabilities.append(SyncCapability.renew) }
+        capabilities.append(SyncCapability.gone)  // every driver handles `.gone`
         return Hello(site: configuration.site, peerKey: configuration.peerKey, deviceName: configuration.deviceName,
                      metadata: configuration.metadata, credentials: configuration.credentials,
                      credit: configuration.credit, maxMessageSize: configuration.maxMessageSize,
@@ -314,6 +319,10 @@ public struct SyncClientSession<Upload: SyncUpload>: Sendable {
             return [.presence(records)]
         case .query(let query):
             return received(query, now: now)
+        case .gone(let refs):
+            // Only what this session asked for: an answer to no `want` of it evicts nothing.
+            let awaited = refs.filter { wanted.remove($0) != nil }
+            return awaited.isEmpty ? [] : [.gone(awaited)]
         case .hello, .welcome, .refuse, .subscribe, .unsubscribe, .upload, .want, .refreshAuth, .result, .received:
             return fail(SyncCloseCode.protocolViolation.rawValue, "unexpected \(message.typeName) from the server")
         }

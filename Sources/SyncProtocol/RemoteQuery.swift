@@ -17,6 +17,9 @@ public enum SyncCapability {
     public static let resume = "resume"
     /// The peer wants `renew` before its credentials expire, and answers it with `auth` (§4.13).
     public static let renew = "renew"
+    /// The peer understands `gone`: the server's answer to `want` for a document it has no row for,
+    /// or one the peer's read rules hide (§4.7).
+    public static let gone = "gone"
 }
 
 /// The server's `query`: run `statement` (a DQL SELECT) on the peer's local store.

@@ -226,6 +226,9 @@ public enum SyncMessage: Sendable, Equatable {
     case upload(seq: UInt64, entries: [UploadEntry])              // "up"
     case ack(seq: UInt64, txn: Int64, rejected: [UploadRejection]) // "ack"
     case want([DocumentRef])                                      // "want"
+    /// The answer to `want` for documents the server has no row for, or the peer may not read
+    /// (only to peers with the `gone` capability, PROTOCOL.md §4.7): they will not come.
+    case gone([DocumentRef])                                      // "gone"
     case credit(bytes: UInt64)                                    // "credit"
     case ping(UInt64)                                             // "ping"
     case pong(UInt64)                                             // "pong"
@@ -262,6 +265,7 @@ public enum SyncMessage: Sendable, Equatable {
         case .upload: "up"
         case .ack: "ack"
         case .want: "want"
+        case .gone: "gone"
         case .credit: "credit"
         case .ping: "ping"
         case .pong: "pong"

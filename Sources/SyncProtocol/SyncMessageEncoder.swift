@@ -165,13 +165,11 @@ extension CBORWriter {
         case .want(let refs):
             mapHeader(2)
             type("want")
-            key("docs")
-            arrayHeader(refs.count)
-            for r in refs {
-                mapHeader(2)
-                key("c"); text(r.collection)
-                key("id"); value(r.id)
-            }
+            key("docs"); write(refs)
+        case .gone(let refs):
+            mapHeader(2)
+            type("gone")
+            key("docs"); write(refs)
         case .credit(let bytes):
             mapHeader(2)
             type("credit")
@@ -225,6 +223,16 @@ extension CBORWriter {
         }
     }
 
+    /// `[* {c, id}]` (`want`, `gone`).
+    mutating func write(_ refs: [DocumentRef]) {
+        arrayHeader(refs.count)
+        for r in refs {
+            mapHeader(2)
+            key("c"); text(r.collection)
+            key("id"); value(r.id)
+        }
+    }
+
     /// `[* entry]`, each `{c, id, kind, delta | state}` in canonical key order.
     mutating func write(_ entries: [ChangeEntry]) {
         arrayHeader(entries.count)
@@ -252,13 +260,19 @@ extension ChangeEntry {
     /// Encoded size of this entry inside a `docs`/`changes` array (for batching to a size), computed
     /// without copying the payload.
     public var encodedSize: Int {
-        func head(_ n: Int) -> Int { n < 24 ? 1 : n <= 0xFF ? 2 : n <= 0xFFFF ? 3 : n <= 0xFFFF_FFFF ? 5 : 9 }
-        func text(_ s: String) -> Int { head(s.utf8.count) + s.utf8.count }
         let n = payload.bytes.count
-        return 1 + 2 + text(document.collection) + 3 + CBORValueCodec.encode(document.id).count
-            + 5 + text(kind.rawValue) + 6 + head(n) + n
+        return document.encodedSize + 5 + cborTextSize(kind.rawValue) + 6 + cborHeadSize(n) + n
     }
 }
+
+extension DocumentRef {
+    /// Encoded size of `{c, id}` inside a `want`/`gone` array (the start of an entry's map too,
+    /// whose head is the same single byte for its four keys).
+    public var encodedSize: Int { 1 + 2 + cborTextSize(collection) + 3 + CBORValueCodec.encode(id).count }
+}
+
+/// Size of a CBOR text string: its head and its UTF-8 bytes.
+func cborTextSize(_ s: String) -> Int { cborHeadSize(s.utf8.count) + s.utf8.count }
 
 /// Size of a CBOR head for `n` (what an array or string header costs).
 func cborHeadSize(_ n: Int) -> Int { n < 24 ? 1 : n <= 0xFF ? 2 : n <= 0xFFFF ? 3 : n <= 0xFFFF_FFFF ? 5 : 9 }

@@ -28,7 +28,8 @@ struct Fields {
         case "checkpoint": return .checkpoint(txn: try txn("txn"))
         case "up": return .upload(seq: try uint("seq"), entries: try uploadEntries())
         case "ack": return .ack(seq: try uint("seq"), txn: try txn("txn"), rejected: try rejections())
-        case "want": return .want(try wanted())
+        case "want": return .want(try documentRefs())
+        case "gone": return .gone(try documentRefs())
         case "credit":
             let bytes = try uint("bytes")
             guard bytes >= 1 && bytes <= UInt64(limits.maxOutstandingCredit) else {
@@ -209,7 +210,8 @@ struct Fields {
         return out
     }
 
-    func wanted() throws(E) -> [DocumentRef] {
+    /// `docs` of `want` and `gone`: 1...`maxWantDocuments` `{c, id}`.
+    func documentRefs() throws(E) -> [DocumentRef] {
         let list = try array("docs", minCount: 1)
         guard list.count <= limits.maxWantDocuments else { throw .outOfRange(type: type, field: "docs", reason: "at most \(limits.maxWantDocuments) documents") }
         var out: [DocumentRef] = []

@@ -308,6 +308,12 @@ final class UpstreamCore: SyncLinkDelegate {
                 // A small peer evicts what a full re-sync did not send again; a local node keeps
                 // it: its documents are also its local peers' and its own (docs/LOCAL-NODE.md).
                 logger.info("full re-sync of a subscription finished", metadata: ["subscription": "\(key)", "documents": "\(delivered.count)"])
+            case .gone(let refs):
+                // The upstream has none of them (or may not show them): no longer awaited, so
+                // checkpoints are stored again. The copies stay, as after a full re-sync: they
+                // are also this node's local peers' and its own (docs/LOCAL-NODE.md).
+                wantedRefs.subtract(refs)
+                logger.info("the upstream has no such documents", metadata: ["documents": "\(refs.count)"])
             case .presence(let records):
                 presence?.received(records)
             case .remoteQuery:

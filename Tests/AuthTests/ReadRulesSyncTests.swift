@@ -16,9 +16,10 @@ import Values
 @Suite struct ReadRulesSyncTests {
     static let secret = Array("0123456789abcdef0123456789abcdef".utf8)
 
-    static func connect(_ port: Int, site: UInt64, _ credentials: SyncCredentials) async throws -> SyncTestClient {
+    static func connect(_ port: Int, site: UInt64, _ credentials: SyncCredentials, capabilities: [String] = []) async throws -> SyncTestClient {
         let c = try await SyncTestClient(port: port, loop: TestLoops.group.next())
-        c.send(.hello(Hello(site: site, peerKey: [7, 7], deviceName: "rules-\(site)", credentials: credentials, credit: 1 << 22, maxMessageSize: 1 << 22)))
+        c.send(.hello(Hello(site: site, peerKey: [7, 7], deviceName: "rules-\(site)", credentials: credentials, credit: 1 << 22, maxMessageSize: 1 << 22,
+                            capabilities: capabilities)))
         let m = try await c.nextMessage()
         guard case .welcome = m else { throw SyncTestClientError("expected welcome, got \(m)") }
         return c
@@ -72,6 +73,28 @@ import Values
             #expect(Self.changed(wanted, "o4").isEmpty, "want fetched a hidden document: \(wanted)")
             // A subscription whose own WHERE asks for site B still gets nothing of it.
             #expect(try await Self.initialSync(peer, id: 2, "SELECT * FROM orders WHERE site = 'B'") == [])
+        }
+    }
+
+    /// A `want` of a document the rules hide gets exactly the answer of one that does not exist:
+    /// both listed in one `gone` (PROTOCOL.md §4.7), byte for byte alike, so a peer cannot learn
+    /// that a hidden document exists; a visible one comes back with its state.
+    @Test func want_ofAHiddenDocument_looksLikeOneThatDoesNotExist() async throws {
+        try await ReadRulesEndToEndTests.withOrders(["orders: site = 'A'"]) { s, _, key in
+            let peer = try await Self.connect(s.port, site: 0xB5, .apiKey(key), capabilities: [SyncCapability.gone])
+            #expect(try await Self.initialSync(peer, id: 1, "SELECT * FROM orders") == ["o1", "o3"])
+            let hidden = DocumentRef(collection: "orders", id: "o4"), missing = DocumentRef(collection: "orders", id: "o-none")
+            peer.send(.want([hidden, DocumentRef(collection: "orders", id: "o3")]))
+            let first = try await peer.waitFor { if case .gone = $0 { true } else { false } }
+            #expect(first.last == .gone([hidden]))
+            let visible = try await peer.waitFor { !Self.changed([$0], "o3").isEmpty }
+            peer.send(.want([missing]))
+            let second = try await peer.waitFor { if case .gone = $0 { true } else { false } }
+            #expect(second.last == .gone([missing]))
+            // The same bytes but for the id: nothing tells the two apart.
+            let a = SyncMessage.gone([hidden]).encode(), b = SyncMessage.gone([missing]).encode()
+            #expect(a.count - "o4".utf8.count == b.count - "o-none".utf8.count)
+            #expect(Self.changed(first + visible + second, "o4").isEmpty, "want fetched a hidden document")
         }
     }
 

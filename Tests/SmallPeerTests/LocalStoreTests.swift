@@ -73,6 +73,25 @@ struct LocalStoreTests {
         #expect(peer.resume(for: subscription, server: server)?.have == [fromServer, DocumentHash.of(collection: "cars", id: "mine")].sorted())
     }
 
+    /// `gone` (PROTOCOL.md §4.7): the server has no such document, or may not show it to this
+    /// peer, so the copy here would never get another change from it: evicted (no tombstone, it
+    /// does not sync), except a copy with local changes not yet uploaded.
+    @Test func evictGone_evictsServerCopies_butNotLocalChanges() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        let server: UInt64 = 0x5
+        try peer.linkServer(server)
+        let received = try CRDTFixtures.document("from-server")
+        let fromServer = DocumentRef(collection: "cars", id: "from-server")
+        _ = try peer.applyFromServer([ChangeEntry(document: fromServer, kind: .upsert, payload: .state(received.encode()))], origin: server)
+        _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine', 'v': 1})")
+        let mine = DocumentRef(collection: "cars", id: "mine"), never = DocumentRef(collection: "cars", id: "never")
+        #expect(try peer.evictGone([fromServer, mine, never]) == [fromServer])
+        #expect(try rows(peer, "SELECT _id FROM cars") == [["_id": "mine"]])
+        #expect(peer.pendingUploadCount == 1, "an eviction uploads nothing")
+    }
+
     @Test func countersMapsAndStrictMode() throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }

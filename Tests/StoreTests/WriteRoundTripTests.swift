@@ -1,6 +1,8 @@
 import BigPeerTestSupport
+import CRDT
 import DQL
 import Postgres
+import Synchronization
 import Testing
 import Values
 @testable import Store
@@ -30,6 +32,41 @@ import Values
             let kinds = try await store.pool.query("SELECT kind FROM change_log WHERE collection = 'c' ORDER BY seq")
                 .map { try $0.decode(0, as: String.self) }
             #expect(kinds == ["upsert", "evict", "upsert", "upsert", "delete", "upsert"])
+        }
+    }
+
+    /// A group-committed batch (`runInTransaction`, as `WriteBatcher` runs it) evaluates each small
+    /// INSERT's documents once: the look-ahead for the ids to lock (`prefetchInsertTargets`)
+    /// hands its plan to the statement, which evaluated them all a second time before. Results
+    /// are those of the statements run alone; a statement after an ALTER SYSTEM that changed the
+    /// strict mode is evaluated again under the new mode.
+    @Test func batchOfSmallInserts_evaluatesEachDocumentOnce() async throws {
+        try await withStore { store, _ in
+            let now = Int64(Replica.systemMillis())
+            func job(_ text: String) throws -> WriteBatcher.Job { WriteBatcher.Job(work: .statement(try DQL.parse(text), [:]), nowMillis: now) }
+            func evaluated() -> Int { store.insertDocumentsEvaluated.load(ordering: .relaxed) }
+            let before = evaluated()
+            let (results, _) = try await store.runInTransaction([
+                try job("INSERT INTO c DOCUMENTS ({_id: 'a', v: 1}), ({_id: 'b', v: 2}), ({v: 3})"),
+                try job("INSERT INTO c DOCUMENTS ({_id: 'a', v: 9}) ON ID CONFLICT DO UPDATE"),
+                try job("UPDATE c SET w = 1 WHERE _id = 'b'"),
+            ])
+            #expect(evaluated() - before == 4, "each INSERT document evaluated once")
+            #expect(try results.map { try $0.get().mutatedDocumentIDs.count } == [3, 1, 1])
+            #expect(try await store.items("SELECT * FROM c WHERE _id = 'a' OR _id = 'b' ORDER BY _id")
+                    == [["_id": "a", "v": 9], ["_id": "b", "v": 2, "w": 1]])
+
+            // Non-strict from the ALTER SYSTEM on: the INSERT after it makes `o` a MAP (the
+            // look-ahead ran before it, in strict mode, so its plan is not used).
+            let strict = evaluated()
+            let (more, _) = try await store.runInTransaction([
+                try job("ALTER SYSTEM SET DQL_STRICT_MODE = false"),
+                try job("INSERT INTO m DOCUMENTS ({_id: 'x', o: {a: 1}})"),
+            ])
+            #expect(more.allSatisfy { if case .success = $0 { true } else { false } })
+            #expect(evaluated() - strict == 2, "evaluated again under the new strict mode")
+            _ = try await store.execute("UPDATE m SET o.b = 2 WHERE _id = 'x'")
+            #expect(try await store.items("SELECT o FROM m") == [["o": ["a": 1, "b": 2]]])
         }
     }
 

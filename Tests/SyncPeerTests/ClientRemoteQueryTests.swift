@@ -24,9 +24,9 @@ import Values
     }
 
     @Test func hello_announcesTheCapability_unlessUnsupported() {
-        #expect(Self.hello(.unsupported)?.capabilities == [])
-        #expect(Self.hello(.refused)?.capabilities == [SyncCapability.remoteQuery])
-        #expect(Self.hello(.allowed)?.capabilities == [SyncCapability.remoteQuery])
+        #expect(Self.hello(.unsupported)?.capabilities == [SyncCapability.gone])
+        #expect(Self.hello(.refused)?.capabilities == [SyncCapability.remoteQuery, SyncCapability.gone])
+        #expect(Self.hello(.allowed)?.capabilities == [SyncCapability.remoteQuery, SyncCapability.gone])
     }
 
     @Test func peerThatDoesNotAllow_answersNotAllowed_withoutTheDriver() {

@@ -108,6 +108,28 @@ struct SyncClientSessionTests {
         #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
     }
 
+    /// `gone` (PROTOCOL.md §4.7) answers a `want` for a document the server has no row for (or
+    /// hides from this peer): the session stops waiting for it and hands it to the driver, which
+    /// may evict its copy. Before it, such a want kept the session from ever catching up. A `gone`
+    /// for a document this session did not ask for is ignored (it evicts nothing).
+    @Test func gone_answersAWant_soTheSessionCatchesUp() {
+        var s = Self.ready()
+        _ = s.subscribe(Self.sub, resume: (5, []))
+        _ = s.receive(SyncMessage.synced(subscription: 1, checkpoint: 5).encode(), now: 2)
+        let z = DocumentRef(collection: "cars", id: "z"), y = DocumentRef(collection: "cars", id: "y")
+        _ = s.applied(bytes: 10, wanted: [z])
+        #expect(!s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        #expect(s.receive(SyncMessage.gone([y, z]).encode(), now: 3) == [.gone([z])])
+        #expect(s.isCaughtUp(now: 10_000, quietMillis: 100, outboxEmpty: true))
+        #expect(s.receive(SyncMessage.gone([z]).encode(), now: 4).isEmpty, "answered already")
+    }
+
+    @Test func hello_announcesGone() {
+        var s = SyncClientSession(configuration: Self.config())
+        guard case .hello(let h)? = Self.sent(s.start(now: 0)).first else { Issue.record("no hello"); return }
+        #expect(h.capabilities.contains(SyncCapability.gone))
+    }
+
     @Test func subError_dropsTheSubscription() {
         var s = Self.ready()
         _ = s.subscribe(Self.sub, resume: nil)

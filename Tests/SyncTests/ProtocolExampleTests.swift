@@ -32,6 +32,7 @@ import Values
         "ack": .ack(seq: 5, txn: 1209, rejected: []),
         "ack-rejected": .ack(seq: 6, txn: 1209, rejected: [UploadRejection(index: 0, message: "delta does not follow the stored version: send the full state")]),
         "want": .want([DocumentRef(collection: "cars", id: "car-9")]),
+        "gone": .gone([DocumentRef(collection: "cars", id: "car-9")]),
         "credit": .credit(bytes: 65536),
         "ping": .ping(7),
         "pong": .pong(7),

@@ -51,6 +51,33 @@ import Values
         }
     }
 
+    /// A `want` of a document the server has no row for (never written, or evicted there) is
+    /// answered with `gone` (PROTOCOL.md §4.7), next to the state of one it has: before, the peer
+    /// got no answer for it and, if nothing else qualified, nothing at all.
+    @Test func want_ofADocumentWithoutARow_isAnsweredGone() async throws {
+        try await withSyncServer { store, _ in
+            _ = try await store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'car-1', 'color': 'red'}), ({'_id': 'car-2', 'color': 'red'})")
+            let peer = TestPeer(site: 107)
+            try await peer.connect(store: store, capabilities: [SyncCapability.gone])
+            await peer.send(.subscribe(Subscribe(id: 1, query: "SELECT * FROM cars")))
+            _ = try await peer.waitFor { if case .synced(1, _) = $0 { true } else { false } }
+            _ = try await store.execute("EVICT FROM cars WHERE _id = 'car-2'")
+            let unknown = DocumentRef(collection: "cars", id: "car-never")
+            let start = await peer.messages().count
+            await peer.send(.want([unknown]))
+            let answer = try await peer.waitFor(from: start) { if case .gone = $0 { true } else { false } }
+            #expect(answer == .gone([unknown]))
+            let mid = await peer.messages().count
+            await peer.send(.want([Self.car1, Self.car2]))
+            let second = try await peer.waitFor(from: mid) { if case .gone = $0 { true } else { false } }
+            #expect(second == .gone([Self.car2]), "evicted on the server: no row")
+            let state = try await peer.waitFor(from: mid) { if case .changes = $0 { true } else { false } }
+            guard case .changes(_, let entries) = state else { return }
+            #expect(entries.map(\.document) == [Self.car1])
+            await peer.disconnect()
+        }
+    }
+
     @Test func twoPeers_uploadOfflineEdits_andConverge() async throws {
         try await withSyncServer { store, _ in
             let a = TestPeer(site: 201), b = TestPeer(site: 202)

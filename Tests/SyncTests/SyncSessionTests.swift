@@ -16,14 +16,17 @@ struct SessionHarness {
         session = SyncSession(configuration: c, now: now)
     }
 
-    static func hello(credit: UInt64 = 65536, version: UInt64 = 1, site: UInt64 = peerSite, max: UInt64 = 1 << 20) -> Hello {
-        Hello(version: version, site: site, peerKey: [1], deviceName: "d", credentials: .apiKey("k"), credit: credit, maxMessageSize: max)
+    static func hello(credit: UInt64 = 65536, version: UInt64 = 1, site: UInt64 = peerSite, max: UInt64 = 1 << 20,
+                      capabilities: [String] = []) -> Hello {
+        Hello(version: version, site: site, peerKey: [1], deviceName: "d", credentials: .apiKey("k"), credit: credit, maxMessageSize: max,
+              capabilities: capabilities)
     }
 
     /// A session that completed the handshake.
-    static func ready(credit: UInt64 = 65536, configure: (inout SyncSession.Configuration) -> Void = { _ in }) -> SessionHarness {
+    static func ready(credit: UInt64 = 65536, capabilities: [String] = [],
+                      configure: (inout SyncSession.Configuration) -> Void = { _ in }) -> SessionHarness {
         var h = SessionHarness(configure: configure)
-        _ = h.receive(.hello(hello(credit: credit)))
+        _ = h.receive(.hello(hello(credit: credit, capabilities: capabilities)))
         _ = h.feed(.authenticated(.accept(.everything)))
         return h
     }
@@ -200,8 +203,8 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
     static let query = "SELECT * FROM cars WHERE color = :c"
 
     /// A ready session with one synced subscription to red cars holding `car1`, cursor at 10.
-    static func syncedOnRed() -> SessionHarness {
-        var h = SessionHarness.ready()
+    static func syncedOnRed(capabilities: [String] = []) -> SessionHarness {
+        var h = SessionHarness.ready(capabilities: capabilities)
         _ = h.receive(.subscribe(Subscribe(id: 1, query: query, arguments: ["c": "red"])))
         _ = h.feed(.page(subscription: 1, generation: 1, DocumentPage(rows: [.init(id: "car-1", state: [1])], txn: 10, isLast: true)))
         return h
@@ -461,6 +464,36 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
                                                         ChangeEntry(document: car2, kind: .upsert, payload: .state([0xF2])),
                                                         ChangeEntry(document: car3, kind: .delete, payload: .state([0xF3]))])])
         #expect(h.session.held == [DocumentHash.of(car1)])
+    }
+
+    /// With `gone` in `hello.caps`, every wanted document of a subscribed collection gets an
+    /// answer (PROTOCOL.md §4.7): its state, or `gone` when the server has no row for it, so the
+    /// peer stops waiting. Not for a collection no subscription reads; a document named twice is
+    /// answered once; a held document the server no longer has is no longer held.
+    @Test func want_ofADocumentWithoutARow_isAnsweredGone_toAPeerThatUnderstandsIt() {
+        var h = Self.syncedOnRed(capabilities: [SyncCapability.gone])
+        let car9 = DocumentRef(collection: "cars", id: "car-9")
+        let truck = DocumentRef(collection: "trucks", id: "t-1")
+        let a = h.receive(.want([car1, car9, truck, car9]))
+        guard case .fetchDocuments(let req, _)? = a.last else { Issue.record("\(a)"); return }
+        #expect(h.session.held == [DocumentHash.of(car1)])
+        let b = h.feed(.fetched(request: req, [FetchedDocument(document: car1, state: [0xF1], value: red)]))
+        #expect(sent(b) == [.gone([car9]), .changes(txn: 10, entries: [ChangeEntry(document: car1, kind: .upsert, payload: .state([0xF1]))])])
+        // car-1 gone from the server: no longer held, so a later change brings its full state.
+        let c = h.receive(.want([car1]))
+        guard case .fetchDocuments(let req2, [car1])? = c.last else { Issue.record("\(c)"); return }
+        #expect(sent(h.feed(.fetched(request: req2, []))) == [.gone([car1])])
+        #expect(h.session.held.isEmpty)
+    }
+
+    /// A peer that did not list `gone` never receives it (it would not decode it): no answer
+    /// for a document without a row, as before the message existed.
+    @Test func want_ofADocumentWithoutARow_getsNoAnswer_withoutTheCapability() {
+        var h = Self.syncedOnRed()
+        let car9 = DocumentRef(collection: "cars", id: "car-9")
+        let a = h.receive(.want([car9]))
+        guard case .fetchDocuments(let req, [car9])? = a.last else { Issue.record("\(a)"); return }
+        #expect(sent(h.feed(.fetched(request: req, []))).isEmpty)
     }
 }
 

@@ -31,7 +31,9 @@ actor TestPeer {
 
     /// Connects and completes the handshake.
     /// `executor`: where the server side's tasks run (`SyncConnection`'s default when nil).
-    func connect(store: DocumentStore, credit: UInt64 = 1 << 20, executor: (any TaskExecutor)? = nil) async throws {
+    /// `capabilities`: the optional messages the peer announces (`hello.caps`).
+    func connect(store: DocumentStore, credit: UInt64 = 1 << 20, executor: (any TaskExecutor)? = nil,
+                 capabilities: [String] = []) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let closeBox = MutexBox<UInt16?>(nil)
         let transport = SyncConnection.Transport(send: { continuation.yield($0) },
@@ -48,7 +50,7 @@ actor TestPeer {
             await self?.setClosed(closeBox.withLock { $0 } ?? 0)
         }
         send(.hello(Hello(site: site, peerKey: [1, 2], deviceName: "peer-\(site)", credentials: .apiKey("test-key"),
-                          credit: credit, maxMessageSize: 1 << 20)))
+                          credit: credit, maxMessageSize: 1 << 20, capabilities: capabilities)))
         _ = try await waitFor { if case .welcome = $0 { true } else { false } }
     }
 
