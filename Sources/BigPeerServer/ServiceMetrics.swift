@@ -1,3 +1,4 @@
+import DQL
 import HTTP
 import Logging
 import Metrics
@@ -5,6 +6,7 @@ import Postgres
 import Sockets
 import Store
 import SyncProtocol
+import Synchronization
 import Upstream
 
 /// The metrics of one BigPeer instance beyond its HTTP server's: declared here, read at scrape
@@ -28,6 +30,9 @@ public enum ServiceMetrics {
     static let readCacheMisses = MetricFamily("bigpeer_read_cache_misses_total", .counter, "Point reads the read cache could not answer.")
     static let readCacheEntries = MetricFamily("bigpeer_read_cache_entries", .gauge, "Documents in the read cache.")
     static let readCacheBytes = MetricFamily("bigpeer_read_cache_bytes", .gauge, "Bytes of documents in the read cache.")
+    static let inMemoryStages = MetricFamily("bigpeer_in_memory_stages_total", .counter,
+                                             "In-memory evaluation stages (WHERE, sort, decoding of results) by where they finished: inline on an event loop, or moved to the evaluation threads because they needed more than a loop's slice.",
+                                             labels: ["where"])
     static let upstreamConnected = MetricFamily("bigpeer_upstream_connected", .gauge, "1 while a session with --upstream is up, else 0 (local node only).")
     static let upstreamSessions = MetricFamily("bigpeer_upstream_sessions_total", .counter, "Sessions opened with --upstream.")
     static let upstreamUploadLag = MetricFamily("bigpeer_upstream_upload_lag_transactions", .gauge, "Change-log transactions not yet uploaded to --upstream.")
@@ -37,7 +42,7 @@ public enum ServiceMetrics {
     public static let families = [
         syncConnections, syncSessions, syncQueuedBytes, poolOpen, poolIdle, poolMax, poolWaiters, poolAcquire,
         changeLogHead, changeFeedLag, changeFeedReads, writeBatch, writeTransaction,
-        readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes,
+        readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes, inMemoryStages,
         upstreamConnected, upstreamSessions, upstreamUploadLag, upstreamChanges, upstreamBytes,
     ]
 
@@ -76,6 +81,8 @@ public enum ServiceMetrics {
         w.sample(readCacheMisses, cache.misses)
         w.sample(readCacheEntries, cache.entries)
         w.sample(readCacheBytes, cache.bytes)
+        w.sample(inMemoryStages, labels: ["inline"], InMemoryEvaluation.stagesInline.load(ordering: .relaxed))
+        w.sample(inMemoryStages, labels: ["off_loop"], InMemoryEvaluation.stagesMovedOffLoop.load(ordering: .relaxed))
         if let upstream = service.upstream {
             let status = upstream.status
             w.sample(upstreamConnected, status.state == .connected ? 1 : 0)

@@ -50,6 +50,11 @@ public enum InMemoryEvaluation {
     /// whole 2 s timeout); and not the cooperative pool, for the same reason.
     static let workers = EvaluationWorkers(threads: max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
 
+    /// Stages `run` finished inline, and stages it moved off the loops, since the process
+    /// started (`bigpeer_in_memory_stages_total`): how often statements are too heavy for a loop.
+    public static let stagesInline = Atomic<Int>(0)
+    public static let stagesMovedOffLoop = Atomic<Int>(0)
+
     /// Runs `work` inline with `onLoopSteps` (or `maxSteps` if smaller), and again off the loops
     /// with `maxSteps` if that was not enough. `work` must be pure: it may run twice.
     public static func run<T: Sendable>(deadline: ContinuousClock.Instant?, maxSteps: Int = .max,
@@ -57,10 +62,13 @@ public enum InMemoryEvaluation {
         let inline = EvaluationBudget(maxSteps: min(onLoopSteps, maxSteps), deadline: deadline,
                                       exhaustion: maxSteps <= onLoopSteps ? .fail : .yield)
         do {
-            return try work(inline)
+            let result = try work(inline)
+            stagesInline.add(1, ordering: .relaxed)
+            return result
         } catch DQLEvaluationError.sliceExhausted {
             // Too much for the loop: start over below.
         }
+        stagesMovedOffLoop.add(1, ordering: .relaxed)
         return try await offLoop { try work(EvaluationBudget(maxSteps: maxSteps, deadline: deadline)) }
     }
 

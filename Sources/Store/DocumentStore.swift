@@ -241,6 +241,7 @@ public final class DocumentStore: Sendable {
             guard var stream = SelectStream(memory.budgeted(budget)) else { return nil }
             var items: [Value] = []
             for row in rows where !row.isNull(1) {
+                try budget.charge(DecodeCost.steps(bytes: row.withRawValue(1) { $0?.count ?? 0 }))
                 if let item = try stream.row(for: try Self.decodeJSON(row, column: 1)) { items.append(item) }
                 if stream.isDone { return ExecuteResult(transactionID: try rows[0].decode(0, as: Int64.self), queryType: "select", items: items) }
             }
@@ -307,13 +308,10 @@ public final class DocumentStore: Sendable {
             }
         }
         let items = try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget in
+            try budget.charge(DecodeCost.steps(rows, column: 1))
             var docs: [Value] = []
             docs.reserveCapacity(rows.count)
-            for row in rows where !row.isNull(1) {
-                // Decoding is charged too (a step per 4 bytes): a large result moves off the loop.
-                try budget.charge(row.withRawValue(1) { $0?.count ?? 0 } / 4 + 1)
-                docs.append(try Self.decodeJSON(row, column: 1))
-            }
+            for row in rows where !row.isNull(1) { docs.append(try Self.decodeJSON(row, column: 1)) }
             return try memory.budgeted(budget).run(docs)
         }
         return ExecuteResult(transactionID: txn, queryType: "select", items: items)

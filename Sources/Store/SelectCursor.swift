@@ -82,8 +82,10 @@ public final class SelectCursor: Sendable {
 
     struct State: Sendable {
         var connection: PostgresConnection?
-        /// Documents fetched but not handed out yet (the first batch, fetched at open).
-        var pending: [Value] = []
+        /// Rows fetched but not handed out yet (the first batch, fetched at open). They are
+        /// decoded as they are handed out, within the batch's evaluation budget: off the loop
+        /// when a batch is more than a loop's slice.
+        var pending: PostgresResult?
         var pendingBytes = 0
         var exhausted = false
         var batchRows: Int
@@ -120,10 +122,7 @@ public final class SelectCursor: Sendable {
             throw error
         }
         var state = State(connection: connection, batchRows: rows, stream: stream)
-        do { try Self.take(first, into: &state, limits: limits) } catch {
-            await Self.end(connection, pool: pool, slot: slot, commit: false)
-            throw error
-        }
+        Self.take(first, into: &state, limits: limits)
         return SelectCursor(transactionID: txn, pool: pool, limits: limits, statementTimeout: statementTimeout, slot: slot, state: state)
     }
 
@@ -152,7 +151,7 @@ public final class SelectCursor: Sendable {
         var s = state.withLock { s -> State in
             let taken = s
             s.connection = nil
-            s.pending = []
+            s.pending = nil
             return taken
         }
         do {
@@ -180,29 +179,34 @@ public final class SelectCursor: Sendable {
 
     private func advance(_ s: inout State) async throws -> [Value]? {
         guard let connection = s.connection else { return nil }
-        if s.stream?.isDone == true { s.exhausted = true; s.pending = [] }
-        if s.pending.isEmpty && !s.exhausted {
+        if s.stream?.isDone == true { s.exhausted = true; s.pending = nil }
+        if s.pending == nil && !s.exhausted {
             let rows = try await connection.query(PostgresQuery(unsafeSQL: "FETCH \(s.batchRows) FROM \(Self.cursorName)"))
-            try Self.take(rows, into: &s, limits: limits)
+            Self.take(rows, into: &s, limits: limits)
         }
-        if s.pending.isEmpty && s.exhausted {
+        if s.pending == nil && s.exhausted {
             s.connection = nil
             await Self.end(connection, pool: pool, slot: slot, commit: true)
             return nil
         }
-        let documents = s.pending
-        s.pending = []
-        guard let stream = s.stream else { return documents }
-        // Inline while cheap, off the event loop when not (a regex in the WHERE over a batch of
-        // large documents): the same rule as every in-memory stage (`InMemoryEvaluation`).
+        guard let rows = s.pending else { return [] }
+        s.pending = nil
+        let stream = s.stream
+        // Inline while cheap, off the event loop when not (a large batch, a regex in the WHERE
+        // over large documents): the same rule as every in-memory stage (`InMemoryEvaluation`).
         let deadline = statementTimeout.map { ContinuousClock.now + $0 }
-        let (out, advanced) = try await InMemoryEvaluation.run(deadline: deadline) { budget -> ([Value], SelectStream) in
-            var running = stream.budgeted(budget)
+        let (out, advanced) = try await InMemoryEvaluation.run(deadline: deadline) { budget -> ([Value], SelectStream?) in
+            try budget.charge(DecodeCost.steps(rows, column: 1))
             var out: [Value] = []
-            out.reserveCapacity(documents.count)
-            for doc in documents {
+            out.reserveCapacity(rows.count)
+            guard let stream else {
+                for row in rows where !row.isNull(1) { out.append(try DocumentStore.decodeJSON(row, column: 1)) }
+                return (out, nil)
+            }
+            var running = stream.budgeted(budget)
+            for row in rows where !row.isNull(1) {
                 if running.isDone { break }
-                if let row = try running.row(for: doc) { out.append(row) }
+                if let item = try running.row(for: try DocumentStore.decodeJSON(row, column: 1)) { out.append(item) }
             }
             return (out, running.budgeted(nil))
         }
@@ -210,20 +214,19 @@ public final class SelectCursor: Sendable {
         return out
     }
 
-    /// Decodes a FETCH's documents into `s.pending` and sizes the next FETCH from their bytes.
-    private static func take(_ rows: PostgresResult, into s: inout State, limits: ReadLimits) throws {
+    /// Keeps a FETCH's rows in `s.pending` and sizes the next FETCH from their bytes.
+    private static func take(_ rows: PostgresResult, into s: inout State, limits: ReadLimits) {
         var bytes = 0
-        var docs: [Value] = []
-        docs.reserveCapacity(rows.count)
+        var documents = 0
         for row in rows where !row.isNull(1) {
             bytes += row.withRawValue(1) { $0?.count ?? 0 }
-            docs.append(try DocumentStore.decodeJSON(row, column: 1))
+            documents += 1
         }
         if rows.count < s.batchRows { s.exhausted = true }
-        s.pending = docs
+        s.pending = documents > 0 ? rows : nil
         s.pendingBytes = bytes
-        if !docs.isEmpty {
-            let perRow = max(1, bytes / docs.count)
+        if documents > 0 {
+            let perRow = max(1, bytes / documents)
             s.batchRows = max(limits.minBatchRows, min(limits.maxBatchRows, limits.batchBytes / perRow))
         }
     }

@@ -253,11 +253,9 @@ extension WriteTransaction {
         // A SELECT's memory stage in all but name: the same timeout, from this stage's start.
         let deadline = store.statementTimeout.map { ContinuousClock.now + $0 }
         return try await InMemoryEvaluation.run(deadline: deadline, maxSteps: context.budget?.maxSteps ?? .max) { budget in
+            try budget.charge(DecodeCost.steps(rows, column: 0))
             var docs: [Value] = []
-            for row in rows {
-                try budget.charge(row.withRawValue(0) { $0?.count ?? 0 } / 4 + 1)
-                docs.append(try DocumentStore.decodeJSON(row, column: 0))
-            }
+            for row in rows { docs.append(try DocumentStore.decodeJSON(row, column: 0)) }
             return try memory.budgeted(budget).run(docs).compactMap { $0["_id"] }
         }
     }

@@ -53,7 +53,7 @@ public struct SyncPageRead: Sendable {
             // subscription (the usual case) costs no JSON parse per row.
             var value: Value? = nil
             if let filter {
-                try page?.charge(row.withRawValue(3) { $0?.count ?? 0 } / 4 + 1)
+                try page?.charge(DecodeCost.steps(bytes: row.withRawValue(3) { $0?.count ?? 0 }))
                 let v = try BinaryColumns.json(row, column: 3)
                 let matched = try InMemoryEvaluation.subscriptionMatches(filter, v)
                 try page?.charge(matched.steps)
