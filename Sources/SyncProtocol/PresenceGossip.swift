@@ -269,8 +269,9 @@ public struct PresenceGossip: Sendable {
             lastFlushAt = now
         }
         compact()
-        // The local record with its links, built once for all links (it lists up to 256 of them).
-        let ownOutgoing = ownOutgoingRecord()
+        // The local record with its links, built and encoded once for all links (it lists up to
+        // 256 of them); every session sends these same bytes.
+        let ownOutgoing = ownOutgoingRecord().encodedOnce()
         var out: [(link: UInt64, records: [PresenceRecord])] = []
         for id in targets {
             guard var link = links[id], !link.isSibling else { continue }

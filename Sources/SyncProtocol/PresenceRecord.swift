@@ -34,6 +34,29 @@ public struct PresenceRecord: Sendable, Equatable {
     public var metadata: [String: Value]
     public var identityMetadata: [String: Value]
     public var links: [PresenceLink]
+    /// The record's encoding, when it is sent unchanged on many links: a server's own record
+    /// lists up to 256 links (~24 KB), and `PresenceGossip.tick` encodes it once per flush
+    /// instead of once per link for its size and again per session to send it.
+    public var encoding = Encoding()
+
+    /// Kept encoded bytes. Not part of the record's value: a record equals its copy whether or
+    /// not either carries them (so `==` is always true here). Whoever sets them must not change
+    /// the record afterwards (`PresenceGossip.ownOutgoingRecord` builds and encodes it last).
+    public struct Encoding: Sendable, Equatable {
+        var bytes: [UInt8]?
+        public init() {}
+        public static func == (_: Encoding, _: Encoding) -> Bool { true }
+    }
+
+    /// The same record carrying its encoding.
+    public func encodedOnce() -> PresenceRecord {
+        var r = self
+        r.encoding = Encoding()
+        var w = CBORWriter(capacity: 256)
+        w.write(r)
+        r.encoding.bytes = w.bytes
+        return r
+    }
 
     public init(peerKey: [UInt8], epoch: UInt64, seq: UInt64, hops: UInt64 = 0, ttlMillis: UInt64, deviceName: String,
                 os: String = "", sdkVersion: String = "", isConnectedToBigPeer: Bool = false, metadata: [String: Value] = [:],
@@ -57,6 +80,7 @@ public struct PresenceRecord: Sendable, Equatable {
 
     /// Its encoded size inside a `presence` message (for packing messages to a size).
     public var encodedSize: Int {
+        if let bytes = encoding.bytes { return bytes.count }
         var w = CBORWriter(capacity: 256)
         w.write(self)
         return w.bytes.count
@@ -66,6 +90,7 @@ public struct PresenceRecord: Sendable, Equatable {
 extension CBORWriter {
     /// `record`, keys in canonical order: ep, os, pk, sdk, seq, ttl, hops, meta, name, cloud, links, idmeta.
     mutating func write(_ r: PresenceRecord) {
+        if let bytes = r.encoding.bytes { return raw(bytes) }
         mapHeader(12)
         text("ep"); unsigned(r.epoch)
         text("os"); text(r.os)

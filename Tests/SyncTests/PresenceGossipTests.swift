@@ -296,6 +296,23 @@ extension PresenceGossipTests {
         #expect(heard.count == 400 && heard.values.allSatisfy { $0 == 256 })
     }
 
+    /// The server's own record (up to 256 links, ~24 KB) is encoded once per flush: every link's
+    /// copy carries the same bytes (one buffer), which encode exactly as the record itself does.
+    /// Before, it was encoded once per link for its size under the hub's lock, and again by
+    /// every session to send it.
+    @Test func theOwnRecord_isEncodedOncePerFlush_forEveryLink() throws {
+        var g = PresenceGossip(peerKey: [0], epoch: 1, local: .init(deviceName: "server"), now: 0)
+        for i in 1...300 { g.linkUp(UInt64(i), peerKey: [1, UInt8(i & 0xFF), UInt8(i >> 8)], type: .webSocket, now: 0) }
+        let own = g.tick(now: 6_000).compactMap { $0.records.first { $0.peerKey == [0] } }
+        #expect(own.count == 300)
+        let buffers = Set(own.map { r in r.encoding.bytes?.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) } ?? 0 })
+        #expect(buffers.count == 1 && !buffers.contains(0), "\(buffers.count) encodings for 300 links")
+        var plain = own[0]
+        plain.encoding = .init()
+        #expect(SyncMessage.presence([own[0]]).encode() == SyncMessage.presence([plain]).encode())
+        #expect(own[0].encodedSize == plain.encodedSize)
+    }
+
     /// With few links (a small peer), a link change goes out with the next flush, as before.
     @Test func aPeerWithFewLinks_publishesLinkChangesPromptly() {
         var g = PresenceGossip(peerKey: [0], epoch: 1, local: .init(deviceName: "tablet"), now: 0)
