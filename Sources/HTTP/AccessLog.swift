@@ -3,14 +3,15 @@ import Sockets
 
 /// Where a server's access log goes: `write` receives many whole lines at once (tens of KiB),
 /// already formatted, and must not block (the caller is an event loop): `bigpeer serve` hands them
-/// to the buffered log writer, which writes them to stderr off the loops.
+/// to the buffered log writer, which writes them to stderr off the loops. The bytes are lent for
+/// the call only (they are the loop's reused buffer): copy what you keep.
 public struct AccessLogOutput: Sendable {
     public enum Format: String, Sendable { case text, json }
     public let format: Format
     public let label: String
-    public let write: @Sendable ([UInt8]) -> Void
+    public let write: @Sendable (UnsafeRawBufferPointer) -> Void
 
-    public init(format: Format, label: String = "bigpeer.access", write: @escaping @Sendable ([UInt8]) -> Void) {
+    public init(format: Format, label: String = "bigpeer.access", write: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
         self.format = format
         self.label = label
         self.write = write
@@ -51,6 +52,6 @@ final class AccessLogBuffer {
     /// Hands what is buffered to the output (on the sweep, at drain and at close).
     func flush() {
         guard formatter.count > 0 else { return }
-        output.write(formatter.take())
+        formatter.withLines { output.write($0) }
     }
 }

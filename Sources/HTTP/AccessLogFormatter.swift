@@ -38,10 +38,10 @@ struct AccessLogFormatter: ~Copyable {
 
     deinit { base.deallocate() }
 
-    /// The formatted lines, and an empty buffer for the next ones.
-    mutating func take() -> [UInt8] {
-        defer { count = 0 }
-        return Array(UnsafeBufferPointer(start: base, count: count))
+    /// Lends the formatted lines to `body`, then empties the buffer for the next ones.
+    mutating func withLines(_ body: (UnsafeRawBufferPointer) -> Void) {
+        body(UnsafeRawBufferPointer(start: base, count: count))
+        count = 0
     }
 
     mutating func append(_ line: AccessLogBuffer.Line, now: timespec) {

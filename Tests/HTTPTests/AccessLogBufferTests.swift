@@ -15,7 +15,7 @@ import Testing
 
     static func buffer(_ format: AccessLogOutput.Format) -> (AccessLogBuffer, Batches) {
         let batches = Batches()
-        let buffer = AccessLogBuffer(output: AccessLogOutput(format: format) { bytes in batches.received.withLock { $0.append(bytes) } })
+        let buffer = AccessLogBuffer(output: AccessLogOutput(format: format) { bytes in batches.received.withLock { $0.append(Array(bytes)) } })
         return (buffer, batches)
     }
 
