@@ -152,16 +152,35 @@ private struct Cursor {
     }
 
     /// A string's bytes; in JSON the inside of a string: `"`, `\` and control bytes escaped,
-    /// other bytes (UTF-8 included) as they are.
-    mutating func put<S: StringProtocol>(_ text: S, json: Bool) {
-        let done: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
-            if json { for b in bytes { putEscaped(b) } } else { put(UnsafeRawBufferPointer(bytes)) }
-        }
-        if done == nil { for b in text.utf8 { if json { putEscaped(b) } else { put(b) } } }
+    /// other bytes (UTF-8 included) as they are. `withUTF8` reaches a native string's bytes
+    /// directly (the generic `withContiguousStorageIfAvailable` on a `Substring` does not).
+    mutating func put(_ text: String, json: Bool) {
+        var text = text
+        text.withUTF8 { put($0, json: json) }
     }
 
-    @inline(__always) mutating func putEscaped(_ b: UInt8) {
-        if b >= 0x20 && b != 0x22 && b != 0x5C { return put(b) }
+    mutating func put(_ text: Substring, json: Bool) {
+        var text = text
+        text.withUTF8 { put($0, json: json) }
+    }
+
+    private mutating func put(_ bytes: UnsafeBufferPointer<UInt8>, json: Bool) {
+        guard json else { return put(UnsafeRawBufferPointer(bytes)) }
+        var at = next  // a local cursor: the loop keeps it in a register
+        for b in bytes {
+            if b >= 0x20 && b != 0x22 && b != 0x5C {
+                at.pointee = b
+                at += 1
+            } else {
+                next = at
+                putEscaped(b)
+                at = next
+            }
+        }
+        next = at
+    }
+
+    private mutating func putEscaped(_ b: UInt8) {
         put(0x5C)
         if b >= 0x20 { return put(b) }
         put("u00")
