@@ -112,6 +112,11 @@ public final class LogSink: Sendable {
 
     /// Queues whole lines (one or many) for the writer; never blocks on the output.
     public func enqueue(_ line: [UInt8]) {
+        line.withUnsafeBytes { enqueue(bytes: $0) }
+    }
+
+    /// Queues whole lines lent for the call (copied once, into the writer's buffer).
+    public func enqueue(bytes line: UnsafeRawBufferPointer) {
         let schedule = state.withLock { s -> Bool in
             guard s.pending.count + line.count <= Self.maxBufferedBytes else {
                 s.dropped += 1

@@ -13,6 +13,6 @@ extension AccessLogOutput {
     /// Access-log batches to `sink` (the buffered writer to stderr by default), in the format of
     /// the other log lines.
     public static func logSink(_ sink: LogSink = .standardError, format: BufferedStderrLogHandler.Format) -> AccessLogOutput {
-        AccessLogOutput(format: format == .json ? .json : .text) { sink.enqueue($0) }
+        AccessLogOutput(format: format == .json ? .json : .text) { sink.enqueue(bytes: $0) }
     }
 }

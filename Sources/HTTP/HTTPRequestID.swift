@@ -19,10 +19,11 @@ extension HTTPRequest {
 
         public var description: String { given ?? "\(HTTPRequest.processTag)-\(loop)-\(number)" }
 
-        /// Appends the id's bytes (JSON-escaped inside a string when `jsonEscaped`).
-        func append(to out: inout [UInt8], jsonEscaped: Bool) {
+        /// Appends the id's bytes (the response header; the access log formats it itself,
+        /// `AccessLogFormatter`).
+        func append(to out: inout [UInt8]) {
             if let given {
-                if jsonEscaped { AccessLogBuffer.appendJSONEscaped(given.utf8, to: &out) } else { out.append(contentsOf: given.utf8) }
+                out.append(contentsOf: given.utf8)
                 return
             }
             out.append(contentsOf: HTTPRequest.processTag.utf8)

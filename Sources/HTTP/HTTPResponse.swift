@@ -113,7 +113,7 @@ enum ResponseHeadWriter {
         out.append(contentsOf: crlf)
         if let requestID, !headers.contains("X-Request-ID") {
             out.append(contentsOf: "X-Request-ID: ".utf8)
-            requestID.append(to: &out, jsonEscaped: false)
+            requestID.append(to: &out)
             out.append(contentsOf: crlf)
         }
         switch framing {

@@ -21,7 +21,7 @@ extension HTTPServerConnection {
                                          framing: .none, keepAlive: true, date: context.date, serverName: context.serverName,
                                          passConnectionHeader: true, requestID: requestID)
             }
-            log(head, response.status, bytes: 0)
+            log(head, response.status, bytes: 0, requestID: requestID)
             let leftover = machine.upgraded()
             context.remove(self)
             tcp.delegate = nil
@@ -41,7 +41,7 @@ extension HTTPServerConnection {
                 // large buffered body is the handler's choice, not a sign of a stalled reader.
                 if bodyAllowed && !inline { tcp.write(bytes) }
                 context.shared.notePeakQueuedOutput(tcp.peakPendingOutputBytes)
-                log(head, response.status, bytes: bodyAllowed ? bytes.count : 0)
+                log(head, response.status, bytes: bodyAllowed ? bytes.count : 0, requestID: requestID)
                 completeResponse(keepAlive: keepAlive)
             case .stream(let producer):
                 let chunked = head.version == .http1_1
@@ -51,7 +51,7 @@ extension HTTPServerConnection {
                                              framing: bodyAllowed ? (chunked ? .chunked : .untilClose) : .none,
                                              keepAlive: keepAlive, date: context.date, serverName: context.serverName, requestID: requestID)
                 }
-                log(head, response.status, bytes: -1)
+                log(head, response.status, bytes: -1, requestID: requestID)
                 guard bodyAllowed else { return completeResponse(keepAlive: keepAlive) }
                 machine.streamStarted(chunked: chunked, length: nil, keepAlive: keepAlive)
                 startProducer(producer)
@@ -61,7 +61,7 @@ extension HTTPServerConnection {
                                              framing: response.status.forbidsBody ? .none : .length(length),
                                              keepAlive: keepAlive, date: context.date, serverName: context.serverName, requestID: requestID)
                 }
-                log(head, response.status, bytes: bodyAllowed ? length : 0)
+                log(head, response.status, bytes: bodyAllowed ? length : 0, requestID: requestID)
                 guard bodyAllowed, length > 0 else { return completeResponse(keepAlive: keepAlive) }
                 machine.streamStarted(chunked: false, length: length, keepAlive: keepAlive)
                 startProducer(producer)
@@ -87,27 +87,26 @@ extension HTTPServerConnection {
         processBuffered()
     }
 
-    func log(_ head: HTTPRequestHead, _ status: HTTPStatus, bytes: Int) {
-        let elapsed = NanoTime.now().duration(since: started)
-        context.metrics.record(route: currentRoute, method: head.method, status: status.code,
-                               elapsedNanoseconds: UInt64(max(0, elapsed.components.seconds)) &* 1_000_000_000 &+ UInt64(max(0, elapsed.components.attoseconds / 1_000_000_000)))
+    func log(_ head: HTTPRequestHead, _ status: HTTPStatus, bytes: Int, requestID: HTTPRequest.LogID) {
+        // `Duration.components` is 128-bit arithmetic: taken once, for the metrics and the log line.
+        let (seconds, attoseconds) = NanoTime.now().duration(since: started).components
+        let nanoseconds = max(0, seconds) &* 1_000_000_000 &+ max(0, attoseconds / 1_000_000_000)
+        context.metrics.record(route: currentRoute, method: head.method, status: status.code, elapsedNanoseconds: UInt64(nanoseconds))
         reportBytesWritten()
+        if let accessLog = context.accessLog {
+            return accessLog.append(.init(method: head.method, path: head.path, status: status.code, durationMicroseconds: Int(nanoseconds / 1_000),
+                                          bytes: bytes, requestID: requestID, peer: remote ?? "?"))
+        }
         switch context.shared.configuration.accessLog {
-        case .off:
+        case .off, .buffered:
             return
-        case .buffered:
-            context.accessLog?.append(.init(method: head.method, path: head.path, status: status.code,
-                                            durationMicroseconds: Int(elapsed.components.seconds) * 1_000_000 + Int(elapsed.components.attoseconds / 1_000_000_000_000),
-                                            bytes: bytes, requestID: HTTPRequest.LogID(head: head, sequence: currentID), peer: remote ?? "?"))
         case .logger:
             let logger = context.logger
             guard logger.logLevel <= .info else { return }
-            var request = HTTPRequest(head: head)
-            request.sequence = currentID
             logger.info("request", metadata: [
                 "method": "\(head.method)", "path": "\(head.path)", "status": "\(status.code)",
-                "duration_us": "\(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)",
-                "bytes": "\(bytes)", "request_id": "\(request.requestID)", "peer": "\(remote ?? "?")",
+                "duration_us": "\(nanoseconds / 1_000)",
+                "bytes": "\(bytes)", "request_id": "\(requestID)", "peer": "\(remote ?? "?")",
             ])
         }
     }
