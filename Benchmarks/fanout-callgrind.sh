@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Server CPU per fan-out delivery as callgrind instruction counts (issue #21): repeatable on a
 # shared, noisy machine where wall-clock latency is not. The server runs under
-# `LD_PRELOAD="$work/sigsuspend.so" valgrind --tool=callgrind` with instrumentation off; once the peers are connected and the writes
+# `valgrind --tool=callgrind` with instrumentation off; once the peers are connected and the writes
 # have started, instrumentation is switched on for WINDOW seconds and the profile dumped. The
 # deliveries in the window are the calls of `SyncSession.logArrived` that sent `changes` — counted
 # from the profile itself, so the window need not line up with the writes.
 #   Benchmarks/fanout-callgrind.sh [peers=100] [window=20] [interval-ms=1000]
-# Environment: BIGPEER_BIN=path (skip the build), OUT=dir (keep the profile; default a temp dir).
+# Environment: BIGPEER_BIN=path (skip the build), OUT=dir (keep the profile; default a temp dir),
+# SIDE=client (profile the `bigpeer bench` peers instead; the server runs natively).
+# An interval longer than the window (60000) measures the idle cost of the connected peers.
 # Prints the window's instructions, the deliveries and instructions per delivery; the profile
 # stays in OUT for `callgrind_annotate --inclusive=yes`.
 set -euo pipefail
@@ -33,8 +35,11 @@ C
 cc -O2 -shared -fPIC -o "$work/sigsuspend.so" "$work/sigsuspend.c"
 port=$(free_port); mport=$(free_port)
 ulimit -n 65536 2>/dev/null || true
-LD_PRELOAD="$work/sigsuspend.so" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/server.cg" \
-  "$work/bigpeer" serve --port "$port" --data-dir "$work/data" --db-connections 8 --metrics-port "$mport" --log-level warning >"$work/server.log" 2>&1 &
+side=${SIDE:-server}
+grind=(env LD_PRELOAD="$work/sigsuspend.so" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/$side.cg")
+server=("$work/bigpeer"); client=("$work/bigpeer")
+if [ "$side" = client ]; then client=("${grind[@]}" "$work/bigpeer"); else server=("${grind[@]}" "$work/bigpeer"); fi
+"${server[@]}" serve --port "$port" --data-dir "$work/data" --db-connections 8 --metrics-port "$mport" --log-level warning >"$work/server.log" 2>&1 &
 pid=$!
 bench=
 trap 'kill $bench 2>/dev/null; kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work/data"' EXIT
@@ -44,7 +49,7 @@ until curl -sf "127.0.0.1:$port/readyz" >/dev/null 2>&1; do
 done
 key=$("$bin" keys create --data-dir "$work/data" --description bench --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
 writes=$(( (window * 1000 / interval) * 3 + 20 ))
-"$bin" bench sync fanout --url "ws://127.0.0.1:$port" --key "$key" --peers "$peers" --writes "$writes" \
+"${client[@]}" bench sync fanout --url "ws://127.0.0.1:$port" --key "$key" --peers "$peers" --writes "$writes" \
   --interval-ms "$interval" --collection fan >"$work/bench.log" 2>&1 &
 bench=$!
 # Connected and synced: the writes start right after; wait until some have been delivered.
@@ -53,19 +58,22 @@ until curl -sf "127.0.0.1:$mport/metrics" 2>/dev/null | grep -q "^bigpeer_sync_s
   sleep 1
 done
 sleep 5
-callgrind_control -i on $pid >/dev/null
+target=$pid; [ "$side" = client ] && target=$bench
+callgrind_control -i on $target >/dev/null
 sleep "$window"
-callgrind_control -d $pid >/dev/null
-callgrind_control -i off $pid >/dev/null
+callgrind_control -d $target >/dev/null
+callgrind_control -i off $target >/dev/null
 kill $bench 2>/dev/null || true
-profile=$(ls -t "$out"/server.cg* | head -1)
+profile=$(ls -t "$out"/$side.cg* | head -1)
 total=$(callgrind_annotate "$profile" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
 echo "profile: $profile"
 echo "instructions in window: $total"
-# Deliveries: calls of `SyncSession.logArrived` (one per change-log batch a session receives; in
-# this benchmark each brings one `changes`).
-deliveries=$(callgrind_annotate --inclusive=yes --tree=caller "$profile" 2>/dev/null | awk 'BEGIN { RS = "" }
-  /\*  [^\n]*SessionV10logArrived/ { n = split($0, lines, "\n"); for (i = 1; i <= n; i++) if (lines[i] ~ /^ *[0-9,]+ .*< / && match(lines[i], /\(([0-9,]+)x\)/)) { c = substr(lines[i], RSTART + 1, RLENGTH - 3); gsub(",", "", c); s += c } }
+# Deliveries: on the server the calls of `SyncSession.logArrived` (one per change-log batch a
+# session receives; here each brings one `changes`), on the client those of the fan-out's
+# `onChanges` (one per `changes` received).
+fn='SessionV10logArrived'; [ "$side" = client ] && fn='Fanout.*ChangeEntryVGtYbcfU_ '
+deliveries=$(callgrind_annotate --inclusive=yes --tree=caller "$profile" 2>/dev/null | awk -v fn="$fn" 'BEGIN { RS = "" }
+  $0 ~ ("\\*  [^\n]*" fn) { n = split($0, lines, "\n"); for (i = 1; i <= n; i++) if (lines[i] ~ /^ *[0-9,]+ .*< / && match(lines[i], /\(([0-9,]+)x\)/)) { c = substr(lines[i], RSTART + 1, RLENGTH - 3); gsub(",", "", c); s += c } }
   END { print s + 0 }')
 echo "deliveries in window: $deliveries"
 [ "$deliveries" -gt 0 ] && echo "instructions per delivery: $((total / deliveries))"
