@@ -64,7 +64,7 @@ sleep "$window"
 callgrind_control -d $target >/dev/null
 callgrind_control -i off $target >/dev/null
 kill $bench 2>/dev/null || true
-profile=$(ls -t "$out"/$side.cg* | head -1)
+profile="$out/$side.cg.1"  # the dump of the window (the client writes another as it is killed)
 total=$(callgrind_annotate "$profile" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
 echo "profile: $profile"
 echo "instructions in window: $total"
