@@ -12,11 +12,10 @@
 # Prints the window's instructions, the deliveries and instructions per delivery; the profile
 # stays in OUT for `callgrind_annotate --inclusive=yes`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. Benchmarks/lib/rest-workload.sh
-. scripts/lib/loopback.sh
 peers=${1:-100}; window=${2:-20}; interval=${3:-1000}
 export PATH="/opt/swift/usr/bin:$PATH"
+cd "$(dirname "$0")/.."
+. Benchmarks/lib/rest-workload.sh
 bin=$(rest_bigpeer_bin)
 work=$(mktemp -d /tmp/bigpeer-fanout-cg-XXXX); chmod 711 "$work"
 out=${OUT:-$work}; mkdir -p "$out"
@@ -33,7 +32,7 @@ cat >"$work/sigsuspend.c" <<'C'
 int sigsuspend(const sigset_t *mask) { sigset_t copy = *mask; return syscall(SYS_rt_sigsuspend, &copy, 8); }
 C
 cc -O2 -shared -fPIC -o "$work/sigsuspend.so" "$work/sigsuspend.c"
-port=$(free_port); mport=$(free_port)
+port=$(rest_free_port); mport=$(rest_free_port)
 ulimit -n 65536 2>/dev/null || true
 side=${SIDE:-server}
 grind=(env LD_PRELOAD="$work/sigsuspend.so" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/$side.cg")
