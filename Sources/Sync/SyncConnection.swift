@@ -228,13 +228,16 @@ public final class SyncConnection: Sendable {
                     !hadToken ? s.resumption?.token : nil,
                     s.state == .ready && (!wasReady || s.permissions.identityMetadata != identityBefore) ? .some(s.permissions.identityMetadata) : nil)
         }
-        guard let step else { return false }
-        if let token = step.newToken { resumable?.register(token, self) }
-        if let accepted = step.accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
-        if let becameReady = step.becameReady { presence?.ready(becameReady) }
-        if let identity = step.identity { presence?.identified(identity) }
-        for action in step.actions { perform(action) }
-        if step.closed { stop() } else if let waiting = step.waiting { waiting.notifyWhenDrained() }
+        // Bound element by element: each `step.field` of the optional tuple copied the whole tuple
+        // (its `Hello?`, `Transport?`, ... through the runtime's generic value witnesses), seven
+        // times per step: 19% of the server's instructions in a fan-out (docs/PERFORMANCE.md).
+        guard case let (actions, closed, waiting, accepted, becameReady, newToken, identity)? = step else { return false }
+        if let token = newToken { resumable?.register(token, self) }
+        if let accepted { subscriptionsChanged?(accepted.version, accepted.queries) }
+        if let becameReady { presence?.ready(becameReady) }
+        if let identity { presence?.identified(identity) }
+        for action in actions { perform(action) }
+        if closed { stop() } else if let waiting { waiting.notifyWhenDrained() }
         return true
     }
 

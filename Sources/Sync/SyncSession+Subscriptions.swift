@@ -29,7 +29,9 @@ extension SyncSession {
             out.append(.fetchDocuments(request: requestCounter, refs))
             return
         }
-        for id in order {
+        // Only while some subscription is not live yet (`isSyncing`) is there a phase to act on
+        // here; a live session skips the loop, which copied every subscription on every step.
+        for id in order where isSyncing {
             guard var sub = subscriptions[id] else { continue }
             switch sub.phase {
             case .live, .checkingResume:

@@ -195,8 +195,22 @@ public struct CBORReader: Sendable {
     public mutating func text() throws(CBORError) -> String {
         let h = try expect(.text, "text string")
         let range = try stringBody(h)
+        if let s = Self.ascii(bytes, range) { return s }
         guard let s = String(validating: bytes[range], as: UTF8.self) else { throw .invalidUTF8(offset: h.offset) }
         return s
+    }
+
+    /// The string when `bytes[range]` is all ASCII (every key of a sync message, most ids), else
+    /// nil. ASCII is valid UTF-8 as it is, so it needs no validation; the generic
+    /// `String(validating:)` on a slice cost ~700 instructions a string in runtime metadata
+    /// lookups alone, about a quarter of decoding a `changes` message (docs/PERFORMANCE.md).
+    static func ascii(_ bytes: [UInt8], _ range: Range<Int>) -> String? {
+        bytes.withUnsafeBufferPointer { all -> String? in
+            let body = UnsafeBufferPointer(rebasing: all[range])
+            var high: UInt8 = 0
+            for b in body { high |= b }
+            return high < 0x80 ? String(decoding: body, as: UTF8.self) : nil
+        }
     }
 
     /// Reads a text string and returns the range of its whole encoding (head + body), for key ordering checks.

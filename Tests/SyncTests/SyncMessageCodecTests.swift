@@ -163,6 +163,30 @@ import Values
         expectError([0xA2, 0x61, 0x6E, 0xC1, 0x01, 0x61, 0x74, 0x64] + Array("ping".utf8)) { if case .malformed = $0 { true } else { false } }
     }
 
+    /// The `credit` shortcut (`canonicalCredit`) takes exactly the canonical encodings and decides
+    /// every input as the generic decoder does.
+    @Test func creditShortcut_agreesWithTheGenericDecoder() {
+        let limits = SyncLimits.default
+        let max = UInt64(limits.maxOutstandingCredit)
+        let values: [UInt64] = [0, 1, 23, 24, 255, 256, 65_535, 65_536, 1 << 32 - 1, 1 << 32, max, max + 1, .max]
+        var inputs: [[UInt8]] = []
+        for v in values {
+            let bytes = SyncMessage.credit(bytes: v).encode()
+            #expect(SyncMessageDecoder.canonicalCredit(bytes) == v, "canonical credit \(v) takes the shortcut")
+            inputs.append(bytes)
+            inputs.append(bytes + [0])                // trailing byte
+            inputs.append(Array(bytes.dropLast()))    // truncated
+        }
+        let prefix = SyncMessageDecoder.creditPrefix
+        inputs += [prefix + [0x18, 5], prefix + [0x19, 0, 200], prefix + [0x1a, 0, 0, 1, 0], prefix + [0x1b, 0, 0, 0, 1, 0, 0, 0, 0],  // not shortest
+                   prefix + [0x20], prefix + [0x1c], prefix + [0x40], prefix + [0xf6], prefix]  // negative, reserved, bytes, null, none
+        for bytes in inputs {
+            let fast = Result { () throws(SyncProtocolError) in try SyncMessageDecoder.decode(bytes, limits: limits) }
+            let generic = Result { () throws(SyncProtocolError) in try SyncMessageDecoder.decodeGeneric(bytes, limits: limits) }
+            #expect("\(fast)" == "\(generic)", "\(bytes)")
+        }
+    }
+
     @Test func oversizedMessage_isRejectedBeforeDecoding() {
         var limits = SyncLimits()
         limits.maxMessageSize = 100

@@ -187,6 +187,23 @@ private func unhex(_ s: String) -> [UInt8] {
         var r3 = try CBORReader([0x01])
         #expect(throws: CBORError.unexpectedType(offset: 0, expected: "text string")) { try r3.text() }
     }
+
+    /// Text strings: ASCII takes the shortcut (`CBORReader.ascii`), anything else is validated as
+    /// UTF-8 as before; both give the same strings and the same errors.
+    @Test func textStrings_asciiShortcutAndValidation() throws {
+        for s in ["", "t", "credit", String(repeating: "\u{7f}", count: 100), "héllo", "🚗-1", "a\u{0}b"] {
+            var w = CBORWriter()
+            w.text(s)
+            var r = try CBORReader(w.bytes)
+            #expect(try r.text() == s)
+            let body = w.bytes.count - s.utf8.count
+            #expect((CBORReader.ascii(w.bytes, body..<w.bytes.count) != nil) == s.utf8.allSatisfy { $0 < 0x80 }, "\(s)")
+        }
+        for invalid: [UInt8] in [[0xff], [0x80], [0xc3], [0x61, 0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]] {
+            var r = try CBORReader([0x60 | UInt8(invalid.count)] + invalid)
+            #expect(throws: CBORError.invalidUTF8(offset: 0)) { try r.text() }
+        }
+    }
 }
 
 typealias SplitMix = SeededRandom
