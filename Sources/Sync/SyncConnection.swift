@@ -68,6 +68,9 @@ public final class SyncConnection: Sendable {
     /// Where storage requests, page reads and the heartbeat run (see the top of this file).
     let executor: any TaskExecutor
     let feedToken = Mutex<UInt64?>(nil)
+    /// The newest change-log head the feed announced that this session's executor has not taken
+    /// yet; -1 when no hop to it is scheduled (`headAnnounced`).
+    let announcedHead = Atomic<Int64>(-1)
     let timer = Mutex<Task<Void, Never>?>(nil)
     /// The latest page read (`readPage`): the next one delivers its page only after it.
     let pageChain = Mutex<Task<Void, Never>?>(nil)
@@ -152,7 +155,7 @@ public final class SyncConnection: Sendable {
 
     /// Starts the heartbeat timer and the change-feed subscription.
     public func start() {
-        let token = storage.addHeadListener { [weak self] head in self?.deliver(.logHead(head)) }
+        let token = storage.addHeadListener { [weak self] head in self?.headAnnounced(head) }
         feedToken.withLock { $0 = token }
         deliver(.logHead(storage.logHead))
         let task = Task(executorPreference: executor) { [weak self] in
@@ -167,6 +170,26 @@ public final class SyncConnection: Sendable {
             }
         }
         timer.withLock { $0 = task }
+    }
+
+    /// A new head from the change feed, handled on the session's executor. The feed calls every
+    /// listener in turn on the one task that read the change log: stepping each session there
+    /// (its ring read, matching and encoding) served a thousand peers one after another on one
+    /// thread, so the last waited for all the others; on their own loops they are served in
+    /// parallel, where their sockets are. Heads announced while a hop is pending join it.
+    func headAnnounced(_ head: Int64) {
+        var pending = announcedHead.load(ordering: .acquiring)
+        while true {
+            let (exchanged, original) = announcedHead.compareExchange(expected: pending, desired: max(pending, head),
+                                                                      ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            pending = original
+        }
+        guard pending < 0 else { return }  // a hop is scheduled; it takes the newest head
+        Task(executorPreference: executor) { [weak self] in
+            guard let self else { return }
+            self.deliver(.logHead(self.announcedHead.exchange(-1, ordering: .acquiringAndReleasing)))
+        }
     }
 
     /// One complete protocol message from the transport.
