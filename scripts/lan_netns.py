@@ -17,6 +17,13 @@ os.chmod(WORK, 0o755)
 namespaces, processes = [], []
 
 
+def child_env():
+    """This environment without the harness's own variables: bigpeer reads BIGPEER_* as options
+    and warns about each one no option reads (a line per variable in every log)."""
+    harness = ("BIGPEER_BIN", "BIGPEER_NETNS_TAG", "BIGPEER_ZEROCONF_VENV", "BIGPEER_LAN_LOG_DIR", "BIGPEER_LAN_TAIL_LINES")
+    return {k: v for k, v in os.environ.items() if k not in harness and not k.startswith("BIGPEER_MESH_")}
+
+
 def run(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
 
@@ -108,7 +115,8 @@ def serve(ns, name, device, group, http_port, extra=()):
     log = open(os.path.join(WORK, f"{name}.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "serve", "--port", str(http_port), "--threads", "1", "--insecure-dev",
                           "--data-dir", os.path.join(WORK, name), "--log-level", "info",
-                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT)
+                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT,
+                         env=child_env())
     processes.append(p)
     return p
 
@@ -169,7 +177,7 @@ class Peer:
         self.out_path = os.path.join(WORK, f"{name}.out")
         out, log = open(self.out_path, "w"), open(os.path.join(WORK, f"{name}.log"), "w")
         self.process = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "peer", "--data", os.path.join(WORK, name), "--name", name, *args],
-                                        stdin=subprocess.PIPE, stdout=out, stderr=log, text=True)
+                                        stdin=subprocess.PIPE, stdout=out, stderr=log, text=True, env=child_env())
         processes.append(self.process)
 
     def execute(self, statement):
