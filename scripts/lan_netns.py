@@ -2,14 +2,26 @@
 links and bridges this process creates and removes, `bigpeer serve --lan` nodes and `bigpeer peer`
 processes inside them, their logs under WORK. Multicast never reaches a real interface.
 
+On a failure every process's whole log and output (WORK/*.log, WORK/*.out) is kept in
+$BIGPEER_LAN_LOG_DIR (default /tmp/bigpeer-lan-logs-TAG-TIME; CI can upload it) and the last
+$BIGPEER_LAN_TAIL_LINES lines of each (default 40) are printed.
+
 Import it with the bigpeer binary as sys.argv[1]."""
 import ctypes, json, os, shutil, subprocess, sys, tempfile, threading, time
+from collections import deque
 
 BIN = sys.argv[1]
 TAG = os.environ.get("BIGPEER_NETNS_TAG", "bl") + f"{os.getpid() % 100000}"
 WORK = tempfile.mkdtemp(prefix="bigpeer-lan-")
 os.chmod(WORK, 0o755)
 namespaces, processes = [], []
+
+
+def child_env():
+    """This environment without the harness's own variables: bigpeer reads BIGPEER_* as options
+    and warns about each one no option reads (a line per variable in every log)."""
+    harness = ("BIGPEER_BIN", "BIGPEER_NETNS_TAG", "BIGPEER_ZEROCONF_VENV", "BIGPEER_LAN_LOG_DIR", "BIGPEER_LAN_TAIL_LINES")
+    return {k: v for k, v in os.environ.items() if k not in harness and not k.startswith("BIGPEER_MESH_")}
 
 
 def run(*args, check=True, **kw):
@@ -25,23 +37,55 @@ def ns_add(name):
     return name
 
 
-def cleanup():
+def stop_processes():
     for p in processes:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def cleanup():
+    stop_processes()
     for n in namespaces:
         run("ip", "netns", "del", n, check=False)
+    namespaces.clear()
+    processes.clear()
     shutil.rmtree(WORK, ignore_errors=True)
+
+
+def reset():
+    """A fresh WORK and no namespaces or processes, for another run in the same process (after cleanup)."""
+    global WORK
+    WORK = tempfile.mkdtemp(prefix="bigpeer-lan-")
+    os.chmod(WORK, 0o755)
+
+
+def keep_logs():
+    """Copies every process's log and output (whole) out of WORK before it is removed; returns where."""
+    kept = os.environ.get("BIGPEER_LAN_LOG_DIR") or f"/tmp/bigpeer-lan-logs-{TAG}-{time.strftime('%H%M%S')}"
+    os.makedirs(kept, exist_ok=True)
+    for name in sorted(os.listdir(WORK)):
+        if name.endswith((".log", ".out")):
+            shutil.copy(os.path.join(WORK, name), os.path.join(kept, name))
+    return kept
+
+
+class Failed(SystemExit):
+    """A failed check (exit status 1): the logs are kept and WORK is cleaned up already."""
 
 
 def fail(message):
     print(f"==> {os.path.basename(sys.argv[0])}: FAILED: {message}", flush=True)
-    for name in sorted(os.listdir(WORK)):
-        if name.endswith(".log"):
-            print(f"--- {name}:\n" + open(os.path.join(WORK, name)).read()[-3000:], flush=True)
+    stop_processes()  # their logs are complete from here on
+    kept = keep_logs()
+    lines = int(os.environ.get("BIGPEER_LAN_TAIL_LINES", "40"))
+    for name in sorted(os.listdir(kept)):
+        with open(os.path.join(kept, name), errors="replace") as f:
+            tail = deque(f, maxlen=lines)
+        print(f"--- {name} (last {len(tail)} lines):\n" + "".join(tail), flush=True)
+    print(f"==> every process's whole log and output: {kept}", flush=True)
     cleanup()
-    sys.exit(1)
+    raise Failed(1)
 
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -71,7 +115,8 @@ def serve(ns, name, device, group, http_port, extra=()):
     log = open(os.path.join(WORK, f"{name}.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "serve", "--port", str(http_port), "--threads", "1", "--insecure-dev",
                           "--data-dir", os.path.join(WORK, name), "--log-level", "info",
-                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT)
+                          "--lan", "--device-name", device, "--sync-group", str(group), *extra], stdout=log, stderr=subprocess.STDOUT,
+                         env=child_env())
     processes.append(p)
     return p
 
@@ -132,7 +177,7 @@ class Peer:
         self.out_path = os.path.join(WORK, f"{name}.out")
         out, log = open(self.out_path, "w"), open(os.path.join(WORK, f"{name}.log"), "w")
         self.process = subprocess.Popen(["ip", "netns", "exec", ns, BIN, "peer", "--data", os.path.join(WORK, name), "--name", name, *args],
-                                        stdin=subprocess.PIPE, stdout=out, stderr=log, text=True)
+                                        stdin=subprocess.PIPE, stdout=out, stderr=log, text=True, env=child_env())
         processes.append(self.process)
 
     def execute(self, statement):

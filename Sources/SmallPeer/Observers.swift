@@ -20,6 +20,12 @@ public struct ObserverEvent: Sendable, Equatable {
     public var moves: [Value]
 
     public var isInitial = false
+    /// Whether the commit behind this event was a statement run on this peer (`execute`); false
+    /// for the initial result and for what sync did (changes from a server or a peer this one
+    /// serves, copies sync evicted). Per event: a handler may run while another thread's statement
+    /// is in progress, or deliver another thread's events, so "a statement is running" cannot
+    /// tell the two apart (`bigpeer peer` lost synced changes that way).
+    public var isLocal = false
 
     /// Computes the event from the previous and the current result (by `_id`).
     static func diff(old: [Value], new: [Value]) -> ObserverEvent {
@@ -142,13 +148,16 @@ extension SmallPeer {
 }
 
 extension PeerState {
-    /// Re-runs the observers of `collections` and queues an event for each whose result changed.
-    mutating func queueObserverEvents(for collections: Set<String>) {
+    /// Re-runs the observers of `collections` and queues an event for each whose result changed
+    /// (`isLocal`: the commit was a statement run on this peer).
+    mutating func queueObserverEvents(for collections: Set<String>, isLocal: Bool) {
         for (id, var o) in observers where collections.contains(o.collection) {
             // A query that fails now (e.g. arithmetic overflow on a new value) keeps its last result.
             guard let items = try? o.query.run(store.candidates(o.collection, o.query.statement.filter, o.query.evaluator.context)),
                   items != o.last else { continue }
-            deliveries.append((o.handler, ObserverEvent.diff(old: o.last, new: items)))
+            var event = ObserverEvent.diff(old: o.last, new: items)
+            event.isLocal = isLocal
+            deliveries.append((o.handler, event))
             o.last = items
             observers[id] = o
         }

@@ -111,7 +111,7 @@ public final class SmallPeer: Sendable {
                 guard s.storage != nil else { throw .closed }
                 let planned = try s.store.plan(statement, context: context, generateID: generateID)
                 if !planned.commit.isEmpty || !planned.documents.isEmpty {
-                    try s.commit(planned.commit, documents: planned.documents, replica: planned.replica)
+                    try s.commit(planned.commit, documents: planned.documents, replica: planned.replica, isLocal: true)
                 }
                 return planned.result
             }
@@ -170,10 +170,11 @@ struct PeerState {
     }
 
     /// Persists `commit`, then installs it; on a storage error nothing changes. Queues events for
-    /// the observers of the collections it touched, and logs the documents it changed (`origin`:
-    /// the site they came from, nil for a local write) for the sessions this peer serves.
+    /// the observers of the collections it touched (`isLocal`: a statement run on this peer, not
+    /// sync), and logs the documents it changed (`origin`: the site they came from, nil for a local
+    /// write) for the sessions this peer serves.
     mutating func commit(_ commit: Commit, documents: [(ref: DocumentRef, document: Document?)], replica: Replica? = nil,
-                         origin: UInt64? = nil) throws(SmallPeerError) {
+                         origin: UInt64? = nil, isLocal: Bool = false) throws(SmallPeerError) {
         guard let storage else { throw .closed }
         var commit = commit, replica = replica
         let logged = commit.documents.contains { if case .evict = $0.op { false } else { true } }
@@ -198,6 +199,6 @@ struct PeerState {
             try? storage.compact(store.snapshotCommits())
         }
         let touched = Set(documents.map(\.ref.collection))
-        if !touched.isEmpty { queueObserverEvents(for: touched) }
+        if !touched.isEmpty { queueObserverEvents(for: touched, isLocal: isLocal) }
     }
 }

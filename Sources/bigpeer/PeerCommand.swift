@@ -142,14 +142,14 @@ struct PeerCommand: AsyncParsableCommand {
         for statement in statements where !Output.run(statement, on: peer) { failed = true }
         if failed { throw ExitCode.failure }
 
-        // Changes to subscribed documents that arrive through sync are printed; local writes are not.
-        let local = LocalFlag()
+        // Changes to subscribed documents that arrive through sync are printed; local writes are not
+        // (each event says which it is: one may arrive while a local statement runs).
         var observers: [CancelHandle] = []
         for query in subscriptions {
             do {
                 _ = try peer.subscribe(query)
                 let handle = try peer.registerObserver(query) { event in
-                    if event.isInitial || local.isSet { return }
+                    if event.isInitial || event.isLocal { return }
                     Output.changes(event, query: query)
                 }
                 observers.append(handle)
@@ -174,7 +174,7 @@ struct PeerCommand: AsyncParsableCommand {
         }
         guard target != nil || listen || ble, !offline else {
             if offline && !statements.isEmpty { return }
-            return prompt(peer, local: local)
+            return prompt(peer)
         }
         if let presenceMetadata {
             guard case .object(let m)? = try? JSON.parse(presenceMetadata) else {
@@ -214,7 +214,7 @@ struct PeerCommand: AsyncParsableCommand {
                 throw ExitCode.failure
             }
         } else {
-            guard target != nil else { return try await runLinked(peer, client: config, local: local) }
+            guard target != nil else { return try await runLinked(peer, client: config) }
             do { client = try SyncClient(peer: peer, configuration: config) } catch {
                 Output.error("\(error)")
                 throw ExitCode.failure
@@ -261,14 +261,14 @@ struct PeerCommand: AsyncParsableCommand {
         }
         let presenceObserver = presence ? peer.observePresence { Output.line(.object(["presence": $0.json])) } : nil
         defer { presenceObserver?.cancel() }
-        prompt(peer, local: local)
+        prompt(peer)
         await client.stop()
     }
 
     /// `--lan --listen`: no one server; this peer links with every node and small peer of its
     /// sync group it finds (`PeerLANLinks`: it dials nodes and the peers with a higher key, and
     /// serves the links the others dial), reads DQL from stdin, and prints what changes.
-    private func runLinked(_ peer: SmallPeer, client: SyncClient.Configuration, local: LocalFlag) async throws {
+    private func runLinked(_ peer: SmallPeer, client: SyncClient.Configuration) async throws {
         peer.setDeviceName(client.deviceName)
         let policy: PeerPolicy
         do { policy = PeerPolicy(ruleFile: try peerPolicy.map { path throws(PolicyConfigurationError) in try PolicyRulesFile(path: path) }, webhook: nil) } catch {
@@ -285,7 +285,7 @@ struct PeerCommand: AsyncParsableCommand {
             Output.error("--listen: \(error)")
             throw ExitCode.failure
         }
-        prompt(peer, local: local)
+        prompt(peer)
         await links.stop()
     }
 
@@ -305,7 +305,7 @@ struct PeerCommand: AsyncParsableCommand {
     }
 
     /// Reads statements from stdin until EOF; runs each locally.
-    func prompt(_ peer: SmallPeer, local: LocalFlag) {
+    func prompt(_ peer: SmallPeer) {
         let interactive = isatty(0) != 0
         while true {
             if interactive { Output.prompt() }
@@ -313,18 +313,9 @@ struct PeerCommand: AsyncParsableCommand {
             let text = line.trimmingCharacters()
             if text.isEmpty { continue }
             if text == "exit" || text == "quit" { return }
-            local.set(true)
             _ = Output.run(text, on: peer)
-            local.set(false)
         }
     }
-}
-
-/// Set while the prompt runs a local statement, so its own writes are not printed as changes.
-final class LocalFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set(_ on: Bool) { value.withLock { $0 = on } }
 }
 
 /// Serialized writes to stdout/stderr (observer events arrive on the sync thread).

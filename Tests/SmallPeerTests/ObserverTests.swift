@@ -1,6 +1,8 @@
 // Store observers: initial result, then insertions/deletions/updates/moves by _id after each write.
 import BigPeerTestSupport
+import CRDT
 @testable import SmallPeer
+import SyncProtocol
 import Testing
 import Values
 
@@ -58,5 +60,45 @@ struct ObserverTests {
         _ = try peer.execute("INSERT INTO t DOCUMENTS ({'_id': 'first'})")
         #expect(seen.withLock { $0 } == [0, 1, 2, 3])
         handle.cancel()
+    }
+
+    /// `isLocal` is the cause of each event's own commit, not "a statement is running": a change
+    /// sync brings while a statement runs is not local, and a statement's change that sync's
+    /// delivery hands on is. `bigpeer peer` prints the events that are neither initial nor local;
+    /// it went by a process-wide "a statement is running" flag and so lost a change that arrived
+    /// during a local INSERT (scripts/lan_mesh_test.py's three-hop chain: the node's write was in
+    /// peer-4's store, never printed). Handlers that apply and write make both overlaps happen in
+    /// a fixed order: a handler runs inside the call whose commit it sees, and events queued
+    /// meanwhile are delivered by that same call.
+    @Test func isLocal_isEachEventsOwnCommit_whateverRunsMeanwhile() throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let peer = try openPeer(dir.path)
+        let server: UInt64 = 0x5
+        try peer.linkServer(server)
+        @Sendable func fromServer(_ id: String) throws -> [ChangeEntry] {
+            [ChangeEntry(document: DocumentRef(collection: "cars", id: .string(id)), kind: .upsert, payload: .state(try CRDTFixtures.document(id).encode()))]
+        }
+        let fromPeer = UploadEntry(document: DocumentRef(collection: "cars", id: "from-peer"),
+                                   delta: try CRDTFixtures.document("from-peer").delta(since: VersionVector()).encode())
+        let seen = MutexBox<[String]>([])
+        let handle = try peer.registerObserver("SELECT * FROM cars") { e in
+            guard !e.isInitial else { return }
+            seen.withLock { $0 += e.insertions.map { "\($0.stringValue ?? "?") \(e.isLocal ? "local" : "sync")" } }
+            if e.insertions == ["mine"] {
+                // Inside the INSERT of "mine": a server's change and a served peer's upload arrive.
+                _ = try? peer.applyFromServer(fromServer("from-server"), origin: server)
+                _ = try? peer.mergeUploads([fromPeer], origin: 0xB)
+            }
+            if e.insertions == ["from-server-2"] {
+                // Inside sync's delivery: a statement runs (its event is delivered after it returned).
+                _ = try? peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine-2'})")
+            }
+        }
+        defer { handle.cancel() }
+        _ = try peer.execute("INSERT INTO cars DOCUMENTS ({'_id': 'mine'})")
+        _ = try peer.applyFromServer(fromServer("from-server-2"), origin: server)
+        #expect(seen.withLock { $0 } == ["mine local", "from-server sync", "from-peer sync", "from-server-2 sync", "mine-2 local"])
+        #expect(try rows(peer, "SELECT _id FROM cars ORDER BY _id").count == 5)
     }
 }
