@@ -3,7 +3,8 @@
 # bombs, slow readers of a huge result, a WebSocket session flood): docs/PERFORMANCE.md, "Hostile
 # mix"; the goal (BENCHMARKS.md of the design notes) is hostile p99 ≤ 2× idle p99.
 #   Benchmarks/hostile-mix.sh [seconds-per-phase=20]
-# Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300).
+# Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300),
+# SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison).
 # Starts `bigpeer serve` (release) on its own data dir and a free loopback port; everything stops
 # by itself after three phases (idle, hostile, idle again).
 set -euo pipefail
@@ -16,7 +17,7 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
 fi
 work=$(mktemp -d /tmp/bigpeer-hostile-XXXX); chmod 711 "$work"
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data-dir "$work/data" --max-body-bytes $((64<<20)) --log-level notice >"$work/server.log" 2>&1 &
+"$bin" serve --port "$port" --data-dir "$work/data" --max-body-bytes $((64<<20)) --log-level notice ${SERVE_EXTRA:-} >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
