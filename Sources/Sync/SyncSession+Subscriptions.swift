@@ -30,30 +30,33 @@ extension SyncSession {
             return
         }
         // Only while some subscription is not live yet (`isSyncing`) is there a phase to act on
-        // here; a live session skips the loop, which copied every subscription on every step.
-        for id in order where isSyncing {
-            guard var sub = subscriptions[id] else { continue }
-            switch sub.phase {
-            case .live, .checkingResume:
-                continue
-            case .queued:
-                if let cp = sub.checkpoint {
-                    sub.phase = .checkingResume
+        // here (every branch that changes one returns); a live session skips the loop, which
+        // copied every subscription on every step.
+        if isSyncing {
+            for id in order {
+                guard var sub = subscriptions[id] else { continue }
+                switch sub.phase {
+                case .live, .checkingResume:
+                    continue
+                case .queued:
+                    if let cp = sub.checkpoint {
+                        sub.phase = .checkingResume
+                        subscriptions[id] = sub
+                        outstanding = .resume(id)
+                        out.append(.checkResume(subscription: id, generation: sub.generation, checkpoint: cp))
+                        return
+                    }
+                    sub.phase = .paging(after: nil)
                     subscriptions[id] = sub
-                    outstanding = .resume(id)
-                    out.append(.checkResume(subscription: id, generation: sub.generation, checkpoint: cp))
+                    requestPage(sub, after: nil, into: &out)
+                    return
+                case .paging(let after):
+                    requestPage(sub, after: after, into: &out)
                     return
                 }
-                sub.phase = .paging(after: nil)
-                subscriptions[id] = sub
-                requestPage(sub, after: nil, into: &out)
-                return
-            case .paging(let after):
-                requestPage(sub, after: after, into: &out)
-                return
             }
+            return
         }
-        if isSyncing { return }
         if let position = logPosition, position.completeThrough < logHead, subscriptions.values.contains(where: { $0.phase == .live }) {
             outstanding = .log
             out.append(.readLog(after: position))
