@@ -84,6 +84,8 @@ def fail(message):
             tail = deque(f, maxlen=lines)
         print(f"--- {name} (last {len(tail)} lines):\n" + "".join(tail), flush=True)
     print(f"==> every process's whole log and output: {kept}", flush=True)
+    # Again at the end: CI shows a run's last lines, and the logs above push the first copy out.
+    print(f"==> {os.path.basename(sys.argv[0])}: FAILED: {message}", flush=True)
     cleanup()
     raise Failed(1)
 
