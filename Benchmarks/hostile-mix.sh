@@ -4,7 +4,9 @@
 # mix"; the goal (BENCHMARKS.md of the design notes) is hostile p99 ≤ 2× idle p99.
 #   Benchmarks/hostile-mix.sh [seconds-per-phase=20]
 # Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300),
-# SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison).
+# SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison),
+# TRACE=path (the normal client's per-request latencies to path, the server's log at info level,
+# with its access log, to path.server.log: Benchmarks/hostile_trace.py joins the two).
 # Starts `bigpeer serve` (release) on its own data dir and a free loopback port; everything stops
 # by itself after three phases (idle, hostile, idle again).
 set -euo pipefail
@@ -16,10 +18,11 @@ if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
   bin=.build/release/bigpeer
 fi
 work=$(mktemp -d /tmp/bigpeer-hostile-XXXX); chmod 711 "$work"
+level=notice; [ -z "${TRACE:-}" ] || level=info
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data-dir "$work/data" --max-body-bytes $((64<<20)) --log-level notice ${SERVE_EXTRA:-} >"$work/server.log" 2>&1 &
+"$bin" serve --port "$port" --data-dir "$work/data" --max-body-bytes $((64<<20)) --log-level "$level" ${SERVE_EXTRA:-} >"$work/server.log" 2>&1 &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; [ -z "${TRACE:-}" ] || cp "$work/server.log" "$TRACE.server.log"; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 key=$("$bin" keys create --data-dir "$work/data" --description hostile --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
 echo "==> machine: $(nproc) cores, $(free -h | awk '/Mem:/ {print $2}'); server pid $pid; $secs s per phase"

@@ -23,28 +23,36 @@ SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else 20.0
 FLOOD = int(os.environ.get("FLOOD", "300"))
 # Which hostile clients run (comma-separated subset of regex,like,slow,flood; default all).
 KINDS = set(os.environ.get("HOSTILE", "regex,like,slow,flood").split(","))
+# TRACE=path: the normal client sends X-Request-ID normal-PHASE-N and appends "ID latency-ms" lines
+# to path, to be joined with the server's access log (Benchmarks/hostile_trace.py).
+TRACE = os.environ.get("TRACE")
 u = urllib.parse.urlparse(URL)
 HOST, PORT = u.hostname, u.port
 HEADERS = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
 
 
-def execute(conn, statement, args=None, timeout_ok=True):
+def execute(conn, statement, args=None, request_id=None):
     body = json.dumps({"statement": statement, "args": args or {}})
-    conn.request("POST", "/api/v4/store/execute", body=body, headers=HEADERS)
+    headers = dict(HEADERS, **{"X-Request-ID": request_id}) if request_id else HEADERS
+    conn.request("POST", "/api/v4/store/execute", body=body, headers=headers)
     r = conn.getresponse()
     data = r.read()
     return r.status, data
 
 
-def normal_client(stop_at, out):
+def normal_client(stop_at, out, phase):
     conn = http.client.HTTPConnection(HOST, PORT, timeout=30)
     lat, errors, i = [], 0, 0
+    trace = open(TRACE, "a") if TRACE else None
     while time.monotonic() < stop_at:
         doc = "d%d" % (i % 1000)
         i += 1
         t = time.perf_counter()
         try:
-            status, _ = execute(conn, "SELECT * FROM hm_small WHERE _id = :id", {"id": doc})
+            rid = "normal-%s-%d" % (phase, i)
+            status, _ = execute(conn, "SELECT * FROM hm_small WHERE _id = :id", {"id": doc}, request_id=rid if trace else None)
+            if trace:
+                trace.write("%s %.3f\n" % (rid, (time.perf_counter() - t) * 1000))
             if status != 200:
                 errors += 1
         except Exception:
@@ -53,15 +61,17 @@ def normal_client(stop_at, out):
             continue
         lat.append((time.perf_counter() - t) * 1000)
         time.sleep(0.005)  # a steady client, not a load generator
+    if trace:
+        trace.close()
     out.update(count=len(lat), errors=errors,
                p50=round(statistics.median(lat), 3) if lat else None,
                p99=round(sorted(lat)[int(len(lat) * 0.99) - 1], 3) if lat else None,
                max=round(max(lat), 3) if lat else None)
 
 
-def normal_client_result(stop_at):
+def normal_client_result(stop_at, phase):
     out = {}
-    normal_client(stop_at, out)
+    normal_client(stop_at, out, phase)
     return out
 
 
@@ -157,7 +167,7 @@ def run_phase(name, hostile):
     # The normal client is a process of its own: in this one the hostile threads hold the GIL
     # (json.dumps of a 4 MiB argument takes milliseconds), which would show up as server latency.
     queue = multiprocessing.Queue()
-    child = multiprocessing.Process(target=lambda: queue.put(normal_client_result(stop_at)))
+    child = multiprocessing.Process(target=lambda: queue.put(normal_client_result(stop_at, name)))
     child.start()
     result.update(queue.get())
     child.join()

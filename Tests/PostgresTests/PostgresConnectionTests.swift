@@ -51,7 +51,10 @@ import TestRandomness
             let c = try await db.connect()
             let observer = try await db.connect()
             defer { Task { await c.close(); await observer.close() } }
-            let first = Task { try await c.query("SELECT 7 FROM pg_sleep(2) -- busy-session") }
+            // The first statement waits for a lock the observer holds, not for a fixed time: on a
+            // loaded machine a 2 s sleep once ended before the second statement was sent.
+            _ = try await observer.query("SELECT pg_advisory_lock(4242)")
+            let first = Task { try await c.query("SELECT 7 FROM pg_advisory_lock(4242) -- busy-session") }
             try await waitUntilRunning(observer, "busy-session")
             await #expect {
                 _ = try await c.query("SELECT 1")
@@ -59,6 +62,7 @@ import TestRandomness
                 guard case PostgresError.protocolViolation = e else { return false }
                 return true
             }
+            _ = try await observer.query("SELECT pg_advisory_unlock(4242)")
             #expect(try await first.value[0].decode(0, as: Int.self) == 7)
             #expect(try await c.query("SELECT 8")[0].decode(0, as: Int.self) == 8)
         }
