@@ -37,6 +37,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Header-only shim: Glibc does not expose epoll/eventfd/timerfd.
         .target(name: "CEpoll"),
+        .target(name: "CThreads"),
         // The commit and date a release build was made from (`bigpeer version`; -Xcc -D... at build).
         .target(name: "CBuildInfo"),
 
@@ -45,7 +46,7 @@ let package = Package(
         // Pure value layer: JSON-like values, JSON and CBOR codecs.
         .target(name: "Values", swiftSettings: strict),
         // Transport.
-        .target(name: "Sockets", dependencies: ["CEpoll", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Sockets", dependencies: ["CEpoll", "CThreads", "COpenSSL"], swiftSettings: strict),
         // Counters, gauges and histograms as relaxed atomics in cells allocated once; the Prometheus text format.
         .target(name: "CAtomicCounters"),
         .target(name: "Metrics", dependencies: ["CAtomicCounters", "Sockets"], swiftSettings: strict),
@@ -53,7 +54,7 @@ let package = Package(
         .target(name: "WebSocket", dependencies: ["HTTP", "Sockets", "CZlib", "COpenSSL", "Values"], swiftSettings: strict),
         // Pure data model and language.
         .target(name: "CRDT", dependencies: ["Values"], swiftSettings: strict),
-        .target(name: "DQL", dependencies: ["Values", "CRDT", "Quoting"], swiftSettings: strict),
+        .target(name: "DQL", dependencies: ["Values", "CRDT", "Quoting", "CThreads"], swiftSettings: strict),
         // Storage.
         .target(name: "Postgres", dependencies: ["CLibPQ", "Sockets", "Quoting", "Metrics"], swiftSettings: strict),
         // BigPeer's schema: the migrations the binary carries (server and test harness alike).
@@ -108,7 +109,7 @@ let package = Package(
         .target(name: "ServerTestSupport", dependencies: ["BigPeerTestSupport", "BigPeerServer", "Auth", "HTTP", "Postgres", "Values"], swiftSettings: strict),
 
         .testTarget(name: "ValuesTests", dependencies: ["TestRandomness", "Values"], swiftSettings: strict),
-        .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SocketsTests", dependencies: ["TestRandomness", "Sockets", "CEpoll", "CThreads", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConfigFileTests", dependencies: ["TestRandomness", "ConfigFile", "bigpeer", "BigPeerTestSupport", "Sockets", .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
                                                           .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "HTTP", "Sockets", "BigPeerServer", "BigPeerTestSupport", "Postgres", "Values",
@@ -118,7 +119,7 @@ let package = Package(
                                                           .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "CRDTTests", dependencies: ["TestRandomness", "CRDT", "Values"], swiftSettings: strict),
         .testTarget(name: "DQLTests", dependencies: ["TestRandomness", "DQL", "Values", "Quoting"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestRandomness", "Store", "DQL", "CThreads", "CRDT", "Values", "Postgres", "Quoting", "SyncProtocol", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestRandomness", "Postgres", "Quoting", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["TestRandomness", "Sync", "SyncPeer", "SyncProtocol", "Store", "CRDT", "DQL", "Values", "Postgres", "Sockets", "BigPeerTestSupport"], swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["TestRandomness", "Auth", "Metrics", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "DQL", "HTTP", "CRDT", "Postgres", "Sockets", "Store", "SyncProtocol", "Values"], swiftSettings: strict),

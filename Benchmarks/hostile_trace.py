@@ -20,7 +20,7 @@ for line in open(path + ".server.log", errors="replace"):
     if m:
         server[m.group(2)] = int(m.group(1)) / 1000
 for phase in ("idle", "hostile", "idle-after"):
-    ids = [r for r in client if r.startswith("normal-%s-" % phase)]
+    ids = [r for r in client if re.fullmatch(r"normal-%s-\d+" % phase, r)]
     if not ids:
         continue
     ids.sort(key=lambda r: client[r])

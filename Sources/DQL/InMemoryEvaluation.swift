@@ -9,6 +9,7 @@
 // `workers`, threads of their own, with the statement's deadline. Past the
 // deadline it fails with `.deadlineExceeded` (408), like a statement PostgreSQL cancels.
 
+import CThreads
 import Dispatch
 import Glibc
 import Synchronization
@@ -44,11 +45,17 @@ public enum InMemoryEvaluation {
         }
     }
 
-    /// The threads heavy stages run on: one per core, of their own. Not a dispatch queue: on this
-    /// platform a concurrent queue shares its threads with Swift's global executor, so two heavy
-    /// statements starved every task of the process (measured: a test's client stalled for the
-    /// whole 2 s timeout); and not the cooperative pool, for the same reason.
-    static let workers = EvaluationWorkers(threads: max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+    /// The threads heavy stages run on: one per core but one, of their own. Not a dispatch queue:
+    /// on this platform a concurrent queue shares its threads with Swift's global executor, so two
+    /// heavy statements starved every task of the process (measured: a test's client stalled for
+    /// the whole 2 s timeout); and not the cooperative pool, for the same reason. One core is
+    /// left to the event loops, PostgreSQL and everything else whatever heavy statements arrive:
+    /// with a thread per core, CPU bombs on 2 cores cost a normal client 4.0-4.1 ms at p99, with
+    /// one thread 2.8-2.9 ms, and more bombs were answered (docs/performance-history.md).
+    static let workers = EvaluationWorkers(threads: evaluationThreads(cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+
+    /// How many evaluation threads a machine with `cores` online cores gets: all but one, at least one.
+    static func evaluationThreads(cores: Int) -> Int { max(1, cores - 1) }
 
     /// Stages `run` finished inline, and stages it moved off the loops, since the process
     /// started (`bigpeer_in_memory_stages_total`): how often statements are too heavy for a loop.
@@ -111,17 +118,24 @@ final class EvaluationWorkers: Sendable {
 
     private func startThreads() -> Int {
         var n = 0
-        for _ in 0..<threads {
-            let box = Unmanaged.passRetained(self).toOpaque()
+        for index in 0..<threads {
+            let box = Unmanaged.passRetained(Start(workers: self, index: index)).toOpaque()
             var tid = pthread_t()
             let rc = pthread_create(&tid, nil, { arg in
                 guard let arg else { return nil }
-                Unmanaged<EvaluationWorkers>.fromOpaque(arg).takeRetainedValue().work()
-                return nil
+                let start = Unmanaged<Start>.fromOpaque(arg).takeRetainedValue()
+                start.workers.work(index: start.index)
             }, box)
-            if rc == 0 { pthread_detach(tid); n += 1 } else { Unmanaged<EvaluationWorkers>.fromOpaque(box).release() }
+            if rc == 0 { pthread_detach(tid); n += 1 } else { Unmanaged<Start>.fromOpaque(box).release() }
         }
         return n
+    }
+
+    /// What a new thread needs: its workers and its number (for its name).
+    private final class Start {
+        let workers: EvaluationWorkers
+        let index: Int
+        init(workers: EvaluationWorkers, index: Int) { self.workers = workers; self.index = index }
     }
 
     /// Niceness of the evaluation threads (Linux schedules threads by their own nice value): under
@@ -129,9 +143,13 @@ final class EvaluationWorkers: Sendable {
     /// statement slows itself down rather than every connection's latency.
     static let niceness: Int32 = 10
 
-    private func work() -> Never {
+    private func work(index: Int) -> Never {
+        _ = bp_set_thread_name("bp-eval-\(index)")
         // On Linux the nice value is per thread, and `who` 0 is the calling thread (setpriority(2)).
         _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.niceness)
+        // The kernel's default time slice: a thread inherits its creator's, and the first job
+        // usually comes from an event loop, which asks for a short one (`EventLoop`).
+        _ = bp_thread_request_slice(0)
         while true {
             available.wait()
             // One signal per job, so a job is there.

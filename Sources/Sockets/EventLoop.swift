@@ -1,4 +1,5 @@
 import CEpoll
+import CThreads
 import Glibc
 import Synchronization
 
@@ -51,6 +52,13 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
     }
 
     public let index: Int
+    /// The time slice a loop thread asks the kernel for (`bp_thread_request_slice`). A loop wakes
+    /// for a request and runs for microseconds; with the default slice a waking loop waits for
+    /// the thread on its core (an evaluation thread, a PostgreSQL backend) to finish up to 3 ms
+    /// first. Same fair share, shorter waits: the hostile mix's normal-client p99 (regex bombs,
+    /// one evaluation thread) 2.4-3.4 ms -> 2.0-2.7 ms (docs/performance-history.md).
+    static let requestedSliceNanoseconds: UInt64 = 100_000
+
     /// Whether the thread offers the CPU (`sched_yield`) after each batch of events; see `run`.
     public let yieldsAfterEachBatch: Bool
     private let epfd: Int32
@@ -225,6 +233,7 @@ public final class EventLoop: @unchecked Sendable, TaskExecutor, CustomStringCon
         threadID.store(UInt(pthread_self()), ordering: .releasing)
         // Named for thread dumps (gdb, /proc/PID/task/*/comm); at most 15 characters.
         _ = bp_set_thread_name("bp-loop-\(index)")
+        _ = bp_thread_request_slice(Self.requestedSliceNanoseconds)
         var events = [UInt32](repeating: 0, count: 256)
         var datas = [UInt64](repeating: 0, count: 256)
         while running {

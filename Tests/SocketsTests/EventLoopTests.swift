@@ -1,4 +1,5 @@
 import BigPeerTestSupport
+import CThreads
 import Glibc
 import Synchronization
 import Testing
@@ -11,6 +12,23 @@ import Testing
         let onLoop = try await loop.submit { loop.inEventLoop }
         #expect(onLoop)
         #expect(!loop.inEventLoop)
+    }
+
+    /// A loop thread asks for a short time slice, so that waking it preempts a busy thread
+    /// (Linux 6.12+, EEVDF). Checked where the kernel shows slices and honours requested ones.
+    @Test func theLoopThread_isNamed_andAsksForAShortSlice() async throws {
+        let loop = try EventLoop(index: 3)
+        defer { loop.stop() }
+        let (name, slice, honoured) = try await loop.submit { () -> (String, UInt64?, Bool) in
+            let name = CurrentThread.name, slice = CurrentThread.slice
+            // Does this kernel honour a requested slice at all? Ask for another, read it, undo.
+            _ = bp_thread_request_slice(200_000)
+            let honoured = CurrentThread.slice == 200_000
+            _ = bp_thread_request_slice(EventLoop.requestedSliceNanoseconds)
+            return (name, slice, honoured)
+        }
+        #expect(name == "bp-loop-3")
+        if honoured { #expect(slice == EventLoop.requestedSliceNanoseconds) }
     }
 
     @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() async throws {

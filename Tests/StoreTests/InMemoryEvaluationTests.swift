@@ -1,5 +1,9 @@
+import BigPeerTestSupport
+import CThreads
+import Dispatch
 @testable import DQL
 import Glibc
+import Synchronization
 import Testing
 import Values
 @testable import Store
@@ -34,6 +38,34 @@ import Values
         // At a lower priority than the caller's thread (the loops), which keeps its own.
         #expect(ran.3 == EvaluationWorkers.niceness)
         #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) < EvaluationWorkers.niceness)
+    }
+
+    @Test func evaluationThreads_leaveOneCoreToTheLoops() {
+        #expect(InMemoryEvaluation.evaluationThreads(cores: 1) == 1)
+        #expect(InMemoryEvaluation.evaluationThreads(cores: 2) == 1)
+        #expect(InMemoryEvaluation.evaluationThreads(cores: 16) == 15)
+    }
+
+    /// Workers started by a thread with a short slice (as an event loop's is) are named, niced
+    /// and take the kernel's default slice back: with the loop's slice they would preempt the
+    /// loops they are meant to yield to.
+    @Test func anEvaluationThread_isNamed_niced_andDoesNotKeepItsCreatorsShortSlice() throws {
+        let workers = EvaluationWorkers(threads: 1)
+        let defaultSlice = CurrentThread.slice
+        let seen = Mutex<(String, Int32, UInt64?)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        _ = bp_thread_request_slice(150_000)  // this thread creates the worker: it inherits this
+        let honoured = CurrentThread.slice == 150_000
+        workers.submit {
+            seen.withLock { $0 = (CurrentThread.name, getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0), CurrentThread.slice) }
+            done.signal()
+        }
+        _ = bp_thread_request_slice(0)
+        done.wait()
+        let (name, nice, slice) = try #require(seen.withLock { $0 })
+        #expect(name == "bp-eval-0")
+        #expect(nice == EvaluationWorkers.niceness)
+        if honoured { #expect(slice == defaultSlice) }
     }
 
     @Test func thePastDeadlineFailsTheStageAsATimeout() async throws {

@@ -17,13 +17,6 @@
 #include <errno.h>
 #include <unistd.h>
 #include <signal.h>
-#include <sys/prctl.h>
-
-// Names the calling thread (at most 15 characters), for thread dumps; prctl is variadic, which
-// Swift cannot call.
-static inline int bp_set_thread_name(const char *name) {
-    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
-}
 
 // epoll_event is packed on x86_64; Swift mis-sizes packed structs, so access it through C.
 static inline int bp_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
