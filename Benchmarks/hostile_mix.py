@@ -13,7 +13,13 @@ Phases (each bounded in time, every hostile worker stops by itself):
            - slow readers of a huge result (SELECT * FROM the seeded collection), 4 clients reading
              4 KiB every 50 ms and starting over when done;
            - a session flood: up to FLOOD WebSocket upgrades to /api/v4/sync held open (no hello).
-Prints one JSON line per phase: count, p50/p99/max in ms, errors; and the p99 ratio hostile/idle.
+  idle-after  the normal client alone again;
+  control  the same hostile clients aimed at a sink (a process that answers every request with an
+           empty 400 at once), the normal client on the server as before: what generating the
+           attack costs the normal client on this machine, where the load generator shares the
+           server's cores (CONTROL=0 skips it).
+Prints one JSON line per phase: count, p50/p99/max in ms, errors; then the p99 ratios hostile/idle,
+control/idle and hostile/control (the server's own share).
 The README of Benchmarks/ and docs/PERFORMANCE.md ("Hostile mix") say how to read it.
 """
 import base64, http.client, json, multiprocessing, os, socket, statistics, sys, threading, time, urllib.parse
@@ -77,13 +83,13 @@ def normal_client_result(stop_at, phase):
     return out
 
 
-def bomb_loop(stop_at, statement, args, counts, name):
+def bomb_loop(stop_at, statement, args, counts, name, port):
     # Encoded once: the attacker's own cost (json.dumps of a 4 MiB argument takes milliseconds of
     # these two cores) is not what is measured.
     body = json.dumps({"statement": statement, "args": args}).encode()
     while time.monotonic() < stop_at:
         try:
-            conn = http.client.HTTPConnection(HOST, PORT, timeout=60)
+            conn = http.client.HTTPConnection(HOST, port, timeout=60)
             status, _ = execute(conn, statement, body=body)
             counts[name + ":" + str(status)] = counts.get(name + ":" + str(status), 0) + 1
             conn.close()
@@ -92,12 +98,12 @@ def bomb_loop(stop_at, statement, args, counts, name):
             time.sleep(0.1)
 
 
-def slow_reader(stop_at, counts):
+def slow_reader(stop_at, counts, port):
     body = json.dumps({"statement": "SELECT * FROM hm_big", "args": {}}).encode()
     req = (b"POST /api/v4/store/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
            + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     while time.monotonic() < stop_at:
-        s = socket.create_connection((HOST, PORT))
+        s = socket.create_connection((HOST, port))
         s.settimeout(5)
         s.sendall(req)
         got = 0
@@ -114,11 +120,11 @@ def slow_reader(stop_at, counts):
         counts["slow-reader bytes"] = counts.get("slow-reader bytes", 0) + got
 
 
-def flood(stop_at, counts):
+def flood(stop_at, counts, port):
     socks = []
     while time.monotonic() < stop_at and len(socks) < FLOOD:
         try:
-            s = socket.create_connection((HOST, PORT), timeout=5)
+            s = socket.create_connection((HOST, port), timeout=5)
             k = base64.b64encode(os.urandom(16)).decode()
             s.sendall(("GET /api/v4/sync HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bigpeer-sync.v1\r\n"
@@ -149,22 +155,24 @@ def seed():
             sys.exit("seeding failed: %d %s" % (status, data[:200]))
 
 
-def run_phase(name, hostile):
+def run_phase(name, hostile, target=PORT):
+    """A phase: the normal client on the server; hostile clients (if any) on `target`, the server
+    or the control's sink."""
     stop_at = time.monotonic() + SECONDS
     result, counts, threads = {}, {}, []
     if hostile:
         for _ in range(2):
             if "regex" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
-                                                                           {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex")))
+                                                                           {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex", target)))
             if "like" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
-                                                                           {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like")))
+                                                                           {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like", target)))
         if "slow" in KINDS:
             for _ in range(4):
-                threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts)))
+                threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts, target)))
         if "flood" in KINDS:
-            threads.append(threading.Thread(target=flood, args=(stop_at, counts)))
+            threads.append(threading.Thread(target=flood, args=(stop_at, counts, target)))
     for t in threads:
         t.daemon = True
         t.start()
@@ -184,10 +192,63 @@ def run_phase(name, hostile):
     return result
 
 
+def sink_server(listener):
+    """The control's target: answers every request with an empty 400 at once and holds upgrade
+    requests until the client leaves. What the hostile clients cost this machine when the server
+    does nothing for them (their own CPU, the kernel moving their bytes)."""
+    def handle(c):
+        try:
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = c.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                if b"upgrade:" in head.lower():
+                    while c.recv(65536):
+                        pass
+                    return
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                while len(buf) < length:
+                    data = c.recv(1 << 20)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[length:]
+                c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        finally:
+            c.close()
+    while True:
+        c, _ = listener.accept()
+        threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+
 multiprocessing.set_start_method("fork")
 seed()
 idle = run_phase("idle", False)
 hostile = run_phase("hostile", True)
 idle2 = run_phase("idle-after", False)
-ratio = hostile["p99"] / idle["p99"] if idle["p99"] else None
-print(json.dumps({"p99_ratio_hostile_over_idle": round(ratio, 2) if ratio else None}))
+# The idle reference is the lower of the two idle phases' p99 (the conservative choice: the first
+# may still share the machine with PostgreSQL's work after seeding, which flatters the ratio).
+idle_p99 = min(p for p in (idle["p99"], idle2["p99"]) if p) if idle["p99"] or idle2["p99"] else None
+ratio = hostile["p99"] / idle_p99 if idle_p99 else None
+summary = {"idle_p99": idle_p99, "p99_ratio_hostile_over_idle": round(ratio, 2) if ratio else None}
+if os.environ.get("CONTROL", "1") == "1":
+    # The control: the same hostile clients, aimed at a sink that does nothing for them, while the
+    # normal client reads from the server as before. Its p99 is what the attack's traffic alone
+    # costs the normal client on this machine (the load generator shares the server's cores).
+    listener = socket.create_server((HOST, 0), backlog=512)
+    sink = multiprocessing.Process(target=sink_server, args=(listener,), daemon=True)
+    sink.start()
+    control = run_phase("control", True, target=listener.getsockname()[1])
+    sink.terminate()
+    summary["p99_ratio_control_over_idle"] = round(control["p99"] / idle_p99, 2) if idle_p99 else None
+    summary["p99_ratio_hostile_over_control"] = round(hostile["p99"] / control["p99"], 2) if control["p99"] else None
+print(json.dumps(summary))
