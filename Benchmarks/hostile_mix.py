@@ -15,7 +15,8 @@ Phases (each bounded in time, every hostile worker stops by itself):
            - a session flood: up to FLOOD WebSocket upgrades to /api/v4/sync held open (no hello).
   idle-after  the normal client alone again;
   control  the same hostile clients aimed at a sink (a process that answers every request with an
-           empty 400 at once), the normal client on the server as before: what generating the
+           empty 400 at once), each bomb client paced to its rate in the hostile phase, the
+           normal client on the server as before: what generating the
            attack costs the normal client on this machine, where the load generator shares the
            server's cores (CONTROL=0 skips it).
 Prints one JSON line per phase: count, p50/p99/max in ms, errors; then the p99 ratios hostile/idle,
@@ -83,11 +84,17 @@ def normal_client_result(stop_at, phase):
     return out
 
 
-def bomb_loop(stop_at, statement, args, counts, name, port):
+def bomb_loop(stop_at, statement, args, counts, name, port, rate=None):
+    """Sends the bomb in a loop until stop_at; `rate` (requests a second): paced to it, else as
+    fast as the answers come."""
     # Encoded once: the attacker's own cost (json.dumps of a 4 MiB argument takes milliseconds of
     # these two cores) is not what is measured.
     body = json.dumps({"statement": statement, "args": args}).encode()
+    next_at = time.monotonic()
     while time.monotonic() < stop_at:
+        if rate:
+            next_at += 1 / rate
+            time.sleep(max(0, next_at - time.monotonic()))
         try:
             conn = http.client.HTTPConnection(HOST, port, timeout=60)
             status, _ = execute(conn, statement, body=body)
@@ -155,19 +162,20 @@ def seed():
             sys.exit("seeding failed: %d %s" % (status, data[:200]))
 
 
-def run_phase(name, hostile, target=PORT):
+def run_phase(name, hostile, target=PORT, pace=None):
     """A phase: the normal client on the server; hostile clients (if any) on `target`, the server
-    or the control's sink."""
+    or the control's sink. `pace`: bomb kind -> requests a second for each of its clients."""
+    pace = pace or {}
     stop_at = time.monotonic() + SECONDS
     result, counts, threads = {}, {}, []
     if hostile:
         for _ in range(2):
             if "regex" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
-                                                                           {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex", target)))
+                                                                           {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex", target, pace.get("regex"))))
             if "like" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
-                                                                           {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like", target)))
+                                                                           {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like", target, pace.get("like"))))
         if "slow" in KINDS:
             for _ in range(4):
                 threads.append(threading.Thread(target=slow_reader, args=(stop_at, counts, target)))
@@ -247,7 +255,10 @@ if os.environ.get("CONTROL", "1") == "1":
     listener = socket.create_server((HOST, 0), backlog=512)
     sink = multiprocessing.Process(target=sink_server, args=(listener,), daemon=True)
     sink.start()
-    control = run_phase("control", True, target=listener.getsockname()[1])
+    # Each bomb client sends as many requests a second as it got answered in the hostile phase:
+    # the sink answers at once, and unpaced the control would be a far heavier attack.
+    pace = {kind: sum(n for k, n in hostile["hostile"].items() if k.startswith(kind + ":")) / SECONDS / 2 for kind in ("regex", "like")}
+    control = run_phase("control", True, target=listener.getsockname()[1], pace=pace)
     sink.terminate()
     summary["p99_ratio_control_over_idle"] = round(control["p99"] / idle_p99, 2) if idle_p99 else None
     summary["p99_ratio_hostile_over_control"] = round(hostile["p99"] / control["p99"], 2) if control["p99"] else None
