@@ -132,7 +132,7 @@ final class EvaluationWorkers: Sendable {
     }
 
     /// What a new thread needs: its workers and its number (for its name).
-    private final class Start {
+    private final class Start: Sendable {
         let workers: EvaluationWorkers
         let index: Int
         init(workers: EvaluationWorkers, index: Int) { self.workers = workers; self.index = index }

@@ -7,8 +7,7 @@
 #include <sys/syscall.h>   // SYS_sched_setattr
 #include <unistd.h>
 
-// Names the calling thread (at most 15 characters), for thread dumps; prctl is variadic, which
-// Swift cannot call.
+// Names the calling thread (at most 15 characters), for thread dumps and /proc/PID/task/*/comm.
 static inline int bp_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
