@@ -229,7 +229,31 @@ public final class DocumentStore: Sendable {
             return .complete(try await documentsResult(rows, memory: memory, cacheAs: pointRead))
         }
         if let answered = try await limitReachedWithin(rows, memory: memory) { return .complete(answered) }
+        if let rowsFitting = Self.secondProbeRows(rows, limits: readLimits) {
+            // Small documents: ask once more for as many as one cursor batch would hold (one
+            // snapshot, one round trip) before opening a cursor (five or more). The LIMIT is a
+            // bind so the statement is prepared once whatever the count.
+            var again = PostgresQuery(unsafeSQL: sql + " LIMIT $\(binds.count + 1)", binds: binds + [PostgresBind(type: PostgresType.int8, text: String(rowsFitting + 1))])
+            again.prepared = true
+            let more = try await pool.query(again)
+            if more.count <= rowsFitting { return .complete(try await documentsResult(more, memory: memory, cacheAs: nil)) }
+        }
         return try await largeSelect(sql: sql, binds: binds, memory: memory, mayStream: mayStream)
+    }
+
+    /// How many rows a second probe asks for after the first came back full: as many documents
+    /// of the first probe's average size as `batchBytes` holds (at most `maxBatchRows`), the
+    /// size the cursor's batches take too; nil when that is not several times the first probe
+    /// (large documents: straight to the cursor).
+    static func secondProbeRows(_ probe: PostgresResult, limits: ReadLimits) -> Int? {
+        var bytes = 0, documents = 0
+        for row in probe where !row.isNull(1) {
+            bytes += row.withRawValue(1) { $0?.count ?? 0 }
+            documents += 1
+        }
+        guard documents > 0 else { return nil }
+        let rows = min(limits.maxBatchRows, limits.batchBytes / max(1, bytes / documents))
+        return rows >= 4 * limits.probeRows ? rows : nil
     }
 
     /// The result when the probe's rows already hold all of it: a memory stage that streams and

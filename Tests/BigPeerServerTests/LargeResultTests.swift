@@ -223,9 +223,10 @@ import Values
             let (stalled, head) = try Self.stalledReader(service.port)
             #expect(String(decoding: head.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
             let url = "http://127.0.0.1:\(service.port)/api/v4/store/execute"
+            // 5,000 documents of ~330 bytes: more than the second probe takes (a 512 KiB batch), so a stream.
             func selectAll() async throws -> HTTPClientResponse {
                 try await client.execute(HTTPClientRequest(method: .POST, url: url, headers: ["Content-Type": "application/json"],
-                                                           body: Array(#"{"statement":"SELECT * FROM big LIMIT 100"}"#.utf8)))
+                                                           body: Array(#"{"statement":"SELECT * FROM big LIMIT 5000"}"#.utf8)))
             }
             let refused = try await selectAll()
             #expect(refused.status.code == 503)
