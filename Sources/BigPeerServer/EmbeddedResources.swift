@@ -78,7 +78,7 @@ paths:
       description: |
         SELECT, INSERT, UPDATE, DELETE, EVICT, EXPLAIN, SHOW, ALTER SYSTEM, CREATE/DROP INDEX.
         Writes are group-committed; the response carries the transaction number it reflects.
-        A large SELECT result (more than 64 rows) in JSON is sent with chunked transfer coding as it
+        A large SELECT result (more than one ~512 KiB batch of documents) in JSON is sent with chunked transfer coding as it
         is read; if it fails after the status line, the connection closes without the last chunk
         (docs/API.md, "Large results").
       operationId: execute
