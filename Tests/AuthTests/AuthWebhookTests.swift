@@ -161,7 +161,9 @@ import Values
         try await WebhookTestServer.with({ _, body in await Self.answer(Self.token(body)) }) { server in
             try await withServer({ config in
                 var webhook = AuthWebhook.Configuration(providers: ["corp": server.url("/auth")])
-                webhook.timeout = .milliseconds(500)
+                // Long enough for a loaded CI machine's first webhook round trip (500 ms once was
+                // not: 503 for a good token); the "slow" token hangs and waits it out once.
+                webhook.timeout = .seconds(3)
                 config.authWebhook = webhook
             }) { s in
                 func run(_ statement: String, token: String, provider: String? = "corp") async throws -> RESTReply {
