@@ -246,11 +246,7 @@ public final class DocumentStore: Sendable {
     /// size the cursor's batches take too; nil when that is not several times the first probe
     /// (large documents: straight to the cursor).
     static func secondProbeRows(_ probe: PostgresResult, limits: ReadLimits) -> Int? {
-        var bytes = 0, documents = 0
-        for row in probe where !row.isNull(1) {
-            bytes += row.withRawValue(1) { $0?.count ?? 0 }
-            documents += 1
-        }
+        let (bytes, documents) = SelectCursor.documentBytes(probe)
         guard documents > 0 else { return nil }
         let rows = min(limits.maxBatchRows, limits.batchBytes / max(1, bytes / documents))
         return rows >= 4 * limits.probeRows ? rows : nil

@@ -216,12 +216,7 @@ public final class SelectCursor: Sendable {
 
     /// Keeps a FETCH's rows in `s.pending` and sizes the next FETCH from their bytes.
     private static func take(_ rows: PostgresResult, into s: inout State, limits: ReadLimits) {
-        var bytes = 0
-        var documents = 0
-        for row in rows where !row.isNull(1) {
-            bytes += row.withRawValue(1) { $0?.count ?? 0 }
-            documents += 1
-        }
+        let (bytes, documents) = documentBytes(rows)
         if rows.count < s.batchRows { s.exhausted = true }
         s.pending = documents > 0 ? rows : nil
         s.pendingBytes = bytes
@@ -229,6 +224,17 @@ public final class SelectCursor: Sendable {
             let perRow = max(1, bytes / documents)
             s.batchRows = max(limits.minBatchRows, min(limits.maxBatchRows, limits.batchBytes / perRow))
         }
+    }
+
+    /// The stored-JSON bytes and the number of documents (non-null rows) of a read's rows
+    /// (`SELECT t.n, q.value …`): what batch and second-probe sizes are computed from.
+    static func documentBytes(_ rows: PostgresResult) -> (bytes: Int, documents: Int) {
+        var bytes = 0, documents = 0
+        for row in rows where !row.isNull(1) {
+            bytes += row.withRawValue(1) { $0?.count ?? 0 }
+            documents += 1
+        }
+        return (bytes, documents)
     }
 
     /// COMMIT (or ROLLBACK) and hand the session back; a failure here leaves the session in a
