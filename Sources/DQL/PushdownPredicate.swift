@@ -130,7 +130,7 @@ struct PredicateCompiler {
         case .binary(let op, let l, let r) where op.precedence == 4:
             if case .path(let p) = l, let c = constant(r) { return comparison(op, p, c) }
             if case .path(let p) = r, let c = constant(l) { return comparison(op.flipped, p, c) }
-            return nil
+            return oneTimeFilter(e)
         case .between(.path(let p), let lo, let hi, let negated):
             guard let a = constant(lo), let b = constant(hi),
                   let low = comparison(.greaterEqual, p, a), let high = comparison(.lessEqual, p, b) else { return nil }
@@ -189,8 +189,18 @@ struct PredicateCompiler {
         case .literal:
             return .never
         default:
-            return nil
+            return oneTimeFilter(e)
         }
+    }
+
+    /// A condition with no document in it (`regexp_like(:s, :p)`, `:n > 3`) is evaluated once,
+    /// here, and pushed as TRUE or FALSE, like PostgreSQL's one-time filter: not once per document
+    /// in memory, and a false one reads no row at all. nil when it refers to a document or does not
+    /// fold within the planner's budget (then memory evaluates it, errors included, as before).
+    private func oneTimeFilter(_ e: Expression) -> TwoSided? {
+        guard let c = constant(e) else { return nil }
+        guard case .bool(let b)? = c else { return .never }  // NULL, MISSING or not a boolean: never true
+        return TwoSided(whenTrue: b ? "TRUE" : "FALSE", whenFalse: b ? "FALSE" : "TRUE")
     }
 
     /// `path op constant` with DQL comparison semantics.

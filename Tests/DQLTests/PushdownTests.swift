@@ -49,6 +49,33 @@ import Values
         #expect(p.parameters == [.text("c"), .jsonb("1"), .jsonb("\"a\""), .text("ab%"), .text("\\"), .jsonb("[\"red\"]")])
     }
 
+    /// A condition with no document in it is evaluated once by the planner (PostgreSQL's one-time
+    /// filter): a false one reads no row, a true one leaves the rest pushable, LIMIT included.
+    @Test func aConditionWithoutADocument_isEvaluatedOnce() throws {
+        let regex: [String: Value] = ["s": .string(String(repeating: "a", count: 25) + "b"), "p": "^(a|a)*$"]
+        let never = try plan("SELECT * FROM c WHERE regexp_like(:s, :p)", regex)
+        #expect(never.residual == nil)
+        #expect(never.sql.hasSuffix(" AND FALSE"))
+        let always = try plan("SELECT * FROM c WHERE NOT regexp_like(:s, :p) AND a = 1 LIMIT 3", regex)
+        #expect(always.residual == nil && always.limitPushed)
+        #expect(always.sql.contains(" AND TRUE AND "))
+        // Inside OR and NOT, and comparisons of two constants.
+        let mixed = try plan("SELECT * FROM c WHERE (a = 1 OR :n > 3) AND :n = :n", ["n": 5])
+        #expect(mixed.residual == nil)
+        #expect(mixed.sql.contains("OR TRUE)"))
+        // NULL and non-booleans are never true, and NOT of them never either (an unbound parameter
+        // is an error: it stays in memory).
+        for condition in ["NOT (:n + 1)", ":z", "NOT NULL"] {
+            let p = try plan("SELECT * FROM c WHERE " + condition, ["n": 5, "z": .null])
+            #expect(p.residual == nil, "\(condition)")
+            #expect(p.sql.hasSuffix(" AND FALSE"), "\(condition): \(p.sql)")
+        }
+        // A constant whose evaluation fails stays in memory, which reports the error per document
+        // as before; and anything that reads the document is not a constant.
+        let bad = try plan("SELECT * FROM c WHERE regexp_like('a', '(') AND length(a) > 1")
+        #expect(bad.residual.map { Printer.print($0) } == "regexp_like('a', '(') AND length(a) > 1")
+    }
+
     @Test func unpushable_staysResidual() throws {
         let p = try plan("SELECT * FROM c WHERE a = 1 AND lower(b) = 'x' AND (c = 1 OR d ILIKE 'y') AND e = f AND g < [1]")
         #expect(p.pushedConditions == [.binary(.equal, .path(Path("a")), .literal(1))])

@@ -23,7 +23,10 @@ import Values
     func atom(_ rng: inout SeededRandom) -> String {
         let p = Self.paths[rng.below(Self.paths.count)], l = Self.literals[rng.below(Self.literals.count)]
         let l2 = Self.literals[rng.below(Self.literals.count)]
-        switch rng.below(12) {
+        switch rng.below(13) {
+        case 12:  // no document in it: the planner's one-time filter
+            return ["\(l) = \(l2)", "\(l) < \(l2)", "regexp_like(:p, 'x')", "regexp_like(:p, '^(a|a)*$')", ":p LIKE 'y%'",
+                    "\(l) IS NULL", "\(l)", "NOT \(l)", "\(l) IN (\(l2), 1)"][rng.below(9)]
         case 11: return ["lower(\(p)) = 'x'", "\(p) = a", "\(p) ILIKE 'X%'", "\(p) < [2]", "\(p) + 1 > 1"][rng.below(5)]
         case 0, 10: return "\(p) = \(l)"
         case 1: return "\(p) != \(l)"
