@@ -8,7 +8,10 @@ Phases (each bounded in time, every hostile worker stops by itself):
            request at a time on a keep-alive connection;
   hostile  the same normal client while, concurrently:
            - regex bombs: regexp_like(:s, :p) with s = 'a'*25+'b', p = '^(a|a)*$' (catastrophic for a
-             backtracking engine), 2 clients in a loop;
+             backtracking engine), 2 clients in a loop; the condition has no document in it, so the
+             planner evaluates it once (a one-time filter) and reads no row;
+           - per-document regex bombs ("regexdoc"): regexp_like(s, :p) over 1,000 documents whose s
+             is 'a'*25+'b', evaluated in memory for each, 2 clients in a loop;
            - LIKE bombs: a 4,000-character pattern against a 4 MB argument, 2 clients in a loop;
            - slow readers of a huge result (SELECT * FROM the seeded collection), 4 clients reading
              4 KiB every 50 ms and starting over when done;
@@ -28,8 +31,8 @@ import base64, http.client, json, multiprocessing, os, socket, statistics, sys, 
 URL, KEY = sys.argv[1], sys.argv[2]
 SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else 20.0
 FLOOD = int(os.environ.get("FLOOD", "300"))
-# Which hostile clients run (comma-separated subset of regex,like,slow,flood; default all).
-KINDS = set(os.environ.get("HOSTILE", "regex,like,slow,flood").split(","))
+# Which hostile clients run (comma-separated subset of regex,regexdoc,like,slow,flood; default all).
+KINDS = set(os.environ.get("HOSTILE", "regex,regexdoc,like,slow,flood").split(","))
 # TRACE=path: the normal client sends X-Request-ID normal-PHASE-N and appends "ID latency-ms" lines
 # to path, to be joined with the server's access log (Benchmarks/hostile_trace.py).
 TRACE = os.environ.get("TRACE")
@@ -148,11 +151,15 @@ def flood(stop_at, counts, port):
 
 
 def seed():
-    """1,000 small documents for the normal client; 50,000 ~1 KB documents (~55 MB of JSON) for
+    """1,000 small documents for the normal client; 1,000 for the per-document regex; 50,000 ~1 KB documents (~55 MB of JSON) for
     the huge result."""
     conn = http.client.HTTPConnection(HOST, PORT, timeout=300)
     small = ",".join("({'_id': 'd%d', 'n': %d})" % (i, i) for i in range(1000))
     status, data = execute(conn, "INSERT INTO hm_small DOCUMENTS " + small + " ON ID CONFLICT DO NOTHING")
+    if status != 200:
+        sys.exit("seeding failed: %d %s" % (status, data[:200]))
+    regex = ",".join("({'_id': 'r%d', 's': :s})" % i for i in range(1000))
+    status, data = execute(conn, "INSERT INTO hm_regex DOCUMENTS " + regex + " ON ID CONFLICT DO NOTHING", {"s": "a" * 25 + "b"})
     if status != 200:
         sys.exit("seeding failed: %d %s" % (status, data[:200]))
     for part in range(5):
@@ -173,6 +180,9 @@ def run_phase(name, hostile, target=PORT, pace=None):
             if "regex" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE regexp_like(:s, :p)",
                                                                            {"s": "a" * 25 + "b", "p": "^(a|a)*$"}, counts, "regex", target, pace.get("regex"))))
+            if "regexdoc" in KINDS:
+                threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_regex WHERE regexp_like(s, :p)",
+                                                                           {"p": "^(a|a)*$"}, counts, "regexdoc", target, pace.get("regexdoc"))))
             if "like" in KINDS:
                 threads.append(threading.Thread(target=bomb_loop, args=(stop_at, "SELECT * FROM hm_small WHERE _id = 'd1' AND :s LIKE :p",
                                                                            {"s": "a" * (4 << 20), "p": "%a" * 2000 + "b"}, counts, "like", target, pace.get("like"))))
@@ -257,7 +267,7 @@ if os.environ.get("CONTROL", "1") == "1":
     sink.start()
     # Each bomb client sends as many requests a second as it got answered in the hostile phase:
     # the sink answers at once, and unpaced the control would be a far heavier attack.
-    pace = {kind: sum(n for k, n in hostile["hostile"].items() if k.startswith(kind + ":")) / SECONDS / 2 for kind in ("regex", "like")}
+    pace = {kind: sum(n for k, n in hostile["hostile"].items() if k.startswith(kind + ":")) / SECONDS / 2 for kind in ("regex", "regexdoc", "like")}
     control = run_phase("control", True, target=listener.getsockname()[1], pace=pace)
     sink.terminate()
     summary["p99_ratio_control_over_idle"] = round(control["p99"] / idle_p99, 2) if idle_p99 else None
