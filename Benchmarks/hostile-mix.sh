@@ -4,6 +4,8 @@
 # mix"; the goal (BENCHMARKS.md of the design notes) is hostile p99 ≤ 2× idle p99.
 #   Benchmarks/hostile-mix.sh [seconds-per-phase=20]
 # Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300),
+# HOSTILE=kinds (regex,regexdoc,like,slow,flood), RATE_regex / RATE_regexdoc / RATE_like=n (each client of that
+# bomb kind paced to n requests a second in the hostile phase; default: as fast as answered),
 # SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison),
 # TRACE=path (the normal client's per-request latencies to path, the server's log at info level,
 # with its access log, to path.server.log: Benchmarks/hostile_trace.py joins the two).

@@ -251,7 +251,8 @@ def sink_server(listener):
 multiprocessing.set_start_method("fork")
 seed()
 idle = run_phase("idle", False)
-hostile = run_phase("hostile", True)
+# RATE_like=n etc.: each client of that bomb kind paced to n requests a second in the hostile phase.
+hostile = run_phase("hostile", True, pace={k: float(os.environ["RATE_" + k]) for k in ("regex", "regexdoc", "like") if os.environ.get("RATE_" + k)})
 idle2 = run_phase("idle-after", False)
 # The idle reference is the lower of the two idle phases' p99 (the conservative choice: the first
 # may still share the machine with PostgreSQL's work after seeding, which flatters the ratio).
