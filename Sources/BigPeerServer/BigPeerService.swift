@@ -264,6 +264,7 @@ public final class BigPeerService: Sendable {
             webSocketEndpoints.append(EchoRoute(limits: configuration.echoLimits).register(on: &router))
         }
 
+        router.wrapHandlers { _, path, handler in AbuseGuard.guards(path) ? EvaluationTenant.tagging(handler) : handler }
         if let abuse {
             router.wrapHandlers { method, path, handler in
                 AbuseGuard.guards(path) ? abuse.guarding(handler, route: "\(method) \(path)") : handler

@@ -1,3 +1,4 @@
+import DQL
 import HTTP
 import Logging
 import Store
@@ -97,9 +98,14 @@ enum ResultStreaming {
         var headers: HTTPHeaders = ["Content-Type": format == .cbor ? "application/cbor" : "application/json"]
         headers.add("Vary", "Accept")
         let requestID = request.requestID
+        // The body is produced in a task of its own, after this handler returned: its batches are
+        // evaluated for the same tenant as the handler's work.
+        let tenant = InMemoryEvaluation.tenant
         return HTTPResponse(status: .ok, headers: headers, body: .stream { writer in
             do {
-                try await write(cursor, envelope: envelope, format: format, to: writer)
+                try await InMemoryEvaluation.$tenant.withValue(tenant) {
+                    try await write(cursor, envelope: envelope, format: format, to: writer)
+                }
             } catch {
                 await cursor.close()
                 if error is HTTPBodyWriter.Closed {

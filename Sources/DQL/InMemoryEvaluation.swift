@@ -79,18 +79,25 @@ public enum InMemoryEvaluation {
         return try await offLoop { try work(EvaluationBudget(maxSteps: maxSteps, deadline: deadline)) }
     }
 
-    /// Runs `work` on `workers` and returns its result to the caller's executor.
+    /// Whom the off-loop work of the current task is for: a credential (`key:…`, `jwt:…`) or a
+    /// client address, set by the route or sync session that runs a statement. The evaluation
+    /// threads take turns between tenants (`EvaluationWorkers`), so one client's heavy statements
+    /// wait behind each other, not in front of everybody else's. nil: one shared tenant.
+    @TaskLocal public static var tenant: String?
+
+    /// Runs `work` on `workers`, in `tenant`'s turn, and returns its result to the caller's executor.
     public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            workers.submit { continuation.resume(with: Result { try work() }) }
+        let tenant = Self.tenant
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            workers.submit(tenant: tenant) { continuation.resume(with: Result { try work() }) }
         }
     }
 }
 
-/// A fixed set of threads taking jobs from one FIFO queue, started on first use and kept for the
-/// life of the process. Jobs wait their turn: at most `threads` heavy stages run at once.
+/// A fixed set of threads taking jobs from per-tenant FIFO queues in turn (`TenantQueues`), started
+/// on first use and kept for the life of the process. At most `threads` heavy stages run at once.
 final class EvaluationWorkers: Sendable {
-    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let jobs = Mutex(TenantQueues<@Sendable () -> Void>())
     private let available = DispatchSemaphore(value: 0)
     private let threads: Int
     /// Threads running (nil until the first job).
@@ -98,12 +105,12 @@ final class EvaluationWorkers: Sendable {
 
     init(threads: Int) { self.threads = threads }
 
-    func submit(_ job: @escaping @Sendable () -> Void) {
+    func submit(tenant: String?, _ job: @escaping @Sendable () -> Void) {
         guard startIfNeeded() > 0 else {
             job()  // no thread could be created (the process is at its limit): slower, but it runs
             return
         }
-        jobs.withLock { $0.append(job) }
+        jobs.withLock { $0.append(job, for: tenant) }
         available.signal()
     }
 
@@ -153,7 +160,63 @@ final class EvaluationWorkers: Sendable {
         while true {
             available.wait()
             // One signal per job, so a job is there.
-            if let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { job() }
+            if let job = jobs.withLock({ $0.next() }) { job() }
         }
+    }
+}
+
+/// Jobs queued per tenant, taken in turn: round robin over the tenants that have jobs, FIFO within
+/// one. A tenant with a thousand jobs queued delays another tenant's one job by one job, not by a
+/// thousand. Every operation is O(1) amortized. Not thread-safe: `EvaluationWorkers` holds it in a
+/// mutex.
+struct TenantQueues<Job> {
+    /// Each tenant's jobs, `head` the index of the next one (compacted when half is spent; a job
+    /// taken is set to nil at once, so what it captured is not kept until then).
+    private struct Queue {
+        var jobs: [Job?] = []
+        var head = 0
+        var isEmpty: Bool { head == jobs.count }
+    }
+    private var queues: [String?: Queue] = [:]
+    /// Tenants with jobs, in turn order; `turnHead` the next one's index.
+    private var turns: [String?] = []
+    private var turnHead = 0
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    mutating func append(_ job: Job, for tenant: String?) {
+        if queues[tenant] == nil {
+            queues[tenant] = Queue()
+            turns.append(tenant)  // a tenant joins the rotation at the back
+        }
+        queues[tenant]!.jobs.append(job)
+        count += 1
+    }
+
+    /// The next tenant's oldest job; that tenant goes to the back of the rotation if it has more.
+    mutating func next() -> Job? {
+        guard turnHead < turns.count else { return nil }
+        let tenant = turns[turnHead]
+        turnHead += 1
+        var queue = queues.removeValue(forKey: tenant)!  // out of the dictionary: no copy on write
+        let job = queue.jobs[queue.head].take()
+        queue.head += 1
+        count -= 1
+        if queue.isEmpty {
+            // Forgotten: a tenant's memory here lasts only while it has jobs queued.
+        } else {
+            if queue.head * 2 >= queue.jobs.count {
+                queue.jobs.removeFirst(queue.head)
+                queue.head = 0
+            }
+            queues[tenant] = queue
+            turns.append(tenant)
+        }
+        if turnHead * 2 >= turns.count {
+            turns.removeFirst(turnHead)
+            turnHead = 0
+        }
+        return job
     }
 }

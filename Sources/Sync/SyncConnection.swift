@@ -67,6 +67,11 @@ public final class SyncConnection: Sendable {
     let clock: @Sendable () -> UInt64
     /// Where storage requests, page reads and the heartbeat run (see the top of this file).
     let executor: any TaskExecutor
+    /// This session's turn on the evaluation threads (`InMemoryEvaluation.tenant`): each session is
+    /// a tenant of its own, so one peer's expensive subscriptions wait behind each other, not in
+    /// front of every other session's and REST client's work.
+    let evaluationTenant = "sync-session:\(SyncConnection.sessionNumbers.add(1, ordering: .relaxed).newValue)"
+    static let sessionNumbers = Atomic<UInt64>(0)
     let feedToken = Mutex<UInt64?>(nil)
     /// The newest change-log head the feed announced that this session's executor has not taken
     /// yet; -1 when no hop to it is scheduled (`headAnnounced`).
@@ -343,8 +348,8 @@ public final class SyncConnection: Sendable {
         batchesMatchedOffLoop.add(1, ordering: .relaxed)
         Task(executorPreference: executor) {
             var matched = batch
-            matched.liveMatches = try? await InMemoryEvaluation.offLoop {
-                try LiveMatches.compute(batch.entries, queries, budget: EvaluationBudget())
+            matched.liveMatches = try? await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) {
+                try await InMemoryEvaluation.offLoop { try LiveMatches.compute(batch.entries, queries, budget: EvaluationBudget()) }
             }
             self.deliver(.log(matched))
         }
@@ -354,7 +359,7 @@ public final class SyncConnection: Sendable {
     func run(_ body: @escaping @Sendable () async throws -> SyncSessionInput) {
         Task(executorPreference: executor) {
             do {
-                self.deliver(try await body())
+                self.deliver(try await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) { try await body() })
             } catch {
                 self.deliver(Self.failure(error))
             }
@@ -389,7 +394,7 @@ public final class SyncConnection: Sendable {
                     self.pageReadTrace.withLock { $0.set(n, .queried) }
                     self.deliver(.pageBoundary(subscription: id, generation: generation, boundary))
                     self.pageReadTrace.withLock { $0.set(n, .decoding) }
-                    let rows = try await read.rows()
+                    let rows = try await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) { try await read.rows() }
                     self.pageReadTrace.withLock { $0.set(n, .waitingForPrevious) }
                     await previous?.value
                     self.deliver(.page(subscription: id, generation: generation,

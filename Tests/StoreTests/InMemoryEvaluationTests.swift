@@ -56,7 +56,7 @@ import Values
         let done = DispatchSemaphore(value: 0)
         _ = bp_thread_request_slice(150_000)  // this thread creates the worker: it inherits this
         let honoured = CurrentThread.slice == 150_000
-        workers.submit {
+        workers.submit(tenant: nil) {
             seen.withLock { $0 = (CurrentThread.name, getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0), CurrentThread.slice) }
             done.signal()
         }
