@@ -109,7 +109,9 @@ final class WriteBatcher: Sendable {
             // loop that owns the session.
             if start {
                 let loop = store.pool.callersLoop
-                Task(executorPreference: loop) { await self.drain(store) }
+                // A batch holds many clients' writes: its evaluation is nobody's in particular
+                // (the shared tenant), not the turn of whichever request started the drain.
+                Task(executorPreference: loop) { await InMemoryEvaluation.$tenant.withValue(nil) { await self.drain(store) } }
             }
         }
     }
