@@ -199,7 +199,9 @@ struct TenantQueues<Job> {
         guard turnHead < turns.count else { return nil }
         let tenant = turns[turnHead]
         turnHead += 1
-        var queue = queues.removeValue(forKey: tenant)!  // out of the dictionary: no copy on write
+        // Out of the dictionary while it changes: no copy on write. A tenant in `turns` always has
+        // a queue (`append` adds both, and a turn is given back only with jobs left).
+        guard var queue = queues.removeValue(forKey: tenant) else { return next() }
         let job = queue.jobs[queue.head].take()
         queue.head += 1
         count -= 1
