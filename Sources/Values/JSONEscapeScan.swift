@@ -59,7 +59,7 @@ extension JSON {
         case .null: return 4
         case .bool(let b): return b ? 4 : 5
         case .int(let i): return intDigits(i)
-        case .double(let d): return d.isFinite ? d.description.utf8.count : 4
+        case .double(let d): return JSONWriter.doubleText(d).utf8.count
         case .string(let s): return stringCount(s)
         case .array(let a):
             var n = 2 + max(a.count - 1, 0)

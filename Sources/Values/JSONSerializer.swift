@@ -3,8 +3,10 @@
 // - Object members are sorted by the UTF-8 bytes of their keys (code point order), so output is
 //   canonical and can be hashed or compared byte for byte.
 // - Integers print exactly; doubles print as the shortest decimal that reads back to the same Double
-//   (the standard library's `description`, e.g. `0.1`, `1e+16`, `5e-324`, `2.0`), so a double stays
-//   a double across a round trip. JSON has no NaN or infinity (§6): they print as `null`.
+//   (the standard library's `description`, e.g. `0.1`, `1e+300`, `5e-324`, `2.0`), so a double stays
+//   a double across a round trip; whole doubles between 2^53 and 2^63 print in full with `.0`
+//   (`10000000000000000.0`, not `1e+16`), so they stay doubles through PostgreSQL's jsonb too.
+//   JSON has no NaN or infinity (§6): they print as `null`.
 // - Strings escape `"`, `\` and control characters (§7); `\b \f \n \r \t` use their short forms,
 //   other controls `\u00XX`. Everything else, including non-ASCII, is written as raw UTF-8.
 // - No insignificant whitespace.
@@ -90,8 +92,21 @@ public enum JSONWriter {
     }
 
     public static func writeDouble(_ d: Double, into out: inout [UInt8]) {
-        guard d.isFinite else { appendASCII("null", to: &out); return }
-        appendASCII(d.description, to: &out)
+        appendASCII(doubleText(d), to: &out)
+    }
+
+    /// A double's JSON text (`writeDouble`, `serializedCount`).
+    static func doubleText(_ d: Double) -> String {
+        guard d.isFinite else { return "null" }
+        // Past 2^53 `description` writes an exponent (`1e+16`). PostgreSQL's jsonb keeps a number's
+        // value but not its form and gives `10000000000000000` back, an integer to every parser:
+        // the double came back as an Int64, in values and in `_id`s alike. Such a double is a
+        // whole number, and below 2^63 its digits fit an Int64: written with `.0` it reads back
+        // as the same double and jsonb keeps the `.0`.
+        if d.magnitude > 9_007_199_254_740_992, d.magnitude < 9_223_372_036_854_775_808 {
+            return String(Int64(d)) + ".0"
+        }
+        return d.description
     }
 
     @inline(__always) static func appendASCII(_ s: String, to out: inout [UInt8]) {

@@ -12,11 +12,21 @@ import TestRandomness
         #expect(JSON.string("a\"b\\c/\n\r\t\u{8}\u{C}\u{1}\u{1F}é😀") == "\"a\\\"b\\\\c/\\n\\r\\t\\b\\f\\u0001\\u001fé😀\"")
     }
 
-    @Test func serialize_numbers() {
+    @Test func serialize_numbers() throws {
         #expect(JSON.string(.int(Int64.min)) == "-9223372036854775808")
         #expect(JSON.string(.double(0.1)) == "0.1")
         #expect(JSON.string(.double(2)) == "2.0")
-        #expect(JSON.string(.double(1e16)) == "1e+16")
+        // Whole doubles past 2^53 print in full below 2^63 (jsonb would turn `1e+16` into an
+        // integer's digits: DoubleRoundTripTests), with an exponent beyond.
+        #expect(JSON.string(.double(1e16)) == "10000000000000000.0")
+        #expect(JSON.string(.double(-9_007_199_254_740_994)) == "-9007199254740994.0")
+        #expect(JSON.string(.double(9_007_199_254_740_992)) == "9007199254740992.0")
+        #expect(JSON.string(.double(9.2e18)) == "9200000000000000000.0")
+        #expect(JSON.string(.double(9_223_372_036_854_775_808)) == "9.223372036854776e+18")
+        #expect(JSON.string(.double(1e300)) == "1e+300")
+        for d in [1e16, -5e17, 9.2e18, 2.5e16, 9_007_199_254_740_994, 1e19] {
+            #expect(try JSON.parse(JSON.string(.double(d))) == .double(d), "\(d)")
+        }
         #expect(JSON.string(.double(.leastNonzeroMagnitude)) == "5e-324")
         #expect(JSON.string(.double(.nan)) == "null")
         #expect(JSON.string(.double(-.infinity)) == "null")
