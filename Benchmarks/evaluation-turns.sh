@@ -7,17 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
-if [ -n "${BIGPEER_BIN:-}" ]; then bin=$BIGPEER_BIN; else
-  swift build -c release --product bigpeer >/dev/null
-  bin=.build/release/bigpeer
-fi
+. Benchmarks/lib/rest-workload.sh
+bin=$(rest_bigpeer_bin)
 work=$(mktemp -d /tmp/bigpeer-turns-XXXX); chmod 711 "$work"
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data-dir "$work/data" --log-level notice >"$work/server.log" 2>&1 &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-key() { "$bin" keys create --data-dir "$work/data" --description "$1" --expires-in 1d --read-all --write-all 2>/dev/null | tail -1; }
-pile=$(key pile); other=$(key other)
+port=$(rest_free_port)
+rest_serve "$bin" "$work" "$port"
+pile=$(rest_key "$bin" "$work/data" pile); other=$(rest_key "$bin" "$work/data" other)
 echo "==> machine: $(nproc) cores; server pid $pid"
 python3 Benchmarks/evaluation_turns.py "http://127.0.0.1:$port" "$pile" "$other" "${1:-15}" "${2:-12}"

@@ -65,7 +65,7 @@ def phase(name, pile):
         t.join(timeout=130)
     lat.sort()
     out = {"phase": name, "count": len(lat), "errors": errors, "p50": round(statistics.median(lat), 1),
-           "p90": round(lat[int(len(lat) * 0.9) - 1], 1), "max": round(lat[-1], 1), "pile_answers": counts}
+           "p90": round(lat[min(len(lat) - 1, int(len(lat) * 0.9))], 1), "max": round(lat[-1], 1), "pile_answers": counts}
     print(json.dumps(out), flush=True)
     return out
 

@@ -15,11 +15,8 @@ export PATH="/opt/swift/usr/bin:$PATH"
 bin=$(rest_bigpeer_bin)
 work=$(mktemp -d /tmp/bigpeer-wrules-XXXX); chmod 711 "$work"
 port=$(rest_free_port)
-"$bin" serve --port "$port" --data-dir "$work/data" --log-level notice >"$work/server.log" 2>&1 &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 300); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-plain=$("$bin" keys create --data-dir "$work/data" --description plain --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
+rest_serve "$bin" "$work" "$port"
+plain=$(rest_key "$bin" "$work/data" plain)
 ruled=$("$bin" keys create --data-dir "$work/data" --description ruled --expires-in 1d --read-all --write "bench: site = 'A'" 2>/dev/null | tail -1)
 python3 - "$port" "$plain" "$ruled" "$n" "$rounds" <<'PY'
 import http.client, json, sys, time, statistics

@@ -6,6 +6,10 @@
 #                                random d<i> by _id, seeded)
 #   rest_bigpeer_bin             echo the bigpeer binary: $BIGPEER_BIN, else a fresh release build
 #   rest_free_port               echo a free TCP port on 127.0.0.1
+#   rest_wait_ready PORT         wait (at most 30 s) until the server on PORT answers /readyz
+#   rest_serve BIN WORK PORT [FLAG...]  start `bigpeer serve` on WORK/data (log WORK/server.log), set
+#                                $pid, stop it and remove WORK on exit, wait until it is ready
+#   rest_key BIN DATA NAME       echo a new API key (read and write everything, 1 day) of the data dir
 
 rest_bulk_json() {
   python3 - "$1" "$2" <<'PY'
@@ -54,4 +58,23 @@ rest_bigpeer_bin() {
 
 rest_free_port() {
   python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+
+rest_wait_ready() {
+  for _ in $(seq 1 300); do curl -sf "127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.1; done
+  echo "the server on port $1 did not become ready" >&2; return 1
+}
+
+rest_key() {
+  "$1" keys create --data-dir "$2" --description "$3" --expires-in 1d --read-all --write-all 2>/dev/null | tail -1
+}
+
+rest_serve() {
+  local bin=$1 work=$2 port=$3
+  shift 3
+  "$bin" serve --port "$port" --data-dir "$work/data" --log-level notice "$@" >"$work/server.log" 2>&1 &
+  pid=$!
+  # shellcheck disable=SC2064  # expanded now: these values, whatever the caller does later
+  trap "kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$work'" EXIT
+  rest_wait_ready "$port"
 }
