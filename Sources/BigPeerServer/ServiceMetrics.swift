@@ -33,6 +33,10 @@ public enum ServiceMetrics {
     static let inMemoryStages = MetricFamily("bigpeer_in_memory_stages_total", .counter,
                                              "In-memory evaluation stages (WHERE, sort, decoding of results) by where they finished: inline on an event loop, or moved to the evaluation threads because they needed more than a loop's slice.",
                                              labels: ["where"])
+    static let evaluationQueued = MetricFamily("bigpeer_evaluation_queued_stages", .gauge,
+                                               "In-memory evaluation stages waiting for an evaluation thread.")
+    static let evaluationTenants = MetricFamily("bigpeer_evaluation_queued_tenants", .gauge,
+                                                "Tenants (credentials, client addresses, sync sessions) with stages waiting for an evaluation thread; the threads take turns between them.")
     static let upstreamConnected = MetricFamily("bigpeer_upstream_connected", .gauge, "1 while a session with --upstream is up, else 0 (local node only).")
     static let upstreamSessions = MetricFamily("bigpeer_upstream_sessions_total", .counter, "Sessions opened with --upstream.")
     static let upstreamUploadLag = MetricFamily("bigpeer_upstream_upload_lag_transactions", .gauge, "Change-log transactions not yet uploaded to --upstream.")
@@ -42,7 +46,7 @@ public enum ServiceMetrics {
     public static let families = [
         syncConnections, syncSessions, syncQueuedBytes, poolOpen, poolIdle, poolMax, poolWaiters, poolAcquire,
         changeLogHead, changeFeedLag, changeFeedReads, writeBatch, writeTransaction,
-        readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes, inMemoryStages,
+        readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes, inMemoryStages, evaluationQueued, evaluationTenants,
         upstreamConnected, upstreamSessions, upstreamUploadLag, upstreamChanges, upstreamBytes,
     ]
 
@@ -83,6 +87,9 @@ public enum ServiceMetrics {
         w.sample(readCacheBytes, cache.bytes)
         w.sample(inMemoryStages, labels: ["inline"], InMemoryEvaluation.stagesInline.load(ordering: .relaxed))
         w.sample(inMemoryStages, labels: ["off_loop"], InMemoryEvaluation.stagesMovedOffLoop.load(ordering: .relaxed))
+        let queued = InMemoryEvaluation.queued
+        w.sample(evaluationQueued, queued.stages)
+        w.sample(evaluationTenants, queued.tenants)
         if let upstream = service.upstream {
             let status = upstream.status
             w.sample(upstreamConnected, status.state == .connected ? 1 : 0)

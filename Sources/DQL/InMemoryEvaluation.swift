@@ -85,6 +85,10 @@ public enum InMemoryEvaluation {
     /// wait behind each other, not in front of everybody else's. nil: one shared tenant.
     @TaskLocal public static var tenant: String?
 
+    /// Stages waiting for an evaluation thread, and the tenants they belong to
+    /// (`bigpeer_evaluation_queued_stages`, `bigpeer_evaluation_queued_tenants`).
+    public static var queued: (stages: Int, tenants: Int) { workers.queued }
+
     /// Runs `work` on `workers`, in `tenant`'s turn, and returns its result to the caller's executor.
     public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         let tenant = Self.tenant
@@ -104,6 +108,8 @@ final class EvaluationWorkers: Sendable {
     private let started = Mutex<Int?>(nil)
 
     init(threads: Int) { self.threads = threads }
+
+    var queued: (stages: Int, tenants: Int) { jobs.withLock { ($0.count, $0.tenantCount) } }
 
     func submit(tenant: String?, _ job: @escaping @Sendable () -> Void) {
         guard startIfNeeded() > 0 else {
@@ -184,6 +190,8 @@ struct TenantQueues<Job> {
     private(set) var count = 0
 
     var isEmpty: Bool { count == 0 }
+    /// Tenants with jobs queued.
+    var tenantCount: Int { turns.count - turnHead }
 
     mutating func append(_ job: Job, for tenant: String?) {
         if queues[tenant] == nil {

@@ -14,6 +14,7 @@ import TestRandomness
         q.append("c1", for: "c")
         q.append("c2", for: "c")
         q.append("n1", for: nil)  // no tenant: one shared turn
+        #expect(q.count == 7 && q.tenantCount == 4)
         var out: [String] = []
         while let job = q.next() { out.append(job) }
         #expect(out == ["a1", "b1", "c1", "n1", "a2", "c2", "a3"])
@@ -50,6 +51,7 @@ import TestRandomness
                 #expect(q.next() == want)
             }
             #expect(q.count == modelQueues.values.reduce(0) { $0 + $1.count })
+            #expect(q.tenantCount == modelTurns.count)
         }
     }
 
