@@ -79,7 +79,9 @@ public struct PushdownPlan: Sendable {
             lines.append("Parameters:")
             for (i, p) in parameters.enumerated() { lines.append("  $\(i + 1) = \(p)") }
         }
-        lines.append("Pushed conditions: " + (pushedConditions.isEmpty ? "none" : pushedConditions.map { Printer.print($0) }.joined(separator: " AND ")))
+        // Printed as one AND, so a pushed OR term keeps its parentheses.
+        let pushed = pushedConditions.dropFirst().reduce(pushedConditions.first) { acc, e in acc.map { .binary(.and, $0, e) } }
+        lines.append("Pushed conditions: " + (pushed.map { Printer.print($0) } ?? "none"))
         lines.append("Residual filter (in memory): " + (residual.map { Printer.print($0) } ?? "none"))
         var memory: [String] = []
         let s = memoryQuery.statement

@@ -63,6 +63,7 @@ import Values
         let mixed = try plan("SELECT * FROM c WHERE (a = 1 OR :n > 3) AND :n = :n", ["n": 5])
         #expect(mixed.residual == nil)
         #expect(mixed.sql.contains("OR TRUE)"))
+        #expect(mixed.explanation.contains("Pushed conditions: (a = 1 OR :n > 3) AND :n = :n"), "\(mixed.explanation)")
         // NULL and non-booleans are never true, and NOT of them never either (an unbound parameter
         // is an error: it stays in memory).
         for condition in ["NOT (:n + 1)", ":z", "NOT NULL"] {
