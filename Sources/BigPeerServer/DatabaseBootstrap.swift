@@ -11,14 +11,13 @@ import Sockets
 public enum DatabaseSource: Sendable {
     case url(String)
     case configuration(PostgresConfiguration)
-    case local(dataDirectory: String, options: LocalPostgres.Options = LocalPostgres.Options())
+    case local(dataDirectory: String)
 
     /// `--database-url`, else `DATABASE_URL`, else a local cluster under `dataDirectory`.
-    public static func resolve(databaseURL: String?, dataDirectory: String,
-                               localOptions: LocalPostgres.Options = LocalPostgres.Options()) -> DatabaseSource {
+    public static func resolve(databaseURL: String?, dataDirectory: String) -> DatabaseSource {
         if let u = databaseURL, !u.isEmpty { return .url(u) }
         if let u = ProcessInfo.processInfo.environment["DATABASE_URL"], !u.isEmpty { return .url(u) }
-        return .local(dataDirectory: dataDirectory, options: localOptions)
+        return .local(dataDirectory: dataDirectory)
     }
 }
 
@@ -39,9 +38,9 @@ public struct Database: Sendable {
             logger.info("using database", metadata: ["database": "\(configuration)"])
         case .configuration(let c):
             configuration = c
-        case .local(let dir, let options):
-            logger.info("no DATABASE_URL given: starting a private PostgreSQL", metadata: ["data-dir": "\(dir)", "nice": "\(options.niceness)"])
-            let local = try await LocalPostgres.start(dataDirectory: dir, options: options, loop: loop)
+        case .local(let dir):
+            logger.info("no DATABASE_URL given: starting a private PostgreSQL", metadata: ["data-dir": "\(dir)"])
+            let local = try await LocalPostgres.start(dataDirectory: dir, loop: loop)
             cluster = local
             configuration = local.configuration()
         }

@@ -22,11 +22,6 @@ public final class LocalPostgres: Sendable {
         public var ephemeral = false
         public var maxConnections = 200
         public var databaseName = "bigpeer"
-        /// The nice value the server starts with (0-19): the postmaster and every backend inherit
-        /// it. Above 0, on a machine BigPeer shares with its own PostgreSQL, the event loops go
-        /// before the backends when both want a core (`bigpeer serve --database-nice`). A server
-        /// found running keeps its own.
-        public var niceness = 0
         public init() {}
     }
 
@@ -42,8 +37,6 @@ public final class LocalPostgres: Sendable {
     public let startedServer: Bool
     private let binDirectory: String
     private let runAs: String?
-    /// `Options.niceness`, kept for `restart()`.
-    private let niceness: Int
     private let users: ClusterUsers
     /// This process's hold on the cluster, released by `stop()` or when this object goes away.
     private let registration: ClusterUsers.Registration
@@ -54,8 +47,7 @@ public final class LocalPostgres: Sendable {
 
     private init(clusterDirectory: String, socketDirectory: String, port: Int, password: String, analystPassword: String,
                  databaseName: String, startedServer: Bool, binDirectory: String, runAs: String?,
-                 users: ClusterUsers, registration: ClusterUsers.Registration, niceness: Int) {
-        self.niceness = niceness
+                 users: ClusterUsers, registration: ClusterUsers.Registration) {
         self.clusterDirectory = clusterDirectory
         self.socketDirectory = socketDirectory
         self.port = port
@@ -161,7 +153,7 @@ public final class LocalPostgres: Sendable {
                                                   options: options, runAs: runAs)
             return LocalPostgres(clusterDirectory: cluster, socketDirectory: socketDir, port: port, password: password,
                                  analystPassword: analystPassword, databaseName: options.databaseName, startedServer: started,
-                                 binDirectory: bin, runAs: runAs, users: users, registration: registration, niceness: options.niceness)
+                                 binDirectory: bin, runAs: runAs, users: users, registration: registration)
         }
         do {
             try await pg.createDatabaseIfMissing(options.databaseName, loop: loop)
@@ -219,8 +211,7 @@ public final class LocalPostgres: Sendable {
             settings += ["fsync=off", "synchronous_commit=off", "full_page_writes=off"]
         }
         let opts = settings.map { "-c \($0)" }.joined(separator: " ")
-        try run(bin + "/pg_ctl", ["-D", cluster, "-l", cluster + "/server.log", "-w", "-t", "60", "-o", opts, "start"], as: runAs,
-                niceness: options.niceness)
+        try run(bin + "/pg_ctl", ["-D", cluster, "-l", cluster + "/server.log", "-w", "-t", "60", "-o", opts, "start"], as: runAs)
         return (port, true)
     }
 
@@ -248,7 +239,7 @@ public final class LocalPostgres: Sendable {
 
     /// Restarts the server in place (tests use it to prove the pool recovers).
     public func restart() throws {
-        try Self.run(binDirectory + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "restart"], as: runAs, niceness: niceness)
+        try Self.run(binDirectory + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "restart"], as: runAs)
     }
 
     /// Starts a background watchdog that stops the server and deletes the cluster when process `pid`
@@ -280,9 +271,8 @@ public final class LocalPostgres: Sendable {
     }
 
     @discardableResult
-    static func run(_ executable: String, _ args: [String], as user: String?, niceness: Int = 0) throws -> String {
-        let nice = niceness > 0 ? ["/usr/bin/nice", "-n", String(niceness)] : []
-        let argv = nice + (user.map { ["/usr/sbin/runuser", "-u", $0, "--"] } ?? []) + [executable] + args
+    static func run(_ executable: String, _ args: [String], as user: String?) throws -> String {
+        let argv = (user.map { ["/usr/sbin/runuser", "-u", $0, "--"] } ?? []) + [executable] + args
         let result: (status: Int32, output: String)
         do { result = try ChildProcess.run(argv) } catch { throw PostgresError.localCluster(error.message) }
         guard result.status == 0 else {

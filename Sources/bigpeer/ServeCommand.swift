@@ -22,8 +22,6 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("db-connections"), help: "PostgreSQL sessions this instance may hold.") var databaseConnections = 32
-    @Option(name: .customLong("database-nice"), help: "Nice value (0-19) the private PostgreSQL cluster starts with when this instance starts it (no --database-url): above 0 the event loops go before PostgreSQL's backends when both want a core (docs/OPERATIONS.md).")
-    var databaseNice = 0
     @Option(name: .customLong("read-cache-mb"), help: "Memory for documents cached to answer point reads by _id (0: off).")
     var readCacheMegabytes = 128
     @Option(name: .customLong("maintenance-interval"), help: "Seconds between maintenance runs (reaping tombstones past TOMBSTONE_TTL_DAYS, pruning the change log past CHANGE_LOG_RETENTION_DAYS); 0: never on this instance.")
@@ -123,10 +121,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.port = port
         if let threads { config.threads = max(1, threads) }
         config.loopsYieldAfterEachBatch = !noLoopYield
-        guard (0...19).contains(databaseNice) else { throw ValidationError("--database-nice must be between 0 and 19") }
-        var localOptions = LocalPostgres.Options()
-        localOptions.niceness = databaseNice
-        config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory, localOptions: localOptions)
+        config.database = DatabaseSource.resolve(databaseURL: database.databaseURL, dataDirectory: database.dataDirectory)
         config.migrationsDirectory = database.migrationsDirectory
         config.databaseConnections = databaseConnections
         guard readCacheMegabytes >= 0 && readCacheMegabytes <= 1 << 20 else {

@@ -14,7 +14,7 @@ enum ServeOptionTable {
         "database-url": OptionRow(kind: .text, secrecy: .url, olderEnvironment: ["DATABASE_URL"]),
         "data-dir": .text,
         "migrations-dir": OptionRow(kind: .text, olderEnvironment: ["BIGPEER_MIGRATIONS"]),
-        "db-connections": .integer, "database-nice": .integer, "read-cache-mb": .integer, "maintenance-interval": .integer, "statement-timeout": .integer,
+        "db-connections": .integer, "read-cache-mb": .integer, "maintenance-interval": .integer, "statement-timeout": .integer,
         // Limits.
         "max-body-bytes": .integer, "max-buffered-result-bytes": .integer, "max-streamed-results": .integer,
         "max-attachment-bytes": .integer, "max-sync-sessions": .integer, "max-sync-sessions-per-key": .integer,
