@@ -110,8 +110,12 @@ enum ClaimedIdentity {
 
     /// From a request's `Authorization` header, with its `X-Auth-Provider` (a webhook provider's token).
     static func of(_ request: HTTPRequest) -> String? {
-        let authorization = request.headers["Authorization"]
-        guard let provider = request.headers["X-Auth-Provider"] else { return of(authorization: authorization) }
+        of(authorization: request.headers["Authorization"], provider: request.headers["X-Auth-Provider"])
+    }
+
+    /// From the two headers' values.
+    static func of(authorization: String?, provider: String?) -> String? {
+        guard let provider else { return of(authorization: authorization) }
         guard let authorization, let token = Authenticator.bearerToken(authorization) else { return nil }
         return of(provider: provider, token: token)
     }

@@ -12,9 +12,15 @@ import HTTP
 /// the route authenticates, but a route evaluates nothing for a request whose credential fails,
 /// so a client cannot take another's turn by naming its credential.
 enum EvaluationTenant {
-    static func of(_ request: HTTPRequest) -> String? {
-        if let claimed = ClaimedIdentity.of(request) { return claimed }
-        return request.remoteAddress.flatMap(ClientAddressKey.init(remote:)).map { "address:\($0)" }
+    /// The request's tenant, named only if a stage moves off the loop (`InMemoryEvaluation.Tenant`):
+    /// only the headers are kept for it, not the body.
+    static func tenant(_ request: HTTPRequest) -> InMemoryEvaluation.Tenant {
+        let authorization = request.headers["Authorization"], provider = request.headers["X-Auth-Provider"]
+        let address = request.remoteAddress
+        return InMemoryEvaluation.Tenant {
+            if let claimed = ClaimedIdentity.of(authorization: authorization, provider: provider) { return claimed }
+            return address.flatMap(ClientAddressKey.init(remote:)).map { "address:\($0)" }
+        }
     }
 
     /// `handler`, run with its request's tenant. Sync handlers run inline on the loop and never
@@ -24,10 +30,10 @@ enum EvaluationTenant {
         case .sync:
             return handler
         case .async(let h):
-            return .async { request in try await InMemoryEvaluation.$tenant.withValue(of(request)) { try await h(request) } }
+            return .async { request in try await InMemoryEvaluation.$tenant.withValue(tenant(request)) { try await h(request) } }
         case .streaming(let maxBodyBytes, let h):
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
-                try await InMemoryEvaluation.$tenant.withValue(of(request)) { try await h(request, body) }
+                try await InMemoryEvaluation.$tenant.withValue(tenant(request)) { try await h(request, body) }
             }
         }
     }

@@ -83,7 +83,17 @@ public enum InMemoryEvaluation {
     /// client address, set by the route or sync session that runs a statement. The evaluation
     /// threads take turns between tenants (`EvaluationWorkers`), so one client's heavy statements
     /// wait behind each other, not in front of everybody else's. nil: one shared tenant.
-    @TaskLocal public static var tenant: String?
+    @TaskLocal public static var tenant: Tenant?
+
+    /// A tenant's name, worked out only when a stage of its task moves off the loop: naming a
+    /// REST request's credential reads its token (a JWT's payload is decoded), which nearly every
+    /// request, finishing inline, never needs.
+    public struct Tenant: Sendable {
+        private let resolve: @Sendable () -> String?
+        public init(resolve: @escaping @Sendable () -> String?) { self.resolve = resolve }
+        public init(_ name: String) { self.init(resolve: { name }) }
+        public var name: String? { resolve() }
+    }
 
     /// Stages waiting for an evaluation thread, and the tenants they belong to
     /// (`bigpeer_evaluation_queued_stages`, `bigpeer_evaluation_queued_tenants`).
@@ -91,7 +101,7 @@ public enum InMemoryEvaluation {
 
     /// Runs `work` on `workers`, in `tenant`'s turn, and returns its result to the caller's executor.
     public static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let tenant = Self.tenant
+        let tenant = Self.tenant?.name
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             workers.submit(tenant: tenant) { continuation.resume(with: Result { try work() }) }
         }

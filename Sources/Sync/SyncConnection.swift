@@ -70,7 +70,7 @@ public final class SyncConnection: Sendable {
     /// This session's turn on the evaluation threads (`InMemoryEvaluation.tenant`): each session is
     /// a tenant of its own, so one peer's expensive subscriptions wait behind each other, not in
     /// front of every other session's and REST client's work.
-    let evaluationTenant = "sync-session:\(SyncConnection.sessionNumbers.add(1, ordering: .relaxed).newValue)"
+    let evaluationTenant = InMemoryEvaluation.Tenant("sync-session:\(SyncConnection.sessionNumbers.add(1, ordering: .relaxed).newValue)")
     static let sessionNumbers = Atomic<UInt64>(0)
     let feedToken = Mutex<UInt64?>(nil)
     /// The newest change-log head the feed announced that this session's executor has not taken
