@@ -153,7 +153,9 @@ extension Document {
 
     func planDocumentWrite(_ fields: [String: Value], diffOnly: Bool, types: TypeDeclarations,
                            into plan: inout Plan) throws(CRDTError) {
-        if let given = fields["_id"], given != id { throw .idMismatch }
+        // The same id in the other number form (`{k: 1.0}` for `{k: 1}`) is this document, as
+        // PostgreSQL and DQL see it; the document keeps the form it was created with.
+        if let given = fields["_id"], given != id, given.jsonbIdentity != id.jsonbIdentity { throw .idMismatch }
         if Self.nestingDepth(.object(fields)) > Self.maxNestingDepth { throw .tooDeep(FieldPath([])) }
         if !Self.isFinite(.object(fields)) { throw .invalidNumber(FieldPath([])) }
         if !exists { plan.add(FieldPath([]), .marker) }

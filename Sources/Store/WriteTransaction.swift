@@ -276,12 +276,18 @@ struct WriteTransaction {
             }
             lock.prepared = true
             let rows = try await db.query(lock)
+            // A row comes back with the id it was created with, which jsonb may find equal to an
+            // id asked in another form (`{k: 1}` for `{k: 1.0}`): it is filed under the forms
+            // asked, which are what the caller looks up.
+            let asked = Dictionary(grouping: missing[chunk..<min(chunk + Self.lockChunk, missing.count)], by: \.jsonbIdentity)
             for row in rows {
                 let id = try DocumentStore.decodeJSON(row, column: 0)
                 let state = try row.decode(1, as: PostgresBytea.self)
-                do { out[id] = try Document.decode(state.bytes) } catch {
+                let doc: Document
+                do { doc = try Document.decode(state.bytes) } catch {
                     throw StoreError.corrupt("document \(JSON.string(id)) in \(collection): \(error)")
                 }
+                for form in asked[id.jsonbIdentity] ?? [id] { out[form] = doc }
             }
         }
         absentRows.reserveCapacity(absentRows.count + missing.count)

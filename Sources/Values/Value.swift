@@ -94,6 +94,19 @@ extension Value {
     public subscript(key: String) -> Value? {
         if case .object(let o) = self { o[key] } else { nil }
     }
+
+    /// The form PostgreSQL's jsonb equality sees: numbers compare by value there (`{"k": 1}` and
+    /// `{"k": 1.0}` are one primary key), while `==` here tells an integer from a double. A whole
+    /// double below 2^63 in magnitude becomes the integer it equals, in arrays and objects too;
+    /// everything else is unchanged. Two ids are one document exactly when these are `==`.
+    public var jsonbIdentity: Value {
+        switch self {
+        case .double(let d) where d.rounded() == d && d.magnitude < 9_223_372_036_854_775_808: .int(Int64(d))
+        case .array(let a): .array(a.map(\.jsonbIdentity))
+        case .object(let o): .object(o.mapValues(\.jsonbIdentity))
+        default: self
+        }
+    }
 }
 
 extension Value: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
