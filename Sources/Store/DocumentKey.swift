@@ -7,7 +7,9 @@ import Values
 ///
 /// Equality is byte-exact (Values/ExactText.swift), as PostgreSQL's: the read cache must never
 /// answer for "\u{212A}ate" with a document of "Kate", nor for an NFD `_id` with the NFC one.
-/// (`Value`'s own equality is already byte-exact.)
+/// (`Value`'s own equality is already byte-exact.) Numbers are where the two differ: jsonb finds
+/// `{k: 1}` for `{k: 1.0}`, `==` does not, so rows read under lock are filed under the form asked
+/// (`WriteTransaction.lockDocuments`, `Value.jsonbIdentity`).
 struct DocumentKey: Hashable, Sendable {
     var collection: String
     var id: Value

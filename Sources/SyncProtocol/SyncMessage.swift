@@ -21,7 +21,9 @@ public struct DocumentRef: Hashable, Sendable {
         self.id = id
     }
 
-    /// Byte-exact, as PostgreSQL compares (Values/ExactText.swift; `Value`'s `==` already is).
+    /// Byte-exact, as PostgreSQL compares strings (Values/ExactText.swift; `Value`'s `==` already
+    /// is). Not as it compares numbers: `{k: 1}` and `{k: 1.0}` are two refs here and one row
+    /// there (docs/STORAGE.md, "documents").
     public static func == (a: DocumentRef, b: DocumentRef) -> Bool { a.collection.utf8Equals(b.collection) && a.id == b.id }
     public func hash(into hasher: inout Hasher) {
         hasher.combine(collection)  // byte-equal names hash alike
