@@ -34,3 +34,24 @@ struct DocumentKey: Hashable, Sendable {
         return .string(hex(hi) + hex(lo))
     }
 }
+
+/// The ids a read asked for, by the document jsonb finds for each: a row comes back with the id
+/// it was created with, which may be another number form of one asked (`{k: 1}` for `{k: 1.0}`;
+/// `Value.jsonbIdentity`), and is handed to the caller under the forms it asked.
+struct AskedIDs {
+    private let only: Value?
+    private let byIdentity: [Value: [Value]]
+
+    init<C: Collection<Value>>(_ ids: C) {
+        // One id asked (a point write): any row returned is its document; nothing to group.
+        only = ids.count == 1 ? ids.first : nil
+        byIdentity = only == nil ? Dictionary(grouping: Set(ids), by: \.jsonbIdentity) : [:]
+    }
+
+    /// The asked forms of the row whose id is `rowID` (itself if it was not asked).
+    func forms(of rowID: Value) -> [Value] {
+        if let only { return [only] }
+        return byIdentity[rowID.jsonbIdentity] ?? [rowID]
+    }
+}
+

@@ -141,16 +141,15 @@ extension DocumentStore {
             var out: [StoredDocument] = []
             for (collection, ids) in byCollection {
                 let array = PostgresArray<PostgresJSON>(ids.map { PostgresJSON(JSON.string($0)) })
-                // Answered under the ids as asked: jsonb finds `{k: 1}` for `{k: 1.0}`, and the
-                // asker (a `want`) matches the answer against its own form.
-                let asked = Dictionary(grouping: ids, by: \.jsonbIdentity)
+                // Answered under the ids as asked: a `want` matches the answer against its own form.
+                let asked = AskedIDs(ids)
                 for row in try await pool.query("SELECT id, state, value FROM documents WHERE collection = \(collection) AND id = ANY(\(array)::jsonb[])") {
                     // A tombstone's value is SQL NULL: no value (not JSON null, which `isNull ? nil :
                     // …` would give, `Value` being nil-literal-expressible).
                     var value: Value? = nil
                     if !row.isNull(2) { value = try Self.decodeJSON(row, column: 2) }
                     let id = try Self.decodeJSON(row, column: 0), state = try ByteaHex.decode(row, column: 1)
-                    for form in Set(asked[id.jsonbIdentity] ?? [id]) {
+                    for form in asked.forms(of: id) {
                         out.append(StoredDocument(collection: collection, id: form, state: state, value: value))
                     }
                 }

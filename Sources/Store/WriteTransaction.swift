@@ -276,11 +276,7 @@ struct WriteTransaction {
             }
             lock.prepared = true
             let rows = try await db.query(lock)
-            // A row comes back with the id it was created with, which jsonb may find equal to an
-            // id asked in another form (`{k: 1}` for `{k: 1.0}`): it is filed under the forms
-            // asked, which are what the caller looks up. (One id asked: the row is its document.)
-            let askedIDs = missing[chunk..<min(chunk + Self.lockChunk, missing.count)]
-            let asked = askedIDs.count == 1 ? [:] : Dictionary(grouping: askedIDs, by: \.jsonbIdentity)
+            let asked = AskedIDs(missing[chunk..<min(chunk + Self.lockChunk, missing.count)])
             for row in rows {
                 let id = try DocumentStore.decodeJSON(row, column: 0)
                 let state = try row.decode(1, as: PostgresBytea.self)
@@ -288,11 +284,7 @@ struct WriteTransaction {
                 do { doc = try Document.decode(state.bytes) } catch {
                     throw StoreError.corrupt("document \(JSON.string(id)) in \(collection): \(error)")
                 }
-                if askedIDs.count == 1 {
-                    out[askedIDs[askedIDs.startIndex]] = doc
-                } else {
-                    for form in asked[id.jsonbIdentity] ?? [id] { out[form] = doc }
-                }
+                for form in asked.forms(of: id) { out[form] = doc }
             }
         }
         absentRows.reserveCapacity(absentRows.count + missing.count)

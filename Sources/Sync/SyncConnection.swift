@@ -72,6 +72,12 @@ public final class SyncConnection: Sendable {
     /// front of every other session's and REST client's work.
     let evaluationTenant = InMemoryEvaluation.Tenant("sync-session:\(SyncConnection.sessionNumbers.add(1, ordering: .relaxed).newValue)")
     static let sessionNumbers = Atomic<UInt64>(0)
+
+    /// `body`, with its off-loop work queued in this session's turn (its tasks are not a
+    /// request's: nothing else sets the tenant for them).
+    func inOwnTurn<T: Sendable>(_ body: @Sendable () async throws -> T) async rethrows -> T {
+        try await InMemoryEvaluation.$tenant.withValue(evaluationTenant) { try await body() }
+    }
     let feedToken = Mutex<UInt64?>(nil)
     /// The newest change-log head the feed announced that this session's executor has not taken
     /// yet; -1 when no hop to it is scheduled (`headAnnounced`).
@@ -348,7 +354,7 @@ public final class SyncConnection: Sendable {
         batchesMatchedOffLoop.add(1, ordering: .relaxed)
         Task(executorPreference: executor) {
             var matched = batch
-            matched.liveMatches = try? await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) {
+            matched.liveMatches = try? await self.inOwnTurn {
                 try await InMemoryEvaluation.offLoop { try LiveMatches.compute(batch.entries, queries, budget: EvaluationBudget()) }
             }
             self.deliver(.log(matched))
@@ -359,7 +365,7 @@ public final class SyncConnection: Sendable {
     func run(_ body: @escaping @Sendable () async throws -> SyncSessionInput) {
         Task(executorPreference: executor) {
             do {
-                self.deliver(try await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) { try await body() })
+                self.deliver(try await self.inOwnTurn(body))
             } catch {
                 self.deliver(Self.failure(error))
             }
@@ -394,7 +400,7 @@ public final class SyncConnection: Sendable {
                     self.pageReadTrace.withLock { $0.set(n, .queried) }
                     self.deliver(.pageBoundary(subscription: id, generation: generation, boundary))
                     self.pageReadTrace.withLock { $0.set(n, .decoding) }
-                    let rows = try await InMemoryEvaluation.$tenant.withValue(self.evaluationTenant) { try await read.rows() }
+                    let rows = try await self.inOwnTurn { try await read.rows() }
                     self.pageReadTrace.withLock { $0.set(n, .waitingForPrevious) }
                     await previous?.value
                     self.deliver(.page(subscription: id, generation: generation,

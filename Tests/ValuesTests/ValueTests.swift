@@ -15,3 +15,13 @@ import Testing
         #expect(Value.string("3").int64Value == nil)
     }
 }
+
+@Suite struct JSONBIdentityTests {
+    @Test func wholeDoublesBecomeIntegers_everythingElseStays() {
+        let id: Value = ["k": 1.0, "a": [2.0, 2.5, "x"], "n": .null, "big": 1e19, "neg": -0.0, "s": "1.0"]
+        #expect(id.jsonbIdentity == ["k": 1, "a": [2, 2.5, "x"], "n": .null, "big": 1e19, "neg": 0, "s": "1.0"])
+        #expect(Value.double(1e16).jsonbIdentity == .int(10_000_000_000_000_000))
+        #expect(Value.int(3).jsonbIdentity == .int(3))
+        #expect(Value.double(0.5).jsonbIdentity == .double(0.5))
+    }
+}
