@@ -63,6 +63,9 @@ public struct PushdownPlan: Sendable {
     public var limitPushed: Bool
     /// The original query with WHERE reduced to the residual: what memory runs over the SQL rows.
     public var memoryQuery: SelectQuery
+    /// A pushed condition is FALSE (a one-time filter that folded false, a comparison with NULL):
+    /// the SQL returns no row whatever the data, so a caller may skip asking PostgreSQL.
+    public var readsNoRow = false
 
     /// The result of a count-mode plan, given the count PostgreSQL returned.
     public func countRows(_ count: Int64) -> [Value] {
@@ -118,12 +121,14 @@ public struct PushdownPlanner: Sendable {
         var conditions = [SQLBuilder.quoteIdentifier(table.collectionColumn) + " = " + compiler.sql.bind(.text(select.from.name))]
         if let extra = table.unsafeExtraPredicate { conditions.append("(" + extra + ")") }
         var pushed: [Expression] = [], residual: [Expression] = []
+        var readsNoRow = false
         for conjunct in Self.conjuncts(select.filter) {
             // A conjunct that fails part-way may already have bound parameters: roll them back.
             let mark = compiler.sql.parameters.count
             if let t = compiler.compile(conjunct) {
                 pushed.append(conjunct)
                 conditions.append(t.whenTrue)
+                if t.whenTrue == "FALSE" { readsNoRow = true }
                 if table.idColumnHoldsStringIds, let id = stringIdEquality(conjunct, compiler) {
                     conditions.append(SQLBuilder.quoteIdentifier(table.idColumn) + " = " + compiler.sql.bind(.text(id)))
                 }
@@ -143,7 +148,7 @@ public struct PushdownPlanner: Sendable {
            case .expression(.aggregate(.count, nil, _), let alias) = select.projections[0] {
             return PushdownPlan(sql: "SELECT count(*)" + from, parameters: compiler.sql.parameters,
                                 output: .count(column: alias ?? "($1)"), pushedConditions: pushed, residual: nil,
-                                orderPushed: false, limitPushed: false, memoryQuery: memoryQuery)
+                                orderPushed: false, limitPushed: false, memoryQuery: memoryQuery, readsNoRow: readsNoRow)
         }
 
         var sql = "SELECT " + value + from
@@ -179,7 +184,8 @@ public struct PushdownPlanner: Sendable {
             limitPushed = true
         }
         return PushdownPlan(sql: sql, parameters: compiler.sql.parameters, output: .documents, pushedConditions: pushed,
-                            residual: residualFilter, orderPushed: orderPushed, limitPushed: limitPushed, memoryQuery: memoryQuery)
+                            residual: residualFilter, orderPushed: orderPushed, limitPushed: limitPushed, memoryQuery: memoryQuery,
+                            readsNoRow: readsNoRow)
     }
 
     /// The documents an UPDATE, DELETE or EVICT touches are chosen like a `SELECT *`.

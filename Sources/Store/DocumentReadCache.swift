@@ -145,6 +145,17 @@ public final class DocumentReadCache: Sendable {
 
     public var isEnabled: Bool { state.withLock { $0.enabled } }
 
+    /// A transaction every applied change is reflected through (`appliedThrough`), for a read that
+    /// needs no row (its WHERE folded to FALSE): its empty answer holds at any snapshot, so it
+    /// names the newest one this instance vouches for, as a hit does. nil while the cache is off
+    /// or has not reached `minimumTransaction`: then PostgreSQL answers.
+    public func reflectedTransaction(atLeast minimumTransaction: Int64?) -> Int64? {
+        state.withLock { s -> Int64? in
+            guard s.enabled, s.appliedThrough >= (minimumTransaction ?? 0) else { return nil }
+            return s.appliedThrough
+        }
+    }
+
     /// The cached value of `key`, if any and fresh enough for `minimumTransaction`.
     public func lookup(_ key: Key, minimumTransaction: Int64? = nil) -> Hit? {
         state.withLock { s -> Hit? in

@@ -154,7 +154,7 @@ public final class DocumentStore: Sendable {
             }
             if let minimumTransaction { try await waitForTransaction(minimumTransaction, within: transactionWait) }
             if case .select(let s) = statement {
-                return try await select(readRules.restricting(s), pointRead: pointRead,
+                return try await select(readRules.restricting(s), pointRead: pointRead, minimumTransaction: minimumTransaction,
                                        context: EvaluationContext(arguments: arguments, nowMilliseconds: now, budget: Self.planningBudget()),
                                        mayStream: mayStream)
             }
@@ -200,13 +200,19 @@ public final class DocumentStore: Sendable {
     /// A SELECT in one prepared round trip when its result has at most `readLimits.probeRows`
     /// rows (point reads, counts and small results: the common case keeps its cost), else again
     /// through a cursor (`largeSelect`).
-    func select(_ s: SelectStatement, pointRead: DocumentReadCache.Key?, context: EvaluationContext, mayStream: Bool) async throws -> ReadOutcome {
+    func select(_ s: SelectStatement, pointRead: DocumentReadCache.Key?, minimumTransaction: Int64? = nil, context: EvaluationContext,
+                mayStream: Bool) async throws -> ReadOutcome {
         let sql: String, binds: [PostgresBind], memory: SelectQuery
         // Point reads and other `path = :param` filters reuse their plan (EqualityPlanCache).
         if let cached = try equalityPlans.plan(s, context: context) {
             (sql, binds, memory) = (cached.sql, cached.binds.map(\.postgresBind), cached.memory)
         } else {
             let plan = try planner.plan(s, context: context)
+            if plan.readsNoRow, let txn = readCache.reflectedTransaction(atLeast: minimumTransaction) {
+                // A WHERE that folded to FALSE: PostgreSQL would return no row at any snapshot, so
+                // the round trip is skipped (a flood of such reads costs no backend work).
+                return .complete(try await rowlessResult(plan, transactionID: txn))
+            }
             // LEFT JOIN LATERAL: one statement (one snapshot) yields the counter even with no rows.
             sql = "SELECT t.n, q.* FROM bigpeer_txn t LEFT JOIN LATERAL (" + plan.sql + ") q ON true"
             equalityPlans.record(s, plan: plan, wrappedSQL: sql, arguments: context.arguments)
@@ -239,6 +245,17 @@ public final class DocumentStore: Sendable {
             if more.count <= rowsFitting { return .complete(try await documentsResult(more, memory: memory, cacheAs: nil)) }
         }
         return try await largeSelect(sql: sql, binds: binds, memory: memory, mayStream: mayStream)
+    }
+
+    /// The answer of a plan that reads no row: COUNT's zero, else the memory stage over no
+    /// documents (aggregates still yield their one row), under the usual budget.
+    func rowlessResult(_ plan: PushdownPlan, transactionID: Int64) async throws -> ExecuteResult {
+        if case .count = plan.output {
+            return ExecuteResult(transactionID: transactionID, queryType: "select", items: plan.countRows(0))
+        }
+        let memory = plan.memoryQuery
+        let items = try await InMemoryEvaluation.run(deadline: inMemoryDeadline) { budget in try memory.budgeted(budget).run([]) }
+        return ExecuteResult(transactionID: transactionID, queryType: "select", items: items)
     }
 
     /// How many rows a second probe asks for after the first came back full: as many documents

@@ -56,9 +56,11 @@ import Values
         let never = try plan("SELECT * FROM c WHERE regexp_like(:s, :p)", regex)
         #expect(never.residual == nil)
         #expect(never.sql.hasSuffix(" AND FALSE"))
+        #expect(never.readsNoRow)
         let always = try plan("SELECT * FROM c WHERE NOT regexp_like(:s, :p) AND a = 1 LIMIT 3", regex)
         #expect(always.residual == nil && always.limitPushed)
         #expect(always.sql.contains(" AND TRUE AND "))
+        #expect(!always.readsNoRow)
         // Inside OR and NOT, and comparisons of two constants.
         let mixed = try plan("SELECT * FROM c WHERE (a = 1 OR :n > 3) AND :n = :n", ["n": 5])
         #expect(mixed.residual == nil)
@@ -90,6 +92,8 @@ import Values
     @Test func comparisonWithNullOrMissing_neverHolds() throws {
         let p = try plan("SELECT * FROM c WHERE a = NULL OR b = :p.nothing", ["p": [:]])
         #expect(p.sql.hasSuffix("AND (FALSE OR FALSE)"))
+        #expect(!p.readsNoRow)  // only a whole conjunct that is FALSE is detected
+        #expect(try plan("SELECT * FROM c WHERE b = 1 AND a = NULL", [:]).readsNoRow)
     }
 
     @Test func orderAndLimit_fetchWithTies() throws {

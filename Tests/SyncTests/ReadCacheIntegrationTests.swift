@@ -59,6 +59,31 @@ import DQL
         }
     }
 
+    @Test func aReadWhoseConditionFoldsFalse_asksPostgreSQLNothing() async throws {
+        try await withInstances { a, _ in
+            let t = try await a.store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1', 'color': 'red'})").transactionID
+            // The feed has applied the insert (else its late NOTIFY would meet the closed pool).
+            while a.store.readCache.statistics.appliedThrough < t { try await Task.sleep(for: .milliseconds(5)) }
+            let bomb: [String: Value] = ["s": .string(String(repeating: "a", count: 25) + "b"), "p": "^(a|a)*$"]
+            // With PostgreSQL out of reach, only an answer that never asks it can come back.
+            await a.store.pool.shutdown()
+            await #expect(throws: (any Error).self) { _ = try await a.store.execute("SELECT * FROM cars WHERE color = 'red'") }
+            let none = try await a.store.execute("SELECT * FROM cars WHERE regexp_like(:s, :p)", arguments: bomb)
+            #expect(none.items.isEmpty)
+            #expect(none.transactionID == a.store.readCache.statistics.appliedThrough && none.transactionID >= t)
+            let count = try await a.store.execute("SELECT COUNT(*) AS n FROM cars WHERE color = NULL")
+            #expect(count.items == [["n": 0]])
+            let aggregate = try await a.store.execute("SELECT MAX(color) AS m, COUNT(*) AS n FROM cars WHERE regexp_like(:s, :p) AND color = 'red'",
+                                                      arguments: bomb)
+            #expect(aggregate.items == [["m": .null, "n": 0]])
+            // A client that asks for a transaction this instance has not applied yet still goes
+            // to PostgreSQL (and here fails).
+            await #expect(throws: (any Error).self) {
+                _ = try await a.store.execute("SELECT * FROM cars WHERE regexp_like(:s, :p)", arguments: bomb, minimumTransaction: t + 1_000)
+            }
+        }
+    }
+
     @Test func ownWritesAreReadBackAtOnce() async throws {
         try await withInstances { a, _ in
             _ = try await a.store.execute("INSERT INTO cars DOCUMENTS ({'_id': 'c1', 'color': 'red'})")
