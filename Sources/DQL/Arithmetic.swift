@@ -128,7 +128,12 @@ struct LikePattern {
                 if case .literal(let c) = e { return String(c).utf8.map { .literal($0) } }
                 return [.any]
             }
-            return try Self.matches(bytes, Array(subject.utf8), budget: budget)
+            // The text's own UTF-8 storage, not a copy of it (a 4 MiB argument cost a 4 MiB copy
+            // per evaluation).
+            var native = subject
+            return try native.withUTF8 { text in
+                Result { () throws(DQLEvaluationError) -> Bool in try Self.matches(bytes, text, budget: budget) }
+            }.get()
         }
         let scalars = p.map { e -> Token<Unicode.Scalar> in
             switch e {
@@ -143,9 +148,10 @@ struct LikePattern {
     /// A pattern element over the unit the text is compared in (bytes or scalars).
     enum Token<T: Equatable>: Equatable { case literal(T), one, any }
 
-    @_specialize(where T == UInt8)
-    @_specialize(where T == Unicode.Scalar)
-    static func matches<T: Equatable>(_ p: [Token<T>], _ s: [T], budget: EvaluationBudget?) throws(DQLEvaluationError) -> Bool {
+    @_specialize(where T == UInt8, S == UnsafeBufferPointer<UInt8>)
+    @_specialize(where T == Unicode.Scalar, S == [Unicode.Scalar])
+    static func matches<T: Equatable, S: RandomAccessCollection<T>>(_ p: [Token<T>], _ s: S, budget: EvaluationBudget?) throws(DQLEvaluationError) -> Bool
+    where S.Index == Int {
         let segments = p.split(separator: .any, omittingEmptySubsequences: true).map(Array.init)
         guard p.contains(.any) else {
             return s.count == p.count && matchesAt(0, p, s)
@@ -167,7 +173,7 @@ struct LikePattern {
         return true
     }
 
-    static func matchesAt<T: Equatable>(_ at: Int, _ segment: [Token<T>], _ s: [T]) -> Bool {
+    static func matchesAt<T: Equatable, S: RandomAccessCollection<T>>(_ at: Int, _ segment: [Token<T>], _ s: S) -> Bool where S.Index == Int {
         for (k, e) in segment.enumerated() {
             if case .literal(let c) = e, s[at + k] != c { return false }
         }
@@ -175,7 +181,9 @@ struct LikePattern {
     }
 
     /// The first index in `s[from..<to]` where `segment` (no `%`) matches, or nil.
-    static func leftmost<T: Equatable>(_ segment: [Token<T>], in s: [T], from: Int, to: Int, budget: EvaluationBudget?) throws(DQLEvaluationError) -> Int? {
+    static func leftmost<T: Equatable, S: RandomAccessCollection<T>>(_ segment: [Token<T>], in s: S, from: Int, to: Int,
+                                                                      budget: EvaluationBudget?) throws(DQLEvaluationError) -> Int?
+    where S.Index == Int {
         guard segment.count <= to - from else { return nil }
         let literals = segment.compactMap { e -> T? in if case .literal(let c) = e { return c }; return nil }
         if literals.count == segment.count {

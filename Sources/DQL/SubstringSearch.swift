@@ -21,10 +21,12 @@ enum SubstringSearch {
 
     /// The first index in `haystack` at which `needle` starts, or nil. `table` is `failureTable(needle)`.
     /// Charges `budget` about one step per comparison.
-    @_specialize(where T == UInt8)
-    @_specialize(where T == Unicode.Scalar)
-    static func firstIndex<T: Equatable>(of needle: [T], table: [Int], in haystack: ArraySlice<T>,
-                                         budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Int? {
+    @_specialize(where T == UInt8, H == ArraySlice<UInt8>)
+    @_specialize(where T == Unicode.Scalar, H == ArraySlice<Unicode.Scalar>)
+    @_specialize(where T == UInt8, H == Slice<UnsafeBufferPointer<UInt8>>)
+    static func firstIndex<T: Equatable, H: RandomAccessCollection<T>>(of needle: [T], table: [Int], in haystack: H,
+                                                                       budget: EvaluationBudget? = nil) throws(DQLEvaluationError) -> Int?
+    where H.Index == Int {
         guard !needle.isEmpty else { return haystack.startIndex }
         var k = 0
         var steps = 0

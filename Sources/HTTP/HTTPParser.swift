@@ -84,7 +84,34 @@ public struct HTTPParser: Sendable {
 
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         compact()
+        // Content of a fixed-length body goes straight into the body when nothing waits ahead of
+        // it: one copy of each byte, not two (through `buffer`, then into `body`). What follows
+        // the content (a pipelined request) is buffered as usual; past the body limit, `next`
+        // reports the error from the buffered bytes.
+        if aggregatesBody, case .fixedBody(let remaining) = state, remaining > 0, position == buffer.count {
+            let n = min(remaining, bytes.count)
+            if bodyReceived + n <= limits.maxBodyBytes {
+                reserveDeclaredBody(remaining: remaining)
+                body.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<n]))
+                bodyReceived += n
+                state = .fixedBody(remaining: remaining - n)
+                buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[n...]))
+                return
+            }
+        }
         buffer.append(contentsOf: bytes)
+    }
+
+    /// The rest of the declared length at once, once an eighth of it has arrived: growing the
+    /// body by doubling copied a 100 MB body about twice over and faulted in every intermediate
+    /// buffer. Not before: a client that declares much and sends little must not make the server
+    /// reserve memory (under strict overcommit a reservation is charged in full) beyond a small
+    /// multiple of what it actually sent.
+    private mutating func reserveDeclaredBody(remaining: Int) {
+        let declared = bodyReceived + remaining
+        if body.capacity < declared && declared <= limits.maxBodyBytes && bodyReceived >= declared / 8 {
+            body.reserveCapacity(declared)
+        }
     }
 
     public mutating func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
@@ -122,15 +149,7 @@ public struct HTTPParser: Sendable {
         case .head: return try parseHead()
         case .fixedBody(let remaining):
             if remaining == 0 { state = .head; return .end(trailers: HTTPHeaders()) }
-            // The rest of the declared length at once, once an eighth of it has arrived: growing
-            // the buffer by doubling copied a 100 MB body about twice over and faulted in every
-            // intermediate buffer. Not before: a client that declares much and sends little must
-            // not make the server reserve memory (under strict overcommit a reservation is
-            // charged in full) beyond a small multiple of what it actually sent.
-            let declared = bodyReceived + remaining
-            if aggregatesBody && body.capacity < declared && declared <= limits.maxBodyBytes && bodyReceived >= declared / 8 {
-                body.reserveCapacity(declared)
-            }
+            if aggregatesBody { reserveDeclaredBody(remaining: remaining) }
             guard let bytes = try takeContent(upTo: remaining) else { return .needMoreData }
             let left = remaining - bytes
             state = .fixedBody(remaining: left)  // at 0, the next call reports `.end`
