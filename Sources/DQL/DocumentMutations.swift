@@ -103,13 +103,21 @@ public struct InsertGroups: Sendable {
     public private(set) var generated: [Value] = []
     /// Each id's versions, in statement order (`InsertPlan.apply`'s `versions`).
     public private(set) var fieldsByID: [Value: [[String: Value]]] = [:]
+    /// The first form each non-string id took, by `jsonbIdentity`: `{k: 1}` and `{k: 1.0}` are
+    /// one document to PostgreSQL, so they are one group here, under the form named first (two
+    /// groups wrote one row twice in one transaction and failed with a conflict for ever).
+    private var firstForm: [Value: Value] = [:]
 
     public init(_ documents: [[String: Value]], generateID: () -> Value) {
         order.reserveCapacity(documents.count)
         supplied.reserveCapacity(documents.count)
         fieldsByID.reserveCapacity(documents.count)
         for doc in documents {
-            if let given = doc["_id"] {
+            if var given = doc["_id"] {
+                if case .string = given {} else {
+                    let identity = given.jsonbIdentity
+                    if let first = firstForm[identity] { given = first } else { firstForm[identity] = given }
+                }
                 // One hash lookup per document, and the document is not copied (it has its `_id`).
                 if let i = fieldsByID.index(forKey: given) {
                     fieldsByID.values[i].append(doc)

@@ -30,4 +30,24 @@ import Values
             #expect(Set(fetched.map(\.id)) == [["k": 1.0], ["k": 1]])
         }
     }
+
+    @Test func oneStatementNamingBothForms_writesOneDocument() async throws {
+        try await withStore { store, _ in
+            // As with one `_id` named twice: a plain INSERT fails with the conflict (was: "created
+            // by other writers at the same moment 8 times in a row" for ever), DO UPDATE merges.
+            do {
+                _ = try await store.execute("INSERT INTO c DOCUMENTS ({_id: {k: 2}, a: 1}), ({_id: {k: 2.0}, b: 2})")
+                Issue.record("an INSERT naming one document twice was accepted")
+            } catch {
+                #expect("\(error)".contains("already exists"), "\(error)")
+            }
+            let created = try await store.execute("INSERT INTO c DOCUMENTS ({_id: {k: 2}, a: 1}), ({_id: {k: 2.0}, b: 2}) ON ID CONFLICT DO UPDATE")
+            #expect(created.mutatedDocumentIDs.count == 1)
+            #expect(try await store.execute("SELECT a, b FROM c").items == [["a": 1, "b": 2]])
+            // Existing: one update.
+            let updated = try await store.execute("INSERT INTO c DOCUMENTS ({_id: {k: 2.0}, a: 3}), ({_id: {k: 2}, d: 4}) ON ID CONFLICT DO UPDATE")
+            #expect(updated.mutatedDocumentIDs.count == 1)
+            #expect(try await store.execute("SELECT a, b, d FROM c").items == [["a": 3, "b": 2, "d": 4]])
+        }
+    }
 }
