@@ -51,20 +51,20 @@ struct LocalStore: Sendable {
         replica = Replica(site: site, wallClock: wallClock)
     }
 
-    func document(_ ref: DocumentRef) -> Document? { collections[ref.collection]?.documents[ref.id]?.document }
+    func document(_ ref: DocumentRef) -> Document? { collections[ref.collection]?[ref.id]?.document }
 
     /// Live documents' values of `collection`, ordered by `_id` (deterministic scans for queries).
     func values(of collection: String) -> [Value] { collections[collection]?.liveValues ?? [] }
 
     /// The live value of one document (nil: absent or a tombstone).
-    func value(_ ref: DocumentRef) -> Value? { collections[ref.collection]?.documents[ref.id]?.value }
+    func value(_ ref: DocumentRef) -> Value? { collections[ref.collection]?[ref.id]?.value }
 
     mutating func install(_ ref: DocumentRef, _ document: Document?) {
         if let document {
             collections[ref.collection, default: LocalCollection()].put(ref.id, StoredDocument(document))
         } else {
             collections[ref.collection]?.remove(ref.id)
-            if collections[ref.collection]?.documents.isEmpty == true { collections[ref.collection] = nil }
+            if collections[ref.collection]?.isEmpty == true { collections[ref.collection] = nil }
         }
     }
 
@@ -140,7 +140,7 @@ struct LocalStore: Sendable {
     func haveHashes(_ collection: String, server: UInt64) -> [UInt64] {
         guard let docs = collections[collection] else { return [] }
         let pending = outbox[server] ?? [:]
-        let hashes = docs.documents.keys.filter { id in
+        let hashes = docs.ids.filter { id in
             pending[DocumentRef(collection: collection, id: id)].map { !$0.entries.isEmpty } ?? true
         }.map { DocumentHash.of(collection: collection, id: $0) }
         return Array(Set(hashes)).sorted()
@@ -191,7 +191,7 @@ struct LocalStore: Sendable {
             }
         } else {
             for (name, docs) in collections {
-                for id in docs.documents.keys { commit.outbox.append((server, DocumentRef(collection: name, id: id), VersionVector())) }
+                for id in docs.ids { commit.outbox.append((server, DocumentRef(collection: name, id: id), VersionVector())) }
             }
         }
         return commit
@@ -206,25 +206,36 @@ enum DQLOrderHelper {
 
 /// One collection: documents by `_id`, and the `_id`s kept in DQL order (binary insertion), so a
 /// scan needs no sort and an insert costs O(log n) comparisons plus one array move.
+/// Ids are keys as the server's rows are (`DocumentIdentity`): `{k: 1}` and `{k: 1.0}` are one
+/// document, held under the form it was first stored with.
 struct LocalCollection: Sendable {
-    private(set) var documents: [Value: StoredDocument] = [:]
+    private var byIdentity: [DocumentIdentity: StoredDocument] = [:]
     private(set) var order: [Value] = []
 
-    var liveValues: [Value] { order.compactMap { documents[$0]?.value } }
+    var isEmpty: Bool { byIdentity.isEmpty }
+    /// Every document, by the id form it is stored under.
+    var documents: some Sequence<(id: Value, stored: StoredDocument)> { byIdentity.lazy.map { (id: $0.key.id, stored: $0.value) } }
+    var ids: some Sequence<Value> { byIdentity.keys.lazy.map(\.id) }
+
+    subscript(id: Value) -> StoredDocument? { byIdentity[DocumentIdentity(id)] }
+
+    var liveValues: [Value] { order.compactMap { self[$0]?.value } }
 
     mutating func put(_ id: Value, _ stored: StoredDocument) {
-        if documents.updateValue(stored, forKey: id) == nil { order.insert(id, at: lowerBound(id)) }
+        // An existing key keeps its form (Dictionary replaces the value, not the key).
+        if byIdentity.updateValue(stored, forKey: DocumentIdentity(id)) == nil { order.insert(id, at: lowerBound(id)) }
     }
 
     mutating func remove(_ id: Value) {
-        guard documents.removeValue(forKey: id) != nil else { return }
-        // Distinct ids may compare equal in DQL's order (e.g. {a: 1} and {a: 1.0}): find the exact one.
+        let key = DocumentIdentity(id)
+        guard byIdentity.removeValue(forKey: key) != nil else { return }
+        // Ids equal in DQL's order (e.g. {a: 1} and {a: 1.0}) are one key here: find the one stored.
         var i = lowerBound(id)
         while i < order.count, DQLValueOrder.compare(order[i], id) == 0 {
-            if order[i] == id { order.remove(at: i); return }
+            if DocumentIdentity(order[i]) == key { order.remove(at: i); return }
             i += 1
         }
-        order.removeAll { $0 == id }  // not reached while `order` is sorted; keeps it consistent anyway
+        order.removeAll { DocumentIdentity($0) == key }  // not reached while `order` is sorted; keeps it consistent anyway
     }
 
     /// The ids after `after` in DQL order (all of them for nil): where an initial-sync page starts.

@@ -21,13 +21,15 @@ public struct DocumentRef: Hashable, Sendable {
         self.id = id
     }
 
-    /// Byte-exact, as PostgreSQL compares strings (Values/ExactText.swift; `Value`'s `==` already
-    /// is). Not as it compares numbers: `{k: 1}` and `{k: 1.0}` are two refs here and one row
-    /// there (docs/STORAGE.md, "documents").
-    public static func == (a: DocumentRef, b: DocumentRef) -> Bool { a.collection.utf8Equals(b.collection) && a.id == b.id }
+    /// As PostgreSQL compares the row's key: names byte-exact (Values/ExactText.swift), ids as
+    /// jsonb does (`DocumentIdentity`: `{k: 1}` and `{k: 1.0}` are one document, docs/STORAGE.md,
+    /// "documents").
+    public static func == (a: DocumentRef, b: DocumentRef) -> Bool {
+        a.collection.utf8Equals(b.collection) && DocumentIdentity(a.id) == DocumentIdentity(b.id)
+    }
     public func hash(into hasher: inout Hasher) {
         hasher.combine(collection)  // byte-equal names hash alike
-        hasher.combine(id)
+        hasher.combine(DocumentIdentity(id))
     }
 }
 

@@ -109,6 +109,25 @@ extension Value {
     }
 }
 
+/// A document `_id` compared as PostgreSQL's jsonb primary key compares it (`jsonbIdentity`):
+/// `{k: 1}` and `{k: 1.0}` are one key, strings are byte-exact. For stores keyed by id that must
+/// hold one document where the server holds one row (a small peer's collections, `DocumentRef`).
+public struct DocumentIdentity: Hashable, Sendable {
+    /// The id in the form it was given.
+    public let id: Value
+
+    public init(_ id: Value) { self.id = id }
+
+    public static func == (a: DocumentIdentity, b: DocumentIdentity) -> Bool {
+        a.id == b.id || a.id.jsonbIdentity == b.id.jsonbIdentity
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        // Strings (nearly every id) are their own identity: no conversion.
+        if case .string = id { hasher.combine(id) } else { hasher.combine(id.jsonbIdentity) }
+    }
+}
+
 extension Value: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral
