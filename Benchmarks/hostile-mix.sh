@@ -6,6 +6,9 @@
 # Environment: BIGPEER_BIN=path (skip the release build), FLOOD=n (WebSocket upgrades held, default 300),
 # HOSTILE=kinds (regex,regexdoc,like,slow,flood), RATE_regex / RATE_regexdoc / RATE_like=n (each client of that
 # bomb kind paced to n requests a second in the hostile phase; default: as fast as answered),
+# ATTACKER_CPUS=list (the hostile clients and the control's sink only on these CPUs, the normal client on the
+# others: an attacker on another machine), NORMAL_RT=n (the normal client SCHED_FIFO at priority n: a client
+# whose own process never waits for a CPU here, so what is measured is the server's answer),
 # SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison),
 # TRACE=path (the normal client's per-request latencies to path, the server's log at info level,
 # with its access log, to path.server.log: Benchmarks/hostile_trace.py joins the two).

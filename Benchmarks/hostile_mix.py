@@ -36,6 +36,34 @@ KINDS = set(os.environ.get("HOSTILE", "regex,regexdoc,like,slow,flood").split(",
 # TRACE=path: the normal client sends X-Request-ID normal-PHASE-N and appends "ID latency-ms" lines
 # to path, to be joined with the server's access log (Benchmarks/hostile_trace.py).
 TRACE = os.environ.get("TRACE")
+# ATTACKER_CPUS=1 (a cpu list as taskset takes it, e.g. "1" or "2-3"): the hostile clients and the
+# control's sink run only on these CPUs and the normal client only on the others; the server and
+# PostgreSQL stay free to use every CPU. It stands in for an attacker on another machine: on one
+# box the attack's own CPU and its loopback send path (softirq work on the sending CPU, ahead of any
+# task there) otherwise land on the normal client's CPU.
+def cpu_list(text):
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+# NORMAL_RT=n: the normal client runs SCHED_FIFO at priority n (root). It stands in for a client on
+# a machine of its own: its process is then never the one kept waiting for a CPU here (with the
+# server's short-slice loops and PostgreSQL's backends taking turns on both cores, a SCHED_OTHER
+# client waited up to 5.6 ms to run at all), so what is measured is the server's answer. It sleeps
+# 5 ms between requests: it takes a few per cent of one CPU.
+NORMAL_RT = int(os.environ.get("NORMAL_RT", "0"))
+ATTACKER_CPUS = cpu_list(os.environ["ATTACKER_CPUS"]) if os.environ.get("ATTACKER_CPUS") else None
+NORMAL_CPUS = (os.sched_getaffinity(0) - ATTACKER_CPUS) if ATTACKER_CPUS else None
+
+
+def on_attacker_cpus(target):
+    """`target`, run on the attacker's CPUs when ATTACKER_CPUS is set (Linux: per thread)."""
+    def run(*args):
+        if ATTACKER_CPUS:
+            os.sched_setaffinity(0, ATTACKER_CPUS)
+        target(*args)
+    return run
 u = urllib.parse.urlparse(URL)
 HOST, PORT = u.hostname, u.port
 HEADERS = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
@@ -82,6 +110,10 @@ def normal_client(stop_at, out, phase):
 
 
 def normal_client_result(stop_at, phase):
+    if NORMAL_CPUS:
+        os.sched_setaffinity(0, NORMAL_CPUS)
+    if NORMAL_RT:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(NORMAL_RT))
     out = {}
     normal_client(stop_at, out, phase)
     return out
@@ -193,6 +225,7 @@ def run_phase(name, hostile, target=PORT, pace=None):
             threads.append(threading.Thread(target=flood, args=(stop_at, counts, target)))
     for t in threads:
         t.daemon = True
+        t._target = on_attacker_cpus(t._target)
         t.start()
     time.sleep(0.5 if hostile else 0)
     # The normal client is a process of its own: in this one the hostile threads hold the GIL
@@ -264,7 +297,7 @@ if os.environ.get("CONTROL", "1") == "1":
     # normal client reads from the server as before. Its p99 is what the attack's traffic alone
     # costs the normal client on this machine (the load generator shares the server's cores).
     listener = socket.create_server((HOST, 0), backlog=512)
-    sink = multiprocessing.Process(target=sink_server, args=(listener,), daemon=True)
+    sink = multiprocessing.Process(target=on_attacker_cpus(sink_server), args=(listener,), daemon=True)
     sink.start()
     # Each bomb client sends as many requests a second as it got answered in the hostile phase:
     # the sink answers at once, and unpaced the control would be a far heavier attack.
