@@ -6,6 +6,15 @@ public struct AbuseLimits: Sendable {
     public var perAddress: TokenBucketRate?
     /// Requests and sync handshakes per credential (API key id, `jwt:<sub>`).
     public var perCredential: TokenBucketRate?
+    /// Server time per credential, in seconds a second (`burst`: seconds): what each REST request
+    /// took from its route starting to its answer is charged after it answered, and while the
+    /// bucket holds less than one second the credential's requests get 429. A request count does
+    /// not bound work: one per-document regex over 1,000 documents costs as much as thousands of
+    /// point reads.
+    public var serverTimePerCredential: TokenBucketRate?
+    /// How long a request over its credential's server time may wait for it before it is refused
+    /// (the REST routes that answer asynchronously, `/api/v4/store/execute` among them).
+    public var serverTimeWait: Duration = .seconds(5)
     /// Failed authentications per client address: `burst` failures, then one more each
     /// `1 / perSecond` seconds; while none is left, the address's requests get 429.
     public var failedAuthentication: TokenBucketRate? = Self.defaultFailedAuthentication
@@ -20,7 +29,7 @@ public struct AbuseLimits: Sendable {
 
     public init() {}
 
-    public var isEmpty: Bool { perAddress == nil && perCredential == nil && failedAuthentication == nil }
+    public var isEmpty: Bool { perAddress == nil && perCredential == nil && serverTimePerCredential == nil && failedAuthentication == nil }
 }
 
 /// A request refused by a limit, and when to try again (`Retry-After`).
@@ -28,6 +37,7 @@ public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Limit: String, Sendable, Hashable {
         case address = "address rate limit"
         case credential = "credential rate limit"
+        case credentialServerTime = "credential server time limit"
         case failedAuthentication = "too many failed authentications"
     }
     public let limit: Limit
@@ -50,6 +60,7 @@ public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
         switch limit {
         case .address: "too many requests from this address; retry after \(retryAfterSeconds) s"
         case .credential: "too many requests with these credentials; retry after \(retryAfterSeconds) s"
+        case .credentialServerTime: "these credentials used their share of the server's time; retry after \(retryAfterSeconds) s"
         case .failedAuthentication: "too many failed authentications from this address; retry after \(retryAfterSeconds) s"
         }
     }
@@ -65,6 +76,7 @@ public final class AbuseLimiter: Sendable {
     public let limits: AbuseLimits
     private let addresses: ShardedBuckets<ClientAddressKey>?
     private let credentials: ShardedBuckets<String>?
+    private let credentialTime: ShardedBuckets<String>?
     private let failures: ShardedBuckets<ClientAddressKey>?
 
     public init(_ limits: AbuseLimits) {
@@ -72,10 +84,15 @@ public final class AbuseLimiter: Sendable {
         let perShard = max(1, limits.maxTrackedKeys / ShardedBuckets<String>.shardCount)
         addresses = limits.perAddress.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
         credentials = limits.perCredential.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
+        credentialTime = limits.serverTimePerCredential.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
         failures = limits.failedAuthentication.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
     }
 
-    public var limitsCredentials: Bool { credentials != nil }
+    /// Whether a credential limit (requests or server time) is on: REST requests are then checked
+    /// with the identity they claim.
+    public var limitsCredentials: Bool { credentials != nil || credentialTime != nil }
+    /// Whether requests' server time is charged to their credentials.
+    public var limitsCredentialServerTime: Bool { credentialTime != nil }
 
     /// A request (or sync handshake) from `address` (nil: not an IP client, not limited): refused
     /// while the address has no failed authentication left, else takes a token of its bucket.
@@ -90,12 +107,17 @@ public final class AbuseLimiter: Sendable {
     /// identity they claim and charged (`charge`) once it is verified, so that a forged id cannot
     /// use up someone else's bucket.
     public func check(credential: String) -> RateLimited? {
-        credentials?.peek(credential, now: limits.clock(), as: .credential)
+        let now = limits.clock()
+        return credentials?.peek(credential, now: now, as: .credential)
+            ?? credentialTime?.peek(credential, now: now, as: .credentialServerTime)
     }
 
-    /// Charges a verified credential one request (its bucket may go into debt, down to `-burst`).
-    public func charge(credential: String) {
-        credentials?.charge(credential, now: limits.clock())
+    /// Charges a verified credential one request (its bucket may go into debt, down to `-burst`)
+    /// and, with the server-time limit on, `serverTime` (the same floor).
+    public func charge(credential: String, serverTime: Duration? = nil) {
+        let now = limits.clock()
+        credentials?.charge(credential, now: now)
+        if let credentialTime, let serverTime { credentialTime.charge(credential, now: now, amount: TokenBucket.seconds(serverTime)) }
     }
 
     /// Takes a token of a verified credential's bucket (a sync handshake), or refuses.
@@ -113,7 +135,7 @@ public final class AbuseLimiter: Sendable {
 
     /// Keys tracked now by each table (tests, metrics).
     public var trackedKeys: (addresses: Int, credentials: Int, failures: Int) {
-        (addresses?.count ?? 0, credentials?.count ?? 0, failures?.count ?? 0)
+        (addresses?.count ?? 0, (credentials?.count ?? 0) + (credentialTime?.count ?? 0), failures?.count ?? 0)
     }
 }
 
@@ -160,10 +182,10 @@ final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
         }
     }
 
-    func charge(_ key: Key, now: ContinuousClock.Instant) {
+    func charge(_ key: Key, now: ContinuousClock.Instant, amount: Double = 1) {
         let rate = self.rate
         shard(key).table.withLock { t in
-            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { $0.charge(rate, now: now) }
+            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { $0.charge(rate, now: now, amount: amount) }
         }
     }
 

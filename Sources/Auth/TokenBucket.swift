@@ -61,11 +61,12 @@ struct TokenBucket: Sendable {
         return nil
     }
 
-    /// Takes one token whether or not there is one, down to `-burst`: a charge for work already
-    /// done (requests checked before their credentials were known, charged after).
-    mutating func charge(_ rate: TokenBucketRate, now: ContinuousClock.Instant) {
+    /// Takes `amount` tokens (one request; or seconds of server time) whether or not they are
+    /// there, down to `-burst`: a charge for work already done (requests checked before their
+    /// credentials were known, or their cost was, charged after).
+    mutating func charge(_ rate: TokenBucketRate, now: ContinuousClock.Instant, amount: Double = 1) {
         refill(rate, now: now)
-        tokens = max(-rate.burst, tokens - 1)
+        tokens = max(-rate.burst, tokens - amount)
     }
 
     /// Counts a refusal made without taking (a `peek` that found the bucket empty).

@@ -48,28 +48,41 @@ final class AbuseGuard: Sendable {
         case .sync(let h):
             return .sync { request in
                 let checked = self.before(request, route: route)
-                if let refused = checked.refused { return .response(refused) }
+                if let refused = checked.refused ?? checked.refusal.map({ self.refuse(request, $0, route: route) }) { return .response(refused) }
+                let started = self.serverTimeStart()
                 let result = h(request)
-                self.after(request, result, route: route, claimed: checked.claimed, note: nil)
+                self.after(request, result, route: route, claimed: checked.claimed, note: nil, serverTime: started.map { .now - $0 })
                 return result
             }
         case .async(let h):
             return .async { request in
-                let checked = self.before(request, route: route)
+                var checked = self.before(request, route: route)
+                if let claimed = checked.claimed, let refusal = checked.refusal, refusal.limit == .credentialServerTime {
+                    let still = await self.waitForServerTime(refusal, credential: claimed)
+                    checked.refused = still.map { self.refuse(request, $0, route: route) }
+                }
                 if let refused = checked.refused { return .response(refused) }
+                let started = self.serverTimeStart()
                 let (result, note) = try await Self.noting(notes) { try await h(request) }
-                self.after(request, result, route: route, claimed: checked.claimed, note: note)
+                self.after(request, result, route: route, claimed: checked.claimed, note: note, serverTime: started.map { .now - $0 })
                 return result
             }
         case .streaming(let maxBodyBytes, let h):
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
                 let checked = self.before(request, route: route)
-                if let refused = checked.refused { return .response(refused) }
+                if let refused = checked.refused ?? checked.refusal.map({ self.refuse(request, $0, route: route) }) { return .response(refused) }
                 let (result, note) = try await Self.noting(notes) { try await h(request, body) }
                 self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
             }
         }
+    }
+
+    /// When a route started, if its server time is charged (`--time-limit-credential`). Streaming
+    /// routes (uploads) are not: their time is mostly the client's pace of sending. A streamed
+    /// answer is charged up to its head; what follows is the client's pace of reading.
+    private func serverTimeStart() -> ContinuousClock.Instant? {
+        limiter.limitsCredentialServerTime ? .now : nil
     }
 
     /// `body`'s result, run with a `RefusalNote` of its own when `notes` (else none: no
@@ -82,12 +95,37 @@ final class AbuseGuard: Sendable {
 
     /// The refusal, if any, and the identity the request claims when the credential limit needed
     /// it (`after` uses it rather than reading the header again).
-    private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?) {
+    private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?, refusal: RateLimited?) {
         let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
-        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil) }
-        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(request) else { return (nil, nil) }
-        if let refusal = limiter.check(credential: claimed) { return (refuse(request, refusal, route: route), claimed) }
-        return (nil, claimed)
+        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil, refusal) }
+        guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(request) else { return (nil, nil, nil) }
+        if let refusal = limiter.check(credential: claimed) {
+            // A server-time refusal of an asynchronous route waits first (`waitForServerTime`):
+            // it is answered, and audited, only if the wait does not end it.
+            if refusal.limit == .credentialServerTime { return (nil, claimed, refusal) }
+            return (refuse(request, refusal, route: route), claimed, refusal)
+        }
+        return (nil, claimed, nil)
+    }
+
+    /// A request over its credential's server time waits for the share to come back, up to
+    /// `AbuseLimits.serverTimeWait`, and then runs; refused (nil otherwise) only when the wait
+    /// would be longer. Answering 429 at once would not slow a client that sends again as soon as
+    /// it is refused: each refusal would cost a request's reading and parsing (and a 4 MiB body's
+    /// copying), thousands a second; waiting paces it at the rate of its share. A waiting request
+    /// costs its connection and its body, both bounded already. Concurrent waiters of one
+    /// credential may all run when the share is back: the next checks see the debt they leave.
+    private func waitForServerTime(_ refusal: RateLimited, credential: String) async -> RateLimited? {
+        let deadline = ContinuousClock.now + limiter.limits.serverTimeWait
+        var refusal = refusal
+        while refusal.limit == .credentialServerTime {
+            let wake = ContinuousClock.now + refusal.retryAfter
+            guard wake <= deadline else { return refusal }
+            do { try await Task.sleep(until: wake) } catch { return refusal }  // the connection went away
+            guard let again = limiter.check(credential: credential) else { return nil }
+            refusal = again
+        }
+        return refusal
     }
 
     private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
@@ -100,7 +138,8 @@ final class AbuseGuard: Sendable {
         return route.hasSuffix(" /api/v4/store/execute") ? error.executeResponse(to: request, logger: logger) : error.response(to: request, logger: logger)
     }
 
-    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?, note: RefusalNote?) {
+    private func after(_ request: HTTPRequest, _ result: HTTPHandlerResult, route: String, claimed: String?, note: RefusalNote?,
+                       serverTime: Duration? = nil) {
         guard case .response(let response) = result else { return }
         let code = response.status.code
         if code != 401 && code != 403 && !limiter.limitsCredentials && !audit.logsAllowed { return }  // the common case: nothing to do
@@ -112,7 +151,7 @@ final class AbuseGuard: Sendable {
                          what: route, why: Self.why(response))
         case 403:
             let who = claimed ?? ClaimedIdentity.of(request)
-            if let who { limiter.charge(credential: who) }
+            if let who { limiter.charge(credential: who, serverTime: serverTime) }
             // A write-rule refusal's line also names the documents and the rules (`RefusalNote`).
             let named = note?.writeRuleRefusal.map(AuthAudit.metadata) ?? [:]
             audit.denied(who: who, verified: true, address: request.remoteAddress ?? "-", what: route, why: Self.why(response), named)
@@ -121,7 +160,7 @@ final class AbuseGuard: Sendable {
         default:
             // With the credential limit on, `before` has read the header already (nil: none).
             let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(request)
-            if let who { limiter.charge(credential: who) }
+            if let who { limiter.charge(credential: who, serverTime: serverTime) }
             audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
         }
     }
@@ -226,6 +265,7 @@ extension AbuseGuard {
         let reason: String = switch refusal.limit {
         case .address: "too many handshakes from this address"
         case .credential: "too many handshakes with these credentials"
+        case .credentialServerTime: "these credentials used their share of the server's time"  // REST only: not reached
         case .failedAuthentication: "too many failed authentications from this address"
         }
         return .refuse(code: .policy, reason: RetryHint.reason(reason, retryAfterSeconds: UInt32(clamping: refusal.retryAfterSeconds)))

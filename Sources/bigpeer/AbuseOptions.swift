@@ -10,6 +10,8 @@ struct AbuseOptions: ParsableArguments {
     var perAddress: String?
     @Option(name: .customLong("rate-limit-credential"), help: "Requests and sync handshakes per API key or JWT subject, as RATE:BURST per second, or off (default: off; $BIGPEER_RATE_LIMIT_CREDENTIAL).")
     var perCredential: String?
+    @Option(name: .customLong("time-limit-credential"), help: "Server time per API key or JWT subject, as RATE:BURST in seconds a second and seconds (e.g. 0.5:5: half of one core's time, five seconds at once), or off; REST requests over it get 429 (default: off; $BIGPEER_TIME_LIMIT_CREDENTIAL).")
+    var serverTimePerCredential: String?
     @Option(name: .customLong("auth-failure-limit"), help: "Failed authentications per client address before it gets 429, as RATE:BURST (BURST failures, then RATE more per second), or off (default: 0.1:20; $BIGPEER_AUTH_FAILURE_LIMIT).")
     var failedAuthentication: String?
     @Option(name: .customLong("audit-log"), help: "Auth decisions written to the bigpeer.audit log: off, denials or all (default: denials; $BIGPEER_AUDIT_LOG).")
@@ -19,6 +21,8 @@ struct AbuseOptions: ParsableArguments {
         var limits = AbuseLimits()
         limits.perAddress = try Self.rate(perAddress, "BIGPEER_RATE_LIMIT_ADDRESS", option: "--rate-limit-address", default: nil)
         limits.perCredential = try Self.rate(perCredential, "BIGPEER_RATE_LIMIT_CREDENTIAL", option: "--rate-limit-credential", default: nil)
+        limits.serverTimePerCredential = try Self.rate(serverTimePerCredential, "BIGPEER_TIME_LIMIT_CREDENTIAL",
+                                                       option: "--time-limit-credential", default: nil)
         limits.failedAuthentication = try Self.rate(failedAuthentication, "BIGPEER_AUTH_FAILURE_LIMIT", option: "--auth-failure-limit",
                                                     default: AbuseLimits.defaultFailedAuthentication)
         config.abuseLimits = limits

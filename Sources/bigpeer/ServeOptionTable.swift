@@ -23,7 +23,7 @@ enum ServeOptionTable {
         "insecure-dev": .flag, "jwt-secret-file": .text, "jwt-issuer": .text, "jwt-audience": .text, "jwt-leeway": .integer,
         "jwks": .url, "auth-webhook": .url, "auth-webhook-database-id": .text,
         "peer-policy": .text, "connection-webhook": .url,
-        "rate-limit-address": .text, "rate-limit-credential": .text, "auth-failure-limit": .text, "audit-log": .text,
+        "rate-limit-address": .text, "rate-limit-credential": .text, "time-limit-credential": .text, "auth-failure-limit": .text, "audit-log": .text,
         // Logs and metrics.
         "log-level": .choice, "log-format": .choice, "access-log": .choice, "metrics-port": .integer, "metrics-host": .text,
         "enable-echo": .flag,

@@ -150,6 +150,32 @@ import Testing
         #expect(limiter.check(credential: "k1") == nil)
     }
 
+    /// Server time is charged in seconds after the request answered; below one second left, the
+    /// credential is refused until the bucket refills; the request-count bucket is another one.
+    @Test func serverTime_chargedInSeconds_refusesBelowOneSecond() throws {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.serverTimePerCredential = Self.rate(0.5, 2) }
+        #expect(limiter.limitsCredentials && limiter.limitsCredentialServerTime)
+        limiter.charge(credential: "k1", serverTime: .milliseconds(900))
+        #expect(limiter.check(credential: "k1") == nil, "1.1 s left")
+        limiter.charge(credential: "k1", serverTime: .milliseconds(200))
+        let refused = try #require(limiter.check(credential: "k1"))
+        #expect(refused.limit == .credentialServerTime)
+        #expect(refused.retryAfterSeconds == 1, "0.9 s left: 0.2 s at 0.5 a second")
+        #expect(refused.description.contains("share of the server's time"))
+        #expect(limiter.check(credential: "k2") == nil)
+        #expect(limiter.take(credential: "k1") == nil, "a sync handshake takes from the request bucket only (none here)")
+        // A request without a measured time (a streamed upload) costs no time.
+        clock.advance(.seconds(1))
+        limiter.charge(credential: "k1")
+        #expect(limiter.check(credential: "k1") == nil)
+        // One long request is debt down to -burst: (1 + 2) / 0.5 = 6 s at most.
+        limiter.charge(credential: "k1", serverTime: .seconds(30))
+        #expect(limiter.check(credential: "k1")?.retryAfterSeconds == 6)
+        clock.advance(.seconds(6))
+        #expect(limiter.check(credential: "k1") == nil)
+    }
+
     @Test func ratesParse() {
         #expect(TokenBucketRate(parsing: "5") == Self.rate(5, 5))
         #expect(TokenBucketRate(parsing: "0.5") == Self.rate(0.5, 1))

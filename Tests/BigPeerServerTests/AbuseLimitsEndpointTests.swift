@@ -125,6 +125,42 @@ import Values
         }
     }
 
+    /// With a server-time limit, what a key's requests took is charged after they answered: on a
+    /// frozen clock one second of burst runs out, then 429 until the bucket refills; another key
+    /// goes on.
+    @Test func serverTimePerCredential_chargesWhatRequestsTook_then429() async throws {
+        try await Self.withServer({ $0.serverTimePerCredential = Self.rate(1, 1); $0.serverTimeWait = .zero }) { h in
+            let a = try await h.server.newKey(), b = try await h.server.newKey()
+            // The first request leaves the bucket under one second whatever it took.
+            #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
+            let refused = try await h.rest(a).execute("SELECT * FROM cars")
+            #expect(refused.status == 429)
+            #expect(refused.headers["Retry-After"] == "1")
+            #expect(Self.errorDescription(refused)?.contains("used their share of the server's time") == true)
+            #expect(try await h.rest(b).execute("SELECT * FROM cars").status == 200, "another key has its own time")
+            h.clock.advance(.seconds(1))
+            #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
+            #expect(h.auditLines.contains { $0.contains("429 credential server time limit") }, "\(h.auditLines)")
+        }
+    }
+
+    /// Over its server time, a request waits for the share to come back (up to
+    /// `serverTimeWait`) and then runs, rather than being refused at once: a client that sends
+    /// again as soon as it is refused is paced, not answered thousands of times a second.
+    @Test func serverTimePerCredential_aRequestOverItWaitsForItsShare() async throws {
+        try await Self.withServer({ $0.serverTimePerCredential = Self.rate(1, 1); $0.serverTimeWait = .seconds(3) }) { h in
+            let a = try await h.server.newKey()
+            #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
+            let started = ContinuousClock.now
+            let waiting = Task { try await h.rest(a).execute("SELECT * FROM cars").status }
+            try await Task.sleep(for: .milliseconds(200))
+            h.clock.advance(.seconds(1))  // the share is back: the waiting request's next look lets it run
+            #expect(try await waiting.value == 200)
+            #expect(ContinuousClock.now - started >= .milliseconds(200), "it waited until the share was back")
+        }
+        // A wait longer than allowed is not waited out: `serverTimeWait` zero refuses at once (above).
+    }
+
     @Test func auditLines_sayWhoWhatAndWhy_neverTheSecret() async throws {
         try await Self.withServer(audit: .all, { $0.failedAuthentication = Self.rate(0.1, 20) }) { h in
             let key = try await h.server.newKey(read: .only(["cars"]), write: .none)
