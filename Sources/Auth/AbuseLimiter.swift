@@ -8,7 +8,8 @@ public struct AbuseLimits: Sendable {
     public var perCredential: TokenBucketRate?
     /// Server time per credential, in seconds a second (`burst`: seconds): what each REST request
     /// took from its route starting to its answer is charged after it answered, and while the
-    /// bucket holds less than one second the credential's requests get 429. A request count does
+    /// bucket holds less than one second the credential's requests wait for it (up to
+    /// `serverTimeWait`, the asynchronous routes) or get 429. A request count does
     /// not bound work: one per-document regex over 1,000 documents costs as much as thousands of
     /// point reads.
     public var serverTimePerCredential: TokenBucketRate?

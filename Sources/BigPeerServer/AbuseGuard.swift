@@ -119,7 +119,8 @@ final class AbuseGuard: Sendable {
         let deadline = ContinuousClock.now + limiter.limits.serverTimeWait
         var refusal = refusal
         while refusal.limit == .credentialServerTime {
-            let wake = ContinuousClock.now + refusal.retryAfter
+            // At least a millisecond: a bucket a hair short of a second must not make a spin.
+            let wake = ContinuousClock.now + max(refusal.retryAfter, .milliseconds(1))
             guard wake <= deadline else { return refusal }
             do { try await Task.sleep(until: wake) } catch { return refusal }  // the connection went away
             guard let again = limiter.check(credential: credential) else { return nil }
