@@ -119,7 +119,11 @@ public struct DocumentIdentity: Hashable, Sendable {
     public init(_ id: Value) { self.id = id }
 
     public static func == (a: DocumentIdentity, b: DocumentIdentity) -> Bool {
-        a.id == b.id || a.id.jsonbIdentity == b.id.jsonbIdentity
+        if a.id == b.id { return true }
+        switch (a.id, b.id) {
+        case (.string, _), (_, .string): return false  // a string is its own identity: no second comparison
+        default: return a.id.jsonbIdentity == b.id.jsonbIdentity
+        }
     }
 
     public func hash(into hasher: inout Hasher) {

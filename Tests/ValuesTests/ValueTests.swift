@@ -24,4 +24,16 @@ import Testing
         #expect(Value.int(3).jsonbIdentity == .int(3))
         #expect(Value.double(0.5).jsonbIdentity == .double(0.5))
     }
+
+    /// `DocumentIdentity`: equal exactly when jsonb's primary key would be, hashed alike then.
+    @Test func documentIdentity_equalAndHashedAsJSONBKeys() {
+        let same: [(Value, Value)] = [(["k": 1], ["k": 1.0]), (1, 1.0), ([1, ["a": 2.0]], [1.0, ["a": 2]]), ("x", "x")]
+        for (a, b) in same {
+            #expect(DocumentIdentity(a) == DocumentIdentity(b), "\(a) \(b)")
+            #expect(DocumentIdentity(a).hashValue == DocumentIdentity(b).hashValue, "\(a) \(b)")
+        }
+        let different: [(Value, Value)] = [(["k": 1], ["k": 1.5]), ("1", 1), ("e\u{301}", "\u{e9}"), (["k": "1"], ["k": 1])]
+        for (a, b) in different { #expect(DocumentIdentity(a) != DocumentIdentity(b), "\(a) \(b)") }
+        #expect(Set([DocumentIdentity(["k": 1]), DocumentIdentity(["k": 1.0]), DocumentIdentity("k")]).count == 2)
+    }
 }
