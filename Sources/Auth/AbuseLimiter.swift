@@ -16,6 +16,8 @@ public struct AbuseLimits: Sendable {
     /// How long a request over its credential's server time may wait for it before it is refused
     /// (the REST routes that answer asynchronously, `/api/v4/store/execute` among them).
     public var serverTimeWait: Duration = .seconds(5)
+    /// How many requests of one credential may wait so at once; the next ones get 429 at once.
+    public var serverTimeMaxWaiting = 32
     /// Failed authentications per client address: `burst` failures, then one more each
     /// `1 / perSecond` seconds; while none is left, the address's requests get 429.
     public var failedAuthentication: TokenBucketRate? = Self.defaultFailedAuthentication

@@ -3,6 +3,7 @@ import DQL
 import HTTP
 import Logging
 import Store
+import Synchronization
 import Sync
 import SyncProtocol
 import Values
@@ -20,6 +21,9 @@ final class AbuseGuard: Sendable {
     let limiter: AbuseLimiter
     let audit: AuthAudit
     let logger: Logger
+    /// Requests waiting for their credential's server time, by credential (`waitForServerTime`).
+    /// A leaf lock, held for one dictionary update.
+    private let waiting = Mutex<[String: Int]>([:])
 
     init(limiter: AbuseLimiter, audit: AuthAudit, logger: Logger) {
         self.limiter = limiter
@@ -116,6 +120,20 @@ final class AbuseGuard: Sendable {
     /// costs its connection and its body, both bounded already. Concurrent waiters of one
     /// credential may all run when the share is back: the next checks see the debt they leave.
     private func waitForServerTime(_ refusal: RateLimited, credential: String) async -> RateLimited? {
+        // A waiting request holds its body: at most `serverTimeMaxWaiting` of one credential wait,
+        // the next ones are refused at once (so one key cannot park 10,000 bodies for 5 s each).
+        let admitted = waiting.withLock { w -> Bool in
+            guard w[credential, default: 0] < limiter.limits.serverTimeMaxWaiting else { return false }
+            w[credential, default: 0] += 1
+            return true
+        }
+        guard admitted else { return refusal }
+        defer {
+            waiting.withLock { w in
+                let left = w[credential, default: 1] - 1
+                w[credential] = left > 0 ? left : nil
+            }
+        }
         let deadline = ContinuousClock.now + limiter.limits.serverTimeWait
         var refusal = refusal
         while refusal.limit == .credentialServerTime {

@@ -161,6 +161,24 @@ import Values
         // A wait longer than allowed is not waited out: `serverTimeWait` zero refuses at once (above).
     }
 
+    /// At most `serverTimeMaxWaiting` requests of one credential wait (each holds its body); the
+    /// next is refused at once.
+    @Test func serverTimePerCredential_boundsTheRequestsWaiting() async throws {
+        try await Self.withServer({
+            $0.serverTimePerCredential = Self.rate(1, 1); $0.serverTimeWait = .seconds(3); $0.serverTimeMaxWaiting = 1
+        }) { h in
+            let a = try await h.server.newKey()
+            #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
+            let waiting = Task { try await h.rest(a).execute("SELECT * FROM cars").status }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 429)
+            #expect(ContinuousClock.now - started < .seconds(1), "refused at once, not after a wait")
+            h.clock.advance(.seconds(1))
+            #expect(try await waiting.value == 200)
+        }
+    }
+
     @Test func auditLines_sayWhoWhatAndWhy_neverTheSecret() async throws {
         try await Self.withServer(audit: .all, { $0.failedAuthentication = Self.rate(0.1, 20) }) { h in
             let key = try await h.server.newKey(read: .only(["cars"]), write: .none)
