@@ -52,7 +52,7 @@ final class AbuseGuard: Sendable {
         case .sync(let h):
             return .sync { request in
                 let checked = self.before(request, route: route)
-                if let refused = checked.refused ?? checked.refusal.map({ self.refuse(request, $0, route: route) }) { return .response(refused) }
+                if let refused = checked.refused { return .response(refused) }
                 let started = self.serverTimeStart()
                 let result = h(request)
                 self.after(request, result, route: route, claimed: checked.claimed, note: nil, serverTime: started.map { .now - $0 })
@@ -60,10 +60,9 @@ final class AbuseGuard: Sendable {
             }
         case .async(let h):
             return .async { request in
-                var checked = self.before(request, route: route)
-                if let claimed = checked.claimed, let refusal = checked.refusal, refusal.limit == .credentialServerTime {
-                    let still = await self.waitForServerTime(refusal, credential: claimed)
-                    checked.refused = still.map { self.refuse(request, $0, route: route) }
+                var checked = self.before(request, route: route, mayWait: true)
+                if let claimed = checked.claimed, let wait = checked.wait {
+                    checked.refused = await self.waitForServerTime(wait, credential: claimed).map { self.refuse(request, $0, route: route) }
                 }
                 if let refused = checked.refused { return .response(refused) }
                 let started = self.serverTimeStart()
@@ -74,7 +73,7 @@ final class AbuseGuard: Sendable {
         case .streaming(let maxBodyBytes, let h):
             return .streaming(maxBodyBytes: maxBodyBytes) { request, body in
                 let checked = self.before(request, route: route)
-                if let refused = checked.refused ?? checked.refusal.map({ self.refuse(request, $0, route: route) }) { return .response(refused) }
+                if let refused = checked.refused { return .response(refused) }
                 let (result, note) = try await Self.noting(notes) { try await h(request, body) }
                 self.after(request, result, route: route, claimed: checked.claimed, note: note)
                 return result
@@ -98,16 +97,16 @@ final class AbuseGuard: Sendable {
     }
 
     /// The refusal, if any, and the identity the request claims when the credential limit needed
-    /// it (`after` uses it rather than reading the header again).
-    private func before(_ request: HTTPRequest, route: String) -> (refused: HTTPResponse?, claimed: String?, refusal: RateLimited?) {
+    /// it (`after` uses it rather than reading the header again). `mayWait` (an asynchronous
+    /// route): a server-time refusal comes back as `wait` instead, for `waitForServerTime`; it is
+    /// answered, and audited, only if the wait does not end it.
+    private func before(_ request: HTTPRequest, route: String, mayWait: Bool = false) -> (refused: HTTPResponse?, claimed: String?, wait: RateLimited?) {
         let address = request.remoteAddress.flatMap(ClientAddressKey.init(remote:))
-        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil, refusal) }
+        if let refusal = limiter.admit(address: address) { return (refuse(request, refusal, route: route), nil, nil) }
         guard limiter.limitsCredentials, let claimed = ClaimedIdentity.of(request) else { return (nil, nil, nil) }
         if let refusal = limiter.check(credential: claimed) {
-            // A server-time refusal of an asynchronous route waits first (`waitForServerTime`):
-            // it is answered, and audited, only if the wait does not end it.
-            if refusal.limit == .credentialServerTime { return (nil, claimed, refusal) }
-            return (refuse(request, refusal, route: route), claimed, refusal)
+            if mayWait && refusal.limit == .credentialServerTime { return (nil, claimed, refusal) }
+            return (refuse(request, refusal, route: route), claimed, nil)
         }
         return (nil, claimed, nil)
     }
