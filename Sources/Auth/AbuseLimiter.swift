@@ -1,4 +1,5 @@
 import Synchronization
+import Values
 
 /// The abuse limits of one server (docs/AUTH.md, "Abuse limits"): nil turns a limit off.
 public struct AbuseLimits: Sendable {
@@ -78,8 +79,10 @@ public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
 public final class AbuseLimiter: Sendable {
     public let limits: AbuseLimits
     private let addresses: ShardedBuckets<ClientAddressKey>?
-    private let credentials: ShardedBuckets<String>?
-    private let credentialTime: ShardedBuckets<String>?
+    // Credentials by their bytes: `jwt:<sub>` of two canonically equivalent subjects (NFC, NFD)
+    // are two credentials, and neither may spend the other's bucket.
+    private let credentials: ShardedBuckets<ExactString>?
+    private let credentialTime: ShardedBuckets<ExactString>?
     private let failures: ShardedBuckets<ClientAddressKey>?
 
     public init(_ limits: AbuseLimits) {
@@ -110,22 +113,22 @@ public final class AbuseLimiter: Sendable {
     /// identity they claim and charged (`charge`) once it is verified, so that a forged id cannot
     /// use up someone else's bucket.
     public func check(credential: String) -> RateLimited? {
-        let now = limits.clock()
-        return credentials?.peek(credential, now: now, as: .credential)
-            ?? credentialTime?.peek(credential, now: now, as: .credentialServerTime)
+        let now = limits.clock(), key = ExactString(credential)
+        return credentials?.peek(key, now: now, as: .credential)
+            ?? credentialTime?.peek(key, now: now, as: .credentialServerTime)
     }
 
     /// Charges a verified credential one request (its bucket may go into debt, down to `-burst`)
     /// and, with the server-time limit on, `serverTime` (the same floor).
     public func charge(credential: String, serverTime: Duration? = nil) {
-        let now = limits.clock()
-        credentials?.charge(credential, now: now)
-        if let credentialTime, let serverTime { credentialTime.charge(credential, now: now, amount: TokenBucket.seconds(serverTime)) }
+        let now = limits.clock(), key = ExactString(credential)
+        credentials?.charge(key, now: now)
+        if let credentialTime, let serverTime { credentialTime.charge(key, now: now, amount: TokenBucket.seconds(serverTime)) }
     }
 
     /// Takes a token of a verified credential's bucket (a sync handshake), or refuses.
     public func take(credential: String) -> RateLimited? {
-        credentials?.take(credential, now: limits.clock(), as: .credential)
+        credentials?.take(ExactString(credential), now: limits.clock(), as: .credential)
     }
 
     /// A failed authentication from `address` (a wrong, unknown, malformed, expired or revoked

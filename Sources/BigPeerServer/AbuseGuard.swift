@@ -23,7 +23,7 @@ final class AbuseGuard: Sendable {
     let logger: Logger
     /// Requests waiting for their credential's server time, by credential (`waitForServerTime`).
     /// A leaf lock, held for one dictionary update.
-    private let waiting = Mutex<[String: Int]>([:])
+    private let waiting = Mutex<[ExactString: Int]>([:])
 
     init(limiter: AbuseLimiter, audit: AuthAudit, logger: Logger) {
         self.limiter = limiter
@@ -121,16 +121,17 @@ final class AbuseGuard: Sendable {
     private func waitForServerTime(_ refusal: RateLimited, credential: String) async -> RateLimited? {
         // A waiting request holds its body: at most `serverTimeMaxWaiting` of one credential wait,
         // the next ones are refused at once (so one key cannot park 10,000 bodies for 5 s each).
+        let key = ExactString(credential)
         let admitted = waiting.withLock { w -> Bool in
-            guard w[credential, default: 0] < limiter.limits.serverTimeMaxWaiting else { return false }
-            w[credential, default: 0] += 1
+            guard w[key, default: 0] < limiter.limits.serverTimeMaxWaiting else { return false }
+            w[key, default: 0] += 1
             return true
         }
         guard admitted else { return refusal }
         defer {
             waiting.withLock { w in
-                let left = w[credential, default: 1] - 1
-                w[credential] = left > 0 ? left : nil
+                let left = w[key, default: 1] - 1
+                w[key] = left > 0 ? left : nil
             }
         }
         let deadline = ContinuousClock.now + limiter.limits.serverTimeWait

@@ -176,6 +176,16 @@ import Testing
         #expect(limiter.check(credential: "k1") == nil)
     }
 
+    /// Credentials are their bytes: a subject spelled NFD does not spend the NFC one's buckets.
+    @Test func credentials_areByteExact() {
+        let clock = SteppedClock()
+        let limiter = Self.limiter(clock) { $0.perCredential = Self.rate(1, 1); $0.serverTimePerCredential = Self.rate(1, 1) }
+        limiter.charge(credential: "jwt:caf\u{E9}", serverTime: .seconds(2))
+        #expect(limiter.check(credential: "jwt:caf\u{E9}") != nil)
+        #expect(limiter.check(credential: "jwt:cafe\u{301}") == nil)
+        #expect(limiter.take(credential: "jwt:cafe\u{301}") == nil)
+    }
+
     @Test func ratesParse() {
         #expect(TokenBucketRate(parsing: "5") == Self.rate(5, 5))
         #expect(TokenBucketRate(parsing: "0.5") == Self.rate(0.5, 1))
