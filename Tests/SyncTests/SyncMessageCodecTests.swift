@@ -31,6 +31,17 @@ import Values
         #expect(DocumentHash.of(collection: "cars", id: ["vin": "W0L1"]) == 0xc993_e1e0_4ab4_5955)
     }
 
+    /// `{k: 1}` and `{k: 1.0}` are one row in PostgreSQL and one document in a small peer's store:
+    /// a peer's `have` of the one must name the server's copy of the other.
+    @Test func documentHash_isOneForBothNumberFormsOfAnID() {
+        let asInt: Value = ["k": .int(1), "list": .array([.int(2), .string("2")])]
+        let asDouble: Value = ["k": .double(1.0), "list": .array([.double(2.0), .string("2")])]
+        #expect(DocumentHash.of(collection: "cars", id: asInt) == DocumentHash.of(collection: "cars", id: asDouble))
+        #expect(DocumentHash.of(collection: "cars", id: .double(7)) == DocumentHash.of(collection: "cars", id: .int(7)))
+        #expect(DocumentHash.of(collection: "cars", id: .double(1.5)) != DocumentHash.of(collection: "cars", id: .int(1)))
+        #expect(DocumentHash.of(collection: "cars", id: "1") != DocumentHash.of(collection: "cars", id: .int(1)), "a string is not a number")
+    }
+
     // MARK: - Rejections
 
     func expectError(_ bytes: [UInt8], limits: SyncLimits = .default, _ check: (SyncProtocolError) -> Bool,

@@ -286,6 +286,24 @@ let blue: Value = ["_id": "car-1", "color": "blue"]
         #expect(h.session.held.isEmpty)
     }
 
+    /// The peer created `{k: 1.0}` offline and lists it in `have`; the server's row is `{k: 1}`,
+    /// the same jsonb key. The hash names both forms, so the peer's copy counts as held and the
+    /// next change comes as a delta, not the whole state again.
+    @Test func heldDocumentNamedInTheOtherNumberForm_getsDeltas() {
+        var h = SessionHarness.ready()
+        let peerForm = DocumentRef(collection: "c", id: ["k": .double(1)])
+        let serverForm = DocumentRef(collection: "c", id: ["k": .int(1)])
+        _ = h.feed(.logHead(10))
+        let a = h.receive(.subscribe(Subscribe(id: 1, query: "SELECT * FROM COLLECTION c (n COUNTER)", checkpoint: 10, have: [DocumentHash.of(peerForm)])))
+        guard case .checkResume(1, let gen, 10)? = a.first else { Issue.record("\(a)"); return }
+        _ = h.feed(.resumeChecked(subscription: 1, generation: gen, reachable: true))
+        let b = h.feed(.log(LogBatch(entries: [
+            LogEntry(txn: 11, document: serverForm, kind: .upsert, delta: [0x11], value: ["_id": ["k": .int(1)], "n": 2], state: [0x7B]),
+        ], through: 11)))
+        #expect(sent(b) == [.changes(txn: 11, entries: [ChangeEntry(document: serverForm, kind: .upsert, payload: .delta([0x11]))]), .checkpoint(txn: 11)])
+        #expect(h.session.held == [DocumentHash.of(serverForm)])
+    }
+
     /// Without a state in the entry, the leaving document's state is fetched and sent although it
     /// does not match.
     @Test func leavingDocumentWithoutAStateInTheEntry_isFetched_andSentAlthoughItDoesNotMatch() {
