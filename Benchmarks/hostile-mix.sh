@@ -9,7 +9,8 @@
 # ATTACKER_CPUS=list (the hostile clients and the control's sink only on these CPUs, the normal client on the
 # others: an attacker on another machine), NORMAL_RT=n (the normal client SCHED_FIFO at priority n: a client
 # whose own process never waits for a CPU here, so what is measured is the server's answer),
-# ATTACKER_KEY=own (the hostile clients on a key of their own), SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison),
+# ATTACKER_KEY=own (the hostile clients on a key of their own), ATTACKER_TIME_LIMIT=RATE:BURST (that key created with
+# `keys create --time-limit`: a share of the server's time of its own; implies ATTACKER_KEY=own), SERVE_EXTRA="flags" (added to `bigpeer serve`, e.g. --no-loop-yield for a comparison),
 # TRACE=path (the normal client's per-request latencies to path, the server's log at info level,
 # with its access log, to path.server.log: Benchmarks/hostile_trace.py joins the two).
 # Starts `bigpeer serve` (release) on its own data dir and a free loopback port; everything stops
@@ -33,8 +34,9 @@ key=$("$bin" keys create --data-dir "$work/data" --description hostile --expires
 # ATTACKER_KEY=own: the hostile clients use a key of their own (per-credential limits and turns can
 # then tell them from the normal client), else the normal client's.
 attacker_key=
-if [ "${ATTACKER_KEY:-}" = own ]; then
-  attacker_key=$("$bin" keys create --data-dir "$work/data" --description hostile-attacker --expires-in 1d --read-all --write-all 2>/dev/null | tail -1)
+if [ "${ATTACKER_KEY:-}" = own ] || [ -n "${ATTACKER_TIME_LIMIT:-}" ]; then
+  attacker_key=$("$bin" keys create --data-dir "$work/data" --description hostile-attacker --expires-in 1d --read-all --write-all \
+    ${ATTACKER_TIME_LIMIT:+--time-limit "$ATTACKER_TIME_LIMIT"} 2>/dev/null | tail -1)
 fi
 echo "==> machine: $(nproc) cores, $(free -h | awk '/Mem:/ {print $2}'); server pid $pid; $secs s per phase"
 python3 Benchmarks/hostile_mix.py "http://127.0.0.1:$port" "$key" "$secs" $attacker_key

@@ -20,6 +20,9 @@ public struct APIKey: Sendable, Hashable {
     /// May download any attachment by id, referenced by a readable document or not
     /// (`read_attachments`, migrations/0014_attachment_refs.sql).
     public var readAttachments = false
+    /// The key's own share of the server's time (`keys create --time-limit`, docs/AUTH.md,
+    /// "Server time"); nil: the server's `--time-limit-credential`, if any.
+    public var timeLimit: TokenBucketRate?
 
     /// Why this key cannot be used at `now`, if it cannot.
     public func refusal(at now: PostgresTimestamp) -> AuthError? {
@@ -37,12 +40,15 @@ public struct APIKeyStore: Sendable {
 
     /// Longest description accepted (the column's CHECK allows the same).
     public static let maxDescriptionLength = 1000
+    /// The largest rate and burst of a key's time limit (migrations/0016_api_key_time_limit.sql).
+    public static let maxTimeLimit = 1_000_000.0
 
     /// Creates a key; the returned token is the only copy of the key text anywhere. Each of
     /// `readRules` also adds its collection to `read`, each of `writeRules` to `write` (a rule is
     /// a scope narrowed to documents).
     public func create(description: String, expiresAt: PostgresTimestamp, read: CollectionScope, write: CollectionScope,
-                       readRules: [DocumentRule] = [], writeRules: [DocumentRule] = [], readAttachments: Bool = false) async throws -> (APIKey, APIKeyToken) {
+                       readRules: [DocumentRule] = [], writeRules: [DocumentRule] = [], readAttachments: Bool = false,
+                       timeLimit: TokenBucketRate? = nil) async throws -> (APIKey, APIKeyToken) {
         guard description.count <= Self.maxDescriptionLength else {
             throw APIKeyStoreError.invalid("the description is longer than \(Self.maxDescriptionLength) characters")
         }
@@ -50,6 +56,9 @@ public struct APIKeyStore: Sendable {
             if let bad = scope.invalidName {
                 throw APIKeyStoreError.invalid("collection name \"\(bad.name)\" \(bad.problem)")
             }
+        }
+        if let timeLimit, timeLimit.perSecond > Self.maxTimeLimit || timeLimit.burst > Self.maxTimeLimit {
+            throw APIKeyStoreError.invalid("a time limit's rate and burst are at most \(Int(Self.maxTimeLimit)) seconds")
         }
         guard readRules.count + writeRules.count <= DocumentRule.maxRulesPerCredential else {
             throw APIKeyStoreError.invalid("at most \(DocumentRule.maxRulesPerCredential) rules per key")
@@ -62,9 +71,10 @@ public struct APIKeyStore: Sendable {
         let (writeAll, writeList) = Self.columns(Self.widened(write, by: writeRules))
         let rows = try await pool.query("""
             INSERT INTO api_keys (id, key_sha256, description, expires_at, read_all, read_collections, write_all, write_collections,
-                                  read_rules, write_rules, read_attachments)
+                                  read_rules, write_rules, read_attachments, time_limit_rate, time_limit_burst)
             VALUES (\(token.id), \(PostgresBytea(token.sha256)), \(description), \(expiresAt), \(readAll), \(readList), \(writeAll), \(writeList),
-                    \(Self.rulesJSON(readRules))::jsonb, \(Self.rulesJSON(writeRules))::jsonb, \(readAttachments))
+                    \(Self.rulesJSON(readRules))::jsonb, \(Self.rulesJSON(writeRules))::jsonb, \(readAttachments),
+                    \(timeLimit?.perSecond), \(timeLimit?.burst))
             RETURNING \(unsafeRaw: Self.columnList)
             """)
         return (try Self.decode(rows[0]), token)
@@ -88,7 +98,7 @@ public struct APIKeyStore: Sendable {
     func lookup(id: String) async throws -> (APIKey, [UInt8])? {
         let rows = try await pool.query("SELECT \(unsafeRaw: Self.columnList), key_sha256 FROM api_keys WHERE id = \(id)")
         guard let row = rows.first else { return nil }
-        return (try Self.decode(row), try row.decode(13, as: PostgresBytea.self).bytes)
+        return (try Self.decode(row), try row.decode(15, as: PostgresBytea.self).bytes)
     }
 
     /// `scope` with the collections `rules` name added (a rule grants its collection, narrowed).
@@ -110,7 +120,7 @@ public struct APIKeyStore: Sendable {
     }
 
     static let columnList = "id, description, created_at, expires_at, revoked_at, read_all, read_collections, write_all, write_collections, "
-        + "last_used_at, read_rules::text, write_rules::text, read_attachments"
+        + "last_used_at, read_rules::text, write_rules::text, read_attachments, time_limit_rate, time_limit_burst"
 
     static func decode(_ row: PostgresRow) throws -> APIKey {
         func scope(_ all: Int, _ list: Int) throws -> CollectionScope {
@@ -125,7 +135,10 @@ public struct APIKeyStore: Sendable {
             read: try scope(5, 6), write: try scope(7, 8),
             lastUsedAt: try row.decode(9, as: PostgresTimestamp?.self),
             readRules: rules(try row.decode(10, as: String.self)), writeRules: rules(try row.decode(11, as: String.self)),
-            readAttachments: try row.decode(12, as: Bool.self))
+            readAttachments: try row.decode(12, as: Bool.self),
+            timeLimit: try row.decode(13, as: Double?.self).flatMap { rate in
+                try row.decode(14, as: Double?.self).flatMap { TokenBucketRate(perSecond: rate, burst: $0) }
+            })
     }
 
     /// Stored `read_rules` or `write_rules` parsed. A rule that no longer parses (stored by another

@@ -70,35 +70,50 @@ public struct RateLimited: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// Where credentials' own shares of the server's time come from: an API key created with
+/// `keys create --time-limit` (`Authenticator`, from its cache of verified keys).
+public protocol ServerTimeShares: Sendable {
+    /// Whether any credential with a share of its own was seen: until then requests are neither
+    /// timed nor checked for one (the common case costs nothing).
+    var anyShares: Bool { get }
+    /// A verified credential's own share; nil: the server's (`serverTimePerCredential`), if any.
+    func serverTimeShare(credential: String) -> TokenBucketRate?
+}
+
 /// The token buckets of `AbuseLimits`: per address, per credential, failed authentications per
-/// address. Each table is split into 16 shards, each a `Mutex` held for one dictionary probe and
-/// a few arithmetic operations (a leaf lock), so requests on different event loops rarely meet on
-/// one and never wait on anything slow. Each shard is a `BoundedBucketTable` of
-/// `maxTrackedKeys / 16` keys: the memory is bounded whatever the clients do, and every call is
-/// O(1).
+/// address, server time per credential. Each table is split into 16 shards, each a `Mutex` held
+/// for one dictionary probe and a few arithmetic operations (a leaf lock), so requests on
+/// different event loops rarely meet on one and never wait on anything slow. Each shard is a
+/// `BoundedBucketTable` of `maxTrackedKeys / 16` keys: the memory is bounded whatever the clients
+/// do, and every call is O(1).
 public final class AbuseLimiter: Sendable {
     public let limits: AbuseLimits
     private let addresses: ShardedBuckets<ClientAddressKey>?
     // Credentials by their bytes: `jwt:<sub>` of two canonically equivalent subjects (NFC, NFD)
     // are two credentials, and neither may spend the other's bucket.
     private let credentials: ShardedBuckets<ExactString>?
+    /// Server time, at the server's rate or a credential's own share (each bucket keeps its rate).
     private let credentialTime: ShardedBuckets<ExactString>?
     private let failures: ShardedBuckets<ClientAddressKey>?
+    private let shares: (any ServerTimeShares)?
 
-    public init(_ limits: AbuseLimits) {
+    public init(_ limits: AbuseLimits, shares: (any ServerTimeShares)? = nil) {
         self.limits = limits
+        self.shares = shares
         let perShard = max(1, limits.maxTrackedKeys / ShardedBuckets<String>.shardCount)
-        addresses = limits.perAddress.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
-        credentials = limits.perCredential.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
-        credentialTime = limits.serverTimePerCredential.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
-        failures = limits.failedAuthentication.map { ShardedBuckets(rate: $0, capacityPerShard: perShard) }
+        func table<K>(_ on: Bool) -> ShardedBuckets<K>? { on ? ShardedBuckets(capacityPerShard: perShard) : nil }
+        addresses = table(limits.perAddress != nil)
+        credentials = table(limits.perCredential != nil)
+        credentialTime = table(limits.serverTimePerCredential != nil || shares != nil)
+        failures = table(limits.failedAuthentication != nil)
     }
 
     /// Whether a credential limit (requests or server time) is on: REST requests are then checked
     /// with the identity they claim.
-    public var limitsCredentials: Bool { credentials != nil || credentialTime != nil }
-    /// Whether requests' server time is charged to their credentials.
-    public var limitsCredentialServerTime: Bool { credentialTime != nil }
+    public var limitsCredentials: Bool { credentials != nil || limitsCredentialServerTime }
+    /// Whether requests' server time is charged to their credentials: the server's share is on,
+    /// or a credential with a share of its own was seen.
+    public var limitsCredentialServerTime: Bool { limits.serverTimePerCredential != nil || shares?.anyShares == true }
 
     /// A request (or sync handshake) from `address` (nil: not an IP client, not limited): refused
     /// while the address has no failed authentication left, else takes a token of its bucket.
@@ -106,12 +121,14 @@ public final class AbuseLimiter: Sendable {
         guard let address else { return nil }
         let now = limits.clock()
         if let failures, let refusal = failures.peek(address, now: now, as: .failedAuthentication) { return refusal }
-        return addresses?.take(address, now: now, as: .address)
+        guard let addresses, let rate = limits.perAddress else { return nil }
+        return addresses.take(address, rate: rate, now: now, as: .address)
     }
 
     /// Whether `credential` may go on, without taking a token: REST requests are checked with the
     /// identity they claim and charged (`charge`) once it is verified, so that a forged id cannot
-    /// use up someone else's bucket.
+    /// use up someone else's bucket. (A key's server-time bucket holds the key's own share: a
+    /// check needs no lookup.)
     public func check(credential: String) -> RateLimited? {
         let now = limits.clock(), key = ExactString(credential)
         return credentials?.peek(key, now: now, as: .credential)
@@ -119,24 +136,28 @@ public final class AbuseLimiter: Sendable {
     }
 
     /// Charges a verified credential one request (its bucket may go into debt, down to `-burst`)
-    /// and, with the server-time limit on, `serverTime` (the same floor).
+    /// and `serverTime` (the same floor) at its own share, else the server's.
     public func charge(credential: String, serverTime: Duration? = nil) {
         let now = limits.clock(), key = ExactString(credential)
-        credentials?.charge(key, now: now)
-        if let credentialTime, let serverTime { credentialTime.charge(key, now: now, amount: TokenBucket.seconds(serverTime)) }
+        if let credentials, let rate = limits.perCredential { credentials.charge(key, rate: rate, now: now) }
+        guard let credentialTime, let serverTime else { return }
+        let share = shares?.anyShares == true ? shares?.serverTimeShare(credential: credential) : nil
+        guard let rate = share ?? limits.serverTimePerCredential else { return }
+        credentialTime.charge(key, rate: rate, now: now, amount: TokenBucket.seconds(serverTime))
     }
 
     /// Takes a token of a verified credential's bucket (a sync handshake), or refuses.
     public func take(credential: String) -> RateLimited? {
-        credentials?.take(ExactString(credential), now: limits.clock(), as: .credential)
+        guard let credentials, let rate = limits.perCredential else { return nil }
+        return credentials.take(ExactString(credential), rate: rate, now: limits.clock(), as: .credential)
     }
 
     /// A failed authentication from `address` (a wrong, unknown, malformed, expired or revoked
     /// credential). A success never gives one back: only time does, so an attacker holding one
     /// valid key cannot interleave it to keep guessing.
     public func recordFailedAuthentication(address: ClientAddressKey?) {
-        guard let address else { return }
-        failures?.charge(address, now: limits.clock())
+        guard let address, let failures, let rate = limits.failedAuthentication else { return }
+        failures.charge(address, rate: rate, now: limits.clock())
     }
 
     /// Keys tracked now by each table (tests, metrics).
@@ -145,7 +166,8 @@ public final class AbuseLimiter: Sendable {
     }
 }
 
-/// One table of buckets, sharded by key hash.
+/// One table of buckets, sharded by key hash. Each bucket keeps the rate it was made (or last
+/// charged) with: the table's, or its credential's own.
 final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
     static var shardCount: Int { 16 }
     private final class Shard: Sendable {
@@ -153,20 +175,17 @@ final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
         init(capacity: Int) { table = Mutex(BoundedBucketTable(capacity: capacity)) }
     }
     private let shards: [Shard]
-    let rate: TokenBucketRate
 
-    init(rate: TokenBucketRate, capacityPerShard: Int) {
-        self.rate = rate
+    init(capacityPerShard: Int) {
         shards = (0..<Self.shardCount).map { _ in Shard(capacity: capacityPerShard) }
     }
 
     private func shard(_ key: Key) -> Shard { shards[Int(UInt(bitPattern: key.hashValue) % UInt(Self.shardCount))] }
 
-    func take(_ key: Key, now: ContinuousClock.Instant, as limit: RateLimited.Limit) -> RateLimited? {
-        let rate = self.rate
-        return shard(key).table.withLock { t in
+    func take(_ key: Key, rate: TokenBucketRate, now: ContinuousClock.Instant, as limit: RateLimited.Limit) -> RateLimited? {
+        shard(key).table.withLock { t in
             t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { b in
-                b.take(rate, now: now).map { RateLimited(limit: limit, retryAfter: $0, refusedInARow: b.refusedInARow) }
+                b.take(now: now).map { RateLimited(limit: limit, retryAfter: $0, refusedInARow: b.refusedInARow) }
             }
         }
     }
@@ -174,11 +193,10 @@ final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
     /// Refused when `key` has a bucket without a whole token; a key never seen is allowed and
     /// gets no entry.
     func peek(_ key: Key, now: ContinuousClock.Instant, as limit: RateLimited.Limit) -> RateLimited? {
-        let rate = self.rate
-        return shard(key).table.withLock { t in
+        shard(key).table.withLock { t in
             t.withExistingBucket(key) { b -> RateLimited? in
-                b.refill(rate, now: now)
-                guard let wait = b.wait(rate) else {
+                b.refill(now: now)
+                guard let wait = b.wait() else {
                     b.noteAllowed()
                     return nil
                 }
@@ -188,10 +206,17 @@ final class ShardedBuckets<Key: Hashable & Sendable>: Sendable {
         }
     }
 
-    func charge(_ key: Key, now: ContinuousClock.Instant, amount: Double = 1) {
-        let rate = self.rate
+    /// Charges `amount` at `rate` (which becomes the bucket's: a credential's share can change
+    /// when its key is loaded again).
+    func charge(_ key: Key, rate: TokenBucketRate, now: ContinuousClock.Instant, amount: Double = 1) {
         shard(key).table.withLock { t in
-            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { $0.charge(rate, now: now, amount: amount) }
+            t.withBucket(key, fresh: { TokenBucket(full: rate, now: now) }) { b in
+                if b.rate != rate {
+                    b.refill(now: now)
+                    b.rate = rate
+                }
+                b.charge(now: now, amount: amount)
+            }
         }
     }
 

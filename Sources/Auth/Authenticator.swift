@@ -79,6 +79,8 @@ public final class Authenticator: Sendable {
     /// Asks the providers' authentication webhooks about their tokens (nil: none configured).
     public let webhook: AuthWebhook?
     private let cache = Mutex<[String: Entry]>([:])
+    /// Set once a key with a time limit of its own was loaded (`ServerTimeShares.anyShares`).
+    private let timeLimitedKeyLoaded = Atomic<Bool>(false)
     /// Database lookups in flight, by key id (`load`).
     private let lookups = Mutex<[String: Task<Entry?, any Error>]>([:])
     public let cacheTTL: Duration
@@ -224,7 +226,10 @@ public final class Authenticator: Sendable {
         let result = await lookup.result
         guard first else { return try result.get() }
         // Cached before the lookup stops being in flight: a caller arriving in between finds one or the other.
-        if case .success(let fresh?) = result { store(fresh) }
+        if case .success(let fresh?) = result {
+            store(fresh)
+            if fresh.key.timeLimit != nil { timeLimitedKeyLoaded.store(true, ordering: .relaxed) }
+        }
         lookups.withLock { $0[token.id] = nil }
         if case .success(let fresh?) = result {
             if token.matches(sha256: fresh.sha256) && fresh.key.refusal(at: wallClock()) == nil {
@@ -274,5 +279,17 @@ public final class Authenticator: Sendable {
         }
         guard end > i else { return nil }
         return Substring(u[i..<end])
+    }
+}
+
+/// A key's own share of the server's time comes from the cache of verified keys: the guard asks
+/// after a request was answered (not 401), when its key was verified moments ago. A key pushed out
+/// of the cache meanwhile (more than `maxCachedKeys` others since) is charged at the server's
+/// share, if any, until it is loaded again.
+extension Authenticator: ServerTimeShares {
+    public var anyShares: Bool { timeLimitedKeyLoaded.load(ordering: .relaxed) }
+
+    public func serverTimeShare(credential: String) -> TokenBucketRate? {
+        cache.withLock { $0[credential]?.key.timeLimit }
     }
 }

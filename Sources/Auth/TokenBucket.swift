@@ -26,17 +26,21 @@ public struct TokenBucketRate: Sendable, Hashable, CustomStringConvertible {
 /// One bucket: the tokens it held when last touched, refilled lazily from the elapsed time, so an
 /// idle bucket costs nothing and a request costs a subtraction.
 struct TokenBucket: Sendable {
+    /// The rate it fills at: its table's, or its credential's own (an API key's share of the
+    /// server's time), so that a check needs no lookup of the credential's rate.
+    var rate: TokenBucketRate
     private(set) var tokens: Double
     private var updated: ContinuousClock.Instant
     /// Refusals since the bucket last allowed something (the audit log writes the 1st, 2nd, 4th, …).
     private(set) var refusedInARow: UInt32 = 0
 
     init(full rate: TokenBucketRate, now: ContinuousClock.Instant) {
+        self.rate = rate
         tokens = rate.burst
         updated = now
     }
 
-    mutating func refill(_ rate: TokenBucketRate, now: ContinuousClock.Instant) {
+    mutating func refill(now: ContinuousClock.Instant) {
         guard now > updated else { return }
         tokens = min(rate.burst, tokens + Self.seconds(now - updated) * rate.perSecond)
         updated = now
@@ -44,15 +48,15 @@ struct TokenBucket: Sendable {
 
     /// How long until one token is there; nil when one is there now. (A nanosecond's worth of
     /// rounding in the refills counts as there: waiting exactly `Retry-After` must be enough.)
-    func wait(_ rate: TokenBucketRate) -> Duration? {
+    func wait() -> Duration? {
         let missing = 1 - tokens
         return missing * 1e9 <= rate.perSecond ? nil : .nanoseconds(Int64((missing / rate.perSecond * 1e9).rounded(.up)))
     }
 
     /// Takes one token if there is one (nil), else counts the refusal and says how long to wait.
-    mutating func take(_ rate: TokenBucketRate, now: ContinuousClock.Instant) -> Duration? {
-        refill(rate, now: now)
-        if let wait = wait(rate) {
+    mutating func take(now: ContinuousClock.Instant) -> Duration? {
+        refill(now: now)
+        if let wait = wait() {
             refusedInARow &+= 1
             return wait
         }
@@ -64,8 +68,8 @@ struct TokenBucket: Sendable {
     /// Takes `amount` tokens (one request; or seconds of server time) whether or not they are
     /// there, down to `-burst`: a charge for work already done (requests checked before their
     /// credentials were known, or their cost was, charged after).
-    mutating func charge(_ rate: TokenBucketRate, now: ContinuousClock.Instant, amount: Double = 1) {
-        refill(rate, now: now)
+    mutating func charge(now: ContinuousClock.Instant, amount: Double = 1) {
+        refill(now: now)
         tokens = max(-rate.burst, tokens - amount)
     }
 

@@ -31,11 +31,13 @@ final class AbuseGuard: Sendable {
         self.logger = logger
     }
 
-    /// The server's guard; nil when every limit is off and nothing is audited.
-    static func make(_ configuration: ServerConfiguration, logger: Logger) -> AbuseGuard? {
-        if configuration.abuseLimits.isEmpty && configuration.auditLog == .off { return nil }
+    /// The server's guard; nil when every limit is off, nothing is audited, and no key can have
+    /// a share of the server's time of its own (`shares`: the authenticator of a server that
+    /// checks API keys).
+    static func make(_ configuration: ServerConfiguration, shares: (any ServerTimeShares)?, logger: Logger) -> AbuseGuard? {
+        if configuration.abuseLimits.isEmpty && configuration.auditLog == .off && shares == nil { return nil }
         let audit = AuthAudit(logger: configuration.auditLogger ?? Logger(label: AuthAudit.label), mode: configuration.auditLog)
-        return AbuseGuard(limiter: AbuseLimiter(configuration.abuseLimits), audit: audit, logger: logger)
+        return AbuseGuard(limiter: AbuseLimiter(configuration.abuseLimits, shares: shares), audit: audit, logger: logger)
     }
 
     /// The routes it wraps: every authenticated REST route. Not the health checks and the OpenAPI
@@ -81,7 +83,8 @@ final class AbuseGuard: Sendable {
         }
     }
 
-    /// When a route started, if its server time is charged (`--time-limit-credential`). Streaming
+    /// When a route started, if its server time is charged (`--time-limit-credential`, or a key
+    /// with a `--time-limit` of its own was seen). Streaming
     /// routes (uploads) are not: their time is mostly the client's pace of sending. A streamed
     /// answer is charged up to its head; what follows is the client's pace of reading.
     private func serverTimeStart() -> ContinuousClock.Instant? {
@@ -177,8 +180,9 @@ final class AbuseGuard: Sendable {
         case 503:
             break  // perhaps the key table could not be read: the identity is not known to be true
         default:
-            // With the credential limit on, `before` has read the header already (nil: none).
-            let who = limiter.limitsCredentials ? claimed : ClaimedIdentity.of(request)
+            // With a credential limit on, `before` has read the header already. (A key's own time
+            // limit can turn the limits on between `before` and here: read it then.)
+            let who = claimed ?? ClaimedIdentity.of(request)
             if let who { limiter.charge(credential: who, serverTime: serverTime) }
             audit.allowed(who: who, address: request.remoteAddress ?? "-", what: route, ["status": "\(response.status.code)"])
         }

@@ -249,7 +249,7 @@ public final class BigPeerService: Sendable {
                 relayMesh?.relay(union)
             }
         }
-        let abuse = AbuseGuard.make(configuration, logger: logger)
+        let abuse = AbuseGuard.make(configuration, shares: configuration.insecureDevelopment ? nil : auth, logger: logger)
         syncRoute.abuse = abuse
         let (syncEndpoint, syncSessions) = syncRoute.register(on: &router)
         RemoteExecuteRoute(registry: syncSessions, presence: presence, auth: auth, timeout: configuration.remoteQueryTimeout, logger: logger)

@@ -70,6 +70,10 @@ struct CreateKey: AsyncParsableCommand {
     @Flag(name: .customLong("read-attachments"),
           help: "The key may download any attachment by id, not only those referenced by documents it may read (docs/AUTH.md, \"Attachments\").")
     var readAttachments = false
+    @Option(name: .customLong("time-limit"), help: ArgumentHelp(
+        "The key's share of the server's time, RATE:BURST (seconds of request time a second : seconds), e.g. 0.25:2.",
+        discussion: "Each REST request's time is charged to the key after it answered; over its share, the key's requests wait for it (up to 5 s) or get 429. Without it, the server's --time-limit-credential applies, if any (docs/AUTH.md, \"Server time\")."))
+    var timeLimit: String?
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -82,6 +86,7 @@ struct CreateKey: AsyncParsableCommand {
             throw ValidationError("give the key a scope: --read LIST, --read \"COLLECTION: RULE\", --read-all, --write LIST, --write \"COLLECTION: RULE\", --write-all and/or --read-attachments")
         }
         _ = try Self.lifetimeMicroseconds(expiresIn)
+        _ = try Self.timeLimit(timeLimit)
         _ = try Self.scopeAndRules(read, all: readAll, option: "--read")
         _ = try Self.scopeAndRules(write, all: writeAll, option: "--write")
     }
@@ -93,7 +98,8 @@ struct CreateKey: AsyncParsableCommand {
         let expires = PostgresTimestamp(microsecondsSince1970: APIKeyStore.now().microsecondsSince1970 + lifetime)
         let (key, token) = try await withKeyStore(database) {
             try await $0.create(description: description, expiresAt: expires, read: readScope, write: writeScope,
-                                readRules: rules, writeRules: writeRules, readAttachments: readAttachments)
+                                readRules: rules, writeRules: writeRules, readAttachments: readAttachments,
+                                timeLimit: try Self.timeLimit(timeLimit))
         }
         print("created API key \(key.id)")
         print("  description: \(key.description)")
@@ -103,9 +109,25 @@ struct CreateKey: AsyncParsableCommand {
         print("  write:       \(key.write)")
         if !key.writeRules.isEmpty { print("  write rules: \(key.writeRules)") }
         if key.readAttachments { print("  attachments: any (--read-attachments)") }
+        if let limit = key.timeLimit { print("  time limit:  \(Self.describe(limit))") }
         print("This is the only time the key is shown; store it now. Use it as: Authorization: Bearer <key>")
         print(token.text)
     }
+
+    /// `--time-limit RATE:BURST`, in the bounds the table allows.
+    static func timeLimit(_ text: String?) throws -> TokenBucketRate? {
+        guard let text else { return nil }
+        guard let rate = TokenBucketRate(parsing: text) else {
+            throw ValidationError("--time-limit is RATE:BURST, seconds a second and seconds (e.g. 0.25:2): RATE above 0, BURST at least 1")
+        }
+        guard rate.perSecond <= APIKeyStore.maxTimeLimit && rate.burst <= APIKeyStore.maxTimeLimit else {
+            throw ValidationError("--time-limit: RATE and BURST are at most \(Int(APIKeyStore.maxTimeLimit))")
+        }
+        return rate
+    }
+
+    /// `0.25 s/s, burst 2 s`, as `keys create` and `keys list` show a time limit.
+    static func describe(_ limit: TokenBucketRate) -> String { "\(limit.perSecond) s/s, burst \(limit.burst) s" }
 
     /// `30d`, `12h`, `90m`, `3600s`, `2w` in microseconds (positive, at most ten years).
     static func lifetimeMicroseconds(_ text: String) throws -> Int64 {
@@ -157,12 +179,13 @@ struct ListKeys: AsyncParsableCommand {
     func run() async throws {
         let keys = try await withKeyStore(database) { try await $0.list() }
         let now = APIKeyStore.now()
-        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "WRITE RULES", "ATTACHMENTS", "DESCRIPTION"].joined(separator: "\t"))
+        print(["ID", "STATUS", "CREATED", "EXPIRES", "LAST USED", "READ", "WRITE", "READ RULES", "WRITE RULES", "ATTACHMENTS", "TIME LIMIT",
+               "DESCRIPTION"].joined(separator: "\t"))
         for k in keys {
             let status = k.revokedAt != nil ? "revoked" : (k.expiresAt <= now ? "expired" : "active")
             print([k.id, status, formatTime(k.createdAt), formatTime(k.expiresAt), k.lastUsedAt.map(formatTime) ?? "never",
                    k.read.description, k.write.description, k.readRules.description, k.writeRules.description,
-                   k.readAttachments ? "any" : "referenced", k.description].joined(separator: "\t"))
+                   k.readAttachments ? "any" : "referenced", k.timeLimit.map(CreateKey.describe) ?? "-", k.description].joined(separator: "\t"))
         }
     }
 }

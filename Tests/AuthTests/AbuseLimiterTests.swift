@@ -176,6 +176,41 @@ import Testing
         #expect(limiter.check(credential: "k1") == nil)
     }
 
+    /// Shares of their own, as an `Authenticator` hands them out (keys created with `--time-limit`).
+    final class FixedShares: ServerTimeShares {
+        let byCredential: [String: TokenBucketRate]
+        init(_ byCredential: [String: TokenBucketRate]) { self.byCredential = byCredential }
+        var anyShares: Bool { !byCredential.isEmpty }
+        func serverTimeShare(credential: String) -> TokenBucketRate? { byCredential[credential] }
+    }
+
+    /// A credential's own share is charged and checked at its own rate, with the server's limit
+    /// off (others are never charged) or on (others at the server's rate).
+    @Test func serverTime_aCredentialsOwnShare_overridesTheServers() throws {
+        let clock = SteppedClock()
+        var limits = AbuseLimits()
+        limits.failedAuthentication = nil
+        limits.clock = { clock.now() }
+        let off = AbuseLimiter(limits, shares: FixedShares([:]))
+        #expect(!off.limitsCredentials && !off.limitsCredentialServerTime, "no share seen: nothing is timed")
+        let alone = AbuseLimiter(limits, shares: FixedShares(["partner": Self.rate(0.25, 1)]))
+        #expect(alone.limitsCredentials && alone.limitsCredentialServerTime)
+        alone.charge(credential: "partner", serverTime: .milliseconds(100))
+        #expect(alone.check(credential: "partner")?.retryAfterSeconds == 1, "0.9 s left, 0.1 s at 0.25 a second: 0.4 s")
+        clock.advance(.milliseconds(400))
+        #expect(alone.check(credential: "partner") == nil)
+        alone.charge(credential: "ours", serverTime: .seconds(60))
+        #expect(alone.check(credential: "ours") == nil, "a credential without a share is not charged")
+        #expect(alone.trackedKeys.credentials == 1)
+
+        limits.serverTimePerCredential = Self.rate(10, 10)
+        let both = AbuseLimiter(limits, shares: FixedShares(["partner": Self.rate(0.5, 2)]))
+        both.charge(credential: "partner", serverTime: .seconds(2))
+        both.charge(credential: "ours", serverTime: .seconds(2))
+        #expect(both.check(credential: "partner")?.retryAfterSeconds == 2, "its own share: 1 s missing at 0.5 a second")
+        #expect(both.check(credential: "ours") == nil, "the server's share: 8 s left")
+    }
+
     /// Credentials are their bytes: a subject spelled NFD does not spend the NFC one's buckets.
     @Test func credentials_areByteExact() {
         let clock = SteppedClock()

@@ -56,6 +56,33 @@ import Values
         }
     }
 
+    /// `keys create --time-limit RATE:BURST` stores the key's share (shown by `keys list`); bad
+    /// values are refused, and the table refuses what the command would (NaN among them).
+    @Test func keysCreateTimeLimitFromTheCommandLine() async throws {
+        let exe = try ServerProcess.locateBinary()
+        try await withServer { s in
+            let db = ["--database-url", conninfo(s.database.configuration)]
+            let created = try await TestCommand.run(exe, ["keys", "create", "--description", "partner", "--expires-in", "1d",
+                                                          "--read-all", "--time-limit", "0.25:2"] + db)
+            #expect(created.status == 0, "\(created.err)")
+            #expect(created.out.contains("time limit:  0.25 s/s, burst 2.0 s"), "\(created.out)")
+            _ = try await TestCommand.run(exe, ["keys", "create", "--description", "ours", "--expires-in", "1d", "--read-all"] + db)
+            let listed = try await TestCommand.run(exe, ["keys", "list"] + db)
+            let rows = listed.out.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+            #expect(rows.first?[10] == "TIME LIMIT")
+            #expect(rows.dropFirst().map { "\($0[11])=\($0[10])" }.sorted() == ["ours=-", "partner=0.25 s/s, burst 2.0 s"], "\(listed.out)")
+            for bad in ["0:2", "-1:2", "0.5:0.5", "nan:2", "0.5:inf", "x", "2000000:2", "1:2:3", ""] {
+                let r = try await TestCommand.run(exe, ["keys", "create", "--description", "x", "--expires-in", "1d", "--read-all", "--time-limit", bad] + db)
+                #expect(r.status != 0 && r.err.contains("--time-limit"), "\(bad): \(r.err)")
+            }
+            for (rate, burst) in [("'NaN'", "1"), ("1", "'Infinity'"), ("1", "NULL"), ("0", "1")] {
+                await #expect(throws: (any Error).self, "\(rate):\(burst)") {
+                    _ = try await s.service.pool.query(PostgresQuery(unsafeSQL: "UPDATE api_keys SET time_limit_rate = \(rate), time_limit_burst = \(burst)"))
+                }
+            }
+        }
+    }
+
     @Test func curlAndPythonRequestsSeeTheSameAuthRules() async throws {
         try await withServer { s in
             let key = try await s.newKey(read: .only(["cars"]), write: .only(["cars"]))
