@@ -138,7 +138,7 @@ let package = Package(
         .testTarget(name: "SmallPeerTests", dependencies: ["TestRandomness", "SmallPeer", "Sync", "SyncPeer", "SyncProtocol", "Sockets", "CRDT", "DQL", "Values", "BigPeerTestSupport", "ServerTestSupport",
                                                            "BigPeerServer", "Auth", "HTTP", "Postgres"], swiftSettings: strict),
         .testTarget(name: "BigPeerServerTests", dependencies: ["TestRandomness", "BigPeerServer", "BigPeerTestSupport", "ServerTestSupport", "Auth", "ConnectionPolicy", "CRDT", "DQL", "HTTP", "LANDiscovery", "Migrations",
-                                                             "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",
+                                                             "Metrics", "Postgres", "Sockets", "Store", "SyncPeer", "SyncProtocol", "Values", "WebSocket",
                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
     ]
 )

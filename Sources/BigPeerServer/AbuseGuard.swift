@@ -24,6 +24,10 @@ final class AbuseGuard: Sendable {
     /// Requests waiting for their credential's server time, by credential (`waitForServerTime`).
     /// A leaf lock, held for one dictionary update.
     private let waiting = Mutex<[ExactString: Int]>([:])
+    /// Requests and sync handshakes refused by each limit, and requests that waited for their
+    /// credential's server time and then ran (`statistics`, the metrics). Leaf locks.
+    private let refused = Mutex<[RateLimited.Limit: Int]>([:])
+    private let waited = Atomic<Int>(0)
 
     init(limiter: AbuseLimiter, audit: AuthAudit, logger: Logger) {
         self.limiter = limiter
@@ -144,13 +148,17 @@ final class AbuseGuard: Sendable {
             let wake = ContinuousClock.now + max(refusal.retryAfter, .milliseconds(1))
             guard wake <= deadline else { return refusal }
             do { try await Task.sleep(until: wake) } catch { return refusal }  // the connection went away
-            guard let again = limiter.check(credential: credential) else { return nil }
+            guard let again = limiter.check(credential: credential) else {
+                waited.add(1, ordering: .relaxed)
+                return nil
+            }
             refusal = again
         }
         return refusal
     }
 
     private func refuse(_ request: HTTPRequest, _ refusal: RateLimited, route: String) -> HTTPResponse {
+        count(refusal)
         if AuthAudit.logsRefusal(inARow: refusal.refusedInARow) {
             audit.denied(who: ClaimedIdentity.of(request), verified: false,
                          address: request.remoteAddress ?? "-", what: route, why: "429 \(refusal.limit.rawValue)",
@@ -188,6 +196,16 @@ final class AbuseGuard: Sendable {
         }
     }
 
+    private func count(_ refusal: RateLimited) {
+        refused.withLock { $0[refusal.limit, default: 0] += 1 }
+    }
+
+    /// What the metrics show (`ServiceMetrics`): refusals by limit since start, requests waiting
+    /// for their credential's server time now, and those that waited and then ran.
+    var statistics: (refused: [RateLimited.Limit: Int], waiting: Int, waited: Int) {
+        (refused.withLock { $0 }, waiting.withLock { $0.values.reduce(0, +) }, waited.load(ordering: .relaxed))
+    }
+
     /// The status and the description the client got (error bodies are small JSON objects; a
     /// CBOR one is named by its status alone).
     static func why(_ response: HTTPResponse) -> String {
@@ -202,7 +220,7 @@ extension AbuseGuard {
     /// The refusal of a sync handshake from `remote` when its address is over a limit (before its
     /// credentials are checked); nil when it may go on.
     func refusal(handshakeFrom remote: String) -> AuthDecision? {
-        limiter.admit(address: ClientAddressKey(remote: remote)).map(Self.decision)
+        limiter.admit(address: ClientAddressKey(remote: remote)).map(refusedHandshake)
     }
 
     /// What becomes of a handshake's credential decision: a refused credential counts as a failed
@@ -213,7 +231,7 @@ extension AbuseGuard {
         case .accept(let permissions):
             // A webhook login's bucket is its token's (as on REST); the others' their verified identity.
             let credential = if case .provider? = hello.credentials { ClaimedIdentity.of(hello.credentials) } else { permissions.principal }
-            if let credential, let refusal = limiter.take(credential: credential) { return Self.decision(refusal) }
+            if let credential, let refusal = limiter.take(credential: credential) { return refusedHandshake(refusal) }
         case .refuse(let code, _):
             if code == .unauthorized && hello.credentials != nil {
                 limiter.recordFailedAuthentication(address: ClientAddressKey(remote: remote))
@@ -284,7 +302,8 @@ extension AbuseGuard {
     }
 
     /// Refused by policy (4003), with the retry hint peers wait on (PROTOCOL.md §4.2).
-    static func decision(_ refusal: RateLimited) -> AuthDecision {
+    private func refusedHandshake(_ refusal: RateLimited) -> AuthDecision {
+        count(refusal)
         let reason: String = switch refusal.limit {
         case .address: "too many handshakes from this address"
         case .credential: "too many handshakes with these credentials"

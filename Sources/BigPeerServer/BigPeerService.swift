@@ -62,14 +62,18 @@ public final class BigPeerService: Sendable {
     private let logger: Logger
     /// Turns `/readyz` to 503 when `stop` begins.
     let drain: DrainFlag
+    /// The abuse limits and the audit log around REST routes and sync handshakes (nil: nothing
+    /// to limit or audit); its counts are in the metrics.
+    let abuse: AbuseGuard?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, database: Database, pool: PostgresPool,
                  store: DocumentStore, attachments: AttachmentStore, http: HTTPServer, listener: PostgresListener,
                  follower: Task<Void, Never>, syncEndpoint: WebSocketEndpoint, syncSessions: SyncSessionRegistry, webSocketEndpoints: [WebSocketEndpoint],
                  upstream: UpstreamReplicator?, lan: LANPeerListener?, advertiser: LANAdvertiser?, ble: BLEPeerListener?, bleAdvertising: BLEAdvertising?, mesh: LANMesh?,
                  connectionPolicy: SyncConnectionPolicy, policyWatch: Task<Void, Never>?, verifiers: CredentialVerifiers, presence: PresenceHub,
-                 drain: DrainFlag, logger: Logger) {
+                 drain: DrainFlag, abuse: AbuseGuard?, logger: Logger) {
         self.verifiers = verifiers
+        self.abuse = abuse
         self.drain = drain
         self.upstream = upstream
         self.presence = presence
@@ -339,7 +343,7 @@ public final class BigPeerService: Sendable {
                               http: http, listener: listener, follower: follower,
                               syncEndpoint: syncEndpoint, syncSessions: syncSessions, webSocketEndpoints: webSocketEndpoints,
                               upstream: upstream, lan: lan, advertiser: advertiser, ble: ble, bleAdvertising: bleAdvertising, mesh: mesh, connectionPolicy: connectionPolicy, policyWatch: policyWatch, verifiers: verifiers,
-                              presence: presence, drain: drain, logger: logger)
+                              presence: presence, drain: drain, abuse: abuse, logger: logger)
     }
 
     /// A random prefix for this instance's session ids, so log lines of different instances differ.

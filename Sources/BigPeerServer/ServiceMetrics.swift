@@ -1,3 +1,4 @@
+import Auth
 import DQL
 import HTTP
 import Logging
@@ -37,6 +38,13 @@ public enum ServiceMetrics {
                                                "In-memory evaluation stages waiting for an evaluation thread.")
     static let evaluationTenants = MetricFamily("bigpeer_evaluation_queued_tenants", .gauge,
                                                 "Tenants (credentials, client addresses, sync sessions) with stages waiting for an evaluation thread; the threads take turns between them.")
+    static let limited = MetricFamily("bigpeer_requests_limited_total", .counter,
+                                      "REST requests (429) and sync handshakes (4003) refused by an abuse limit, by limit: address, credential, credential_server_time, failed_authentication.",
+                                      labels: ["limit"])
+    static let serverTimeWaiting = MetricFamily("bigpeer_server_time_waiting_requests", .gauge,
+                                                "REST requests waiting for their credential's share of the server's time (--time-limit-credential, keys create --time-limit).")
+    static let serverTimeWaited = MetricFamily("bigpeer_server_time_waited_requests_total", .counter,
+                                               "REST requests that waited for their credential's share of the server's time and then ran.")
     static let upstreamConnected = MetricFamily("bigpeer_upstream_connected", .gauge, "1 while a session with --upstream is up, else 0 (local node only).")
     static let upstreamSessions = MetricFamily("bigpeer_upstream_sessions_total", .counter, "Sessions opened with --upstream.")
     static let upstreamUploadLag = MetricFamily("bigpeer_upstream_upload_lag_transactions", .gauge, "Change-log transactions not yet uploaded to --upstream.")
@@ -47,7 +55,7 @@ public enum ServiceMetrics {
         syncConnections, syncSessions, syncQueuedBytes, poolOpen, poolIdle, poolMax, poolWaiters, poolAcquire,
         changeLogHead, changeFeedLag, changeFeedReads, writeBatch, writeTransaction,
         readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes, inMemoryStages, evaluationQueued, evaluationTenants,
-        upstreamConnected, upstreamSessions, upstreamUploadLag, upstreamChanges, upstreamBytes,
+        limited, serverTimeWaiting, serverTimeWaited, upstreamConnected, upstreamSessions, upstreamUploadLag, upstreamChanges, upstreamBytes,
     ]
 
     /// Everything a `bigpeer serve` exposes, in exposition order: what `bigpeer metrics list`
@@ -90,6 +98,13 @@ public enum ServiceMetrics {
         let queued = InMemoryEvaluation.queued
         w.sample(evaluationQueued, queued.stages)
         w.sample(evaluationTenants, queued.tenants)
+        let abuse = service.abuse?.statistics ?? (refused: [:], waiting: 0, waited: 0)
+        for (limit, label) in [(RateLimited.Limit.address, "address"), (.credential, "credential"), (.credentialServerTime, "credential_server_time"),
+                               (.failedAuthentication, "failed_authentication")] {
+            w.sample(limited, labels: [label], abuse.refused[limit, default: 0])
+        }
+        w.sample(serverTimeWaiting, abuse.waiting)
+        w.sample(serverTimeWaited, abuse.waited)
         if let upstream = service.upstream {
             let status = upstream.status
             w.sample(upstreamConnected, status.state == .connected ? 1 : 0)

@@ -3,6 +3,7 @@ import BigPeerServer
 import BigPeerTestSupport
 import HTTP
 import Logging
+import Metrics
 import Postgres
 import ServerTestSupport
 import Sockets
@@ -27,6 +28,12 @@ import Values
             return r
         }
         var auditLines: [String] { audit.withLock { $0 } }
+
+        /// A sample of the server's metrics exposition (`name` with its labels), as Prometheus reads it.
+        func metric(_ name: String) -> Double? {
+            ServiceMetrics.registry(for: server.service).exposition().split(separator: "\n")
+                .first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+        }
     }
 
     /// A server whose only limits are those `configure` sets (throttling included), on a stepped clock.
@@ -70,6 +77,7 @@ import Values
             #expect(legacy.status == 429)
             if case .object(let e)? = legacy["error"] { #expect(e["status"] == 429) } else { Issue.record("\(legacy.text)") }
             #expect(try await h.server.http.get(h.server.base + "/healthz").status.code == 200, "health checks are not limited")
+            #expect(h.metric("bigpeer_requests_limited_total{limit=\"address\"}") == 2)
             h.clock.advance(.seconds(1))
             #expect(try await client.execute("SELECT * FROM cars").status == 200)
             #expect(h.auditLines.contains { $0.contains("decision=denied") && $0.contains("why=429 address rate limit") })
@@ -152,12 +160,13 @@ import Values
         try await Self.withServer({ $0.serverTimePerCredential = Self.rate(1, 1); $0.serverTimeWait = .seconds(60) }) { h in
             let a = try await h.server.newKey()
             #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
-            let started = ContinuousClock.now
             let waiting = Task { try await h.rest(a).execute("SELECT * FROM cars").status }
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await eventually { h.metric("bigpeer_server_time_waiting_requests") == 1 }, "it waits, on a frozen clock")
             h.clock.advance(.seconds(3))  // the share is back, whatever the first request took (debt is at most a burst): the waiting request's next look lets it run
             #expect(try await waiting.value == 200)
-            #expect(ContinuousClock.now - started >= .milliseconds(200), "it waited until the share was back")
+            #expect(h.metric("bigpeer_server_time_waiting_requests") == 0)
+            #expect(h.metric("bigpeer_server_time_waited_requests_total") == 1)
+            #expect(h.metric("bigpeer_requests_limited_total{limit=\"credential_server_time\"}") == 0, "it waited: not refused")
         }
         // A wait longer than allowed is not waited out: `serverTimeWait` zero refuses at once (above).
     }
@@ -172,10 +181,11 @@ import Values
             let a = try await h.server.newKey()
             #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 200)
             let waiting = Task { try await h.rest(a).execute("SELECT * FROM cars").status }
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await eventually { h.metric("bigpeer_server_time_waiting_requests") == 1 })
             let started = ContinuousClock.now
             #expect(try await h.rest(a).execute("SELECT * FROM cars").status == 429)
             #expect(ContinuousClock.now - started < .seconds(30), "refused at once, not after a wait of up to 60 s")
+            #expect(h.metric("bigpeer_requests_limited_total{limit=\"credential_server_time\"}") == 1)
             h.clock.advance(.seconds(3))
             #expect(try await waiting.value == 200)
         }
@@ -243,6 +253,7 @@ import Values
             #expect(reason.contains("too many failed authentications"))
             #expect(RetryHint.seconds(in: reason) == 10)
             #expect(try await h.rest(key).execute("SELECT * FROM cars").status == 429, "REST from the same address too")
+            #expect(h.metric("bigpeer_requests_limited_total{limit=\"failed_authentication\"}") == 2, "a handshake and a request")
             // Ten seconds give one failure back and refill the address's three handshakes.
             h.clock.advance(.seconds(10))
             var open: [SyncTestClient] = []
