@@ -114,6 +114,9 @@ public final class AbuseLimiter: Sendable {
     /// Whether requests' server time is charged to their credentials: the server's share is on,
     /// or a credential with a share of its own was seen.
     public var limitsCredentialServerTime: Bool { limits.serverTimePerCredential != nil || shares?.anyShares == true }
+    /// Whether requests are timed at all: a server that checks API keys times every request (two
+    /// clock reads), so that a key's first request, the one that loads its share, is charged too.
+    public var timesRequests: Bool { credentialTime != nil }
 
     /// A request (or sync handshake) from `address` (nil: not an IP client, not limited): refused
     /// while the address has no failed authentication left, else takes a token of its bucket.

@@ -87,12 +87,12 @@ final class AbuseGuard: Sendable {
         }
     }
 
-    /// When a route started, if its server time is charged (`--time-limit-credential`, or a key
-    /// with a `--time-limit` of its own was seen). Streaming
+    /// When a route started, if its server time may be charged (`--time-limit-credential`, or a
+    /// server where keys may have a `--time-limit` of their own). Streaming
     /// routes (uploads) are not: their time is mostly the client's pace of sending. A streamed
     /// answer is charged up to its head; what follows is the client's pace of reading.
     private func serverTimeStart() -> ContinuousClock.Instant? {
-        limiter.limitsCredentialServerTime ? .now : nil
+        limiter.timesRequests ? .now : nil
     }
 
     /// `body`'s result, run with a `RefusalNote` of its own when `notes` (else none: no

@@ -192,7 +192,9 @@ import Testing
         limits.failedAuthentication = nil
         limits.clock = { clock.now() }
         let off = AbuseLimiter(limits, shares: FixedShares([:]))
-        #expect(!off.limitsCredentials && !off.limitsCredentialServerTime, "no share seen: nothing is timed")
+        #expect(!off.limitsCredentials && !off.limitsCredentialServerTime, "no share seen: nothing is checked")
+        #expect(off.timesRequests, "but requests are timed: the first of a key with a share is charged")
+        #expect(!Self.limiter(clock) { _ in }.timesRequests, "no shares, no server limit: not timed")
         let alone = AbuseLimiter(limits, shares: FixedShares(["partner": Self.rate(0.25, 1)]))
         #expect(alone.limitsCredentials && alone.limitsCredentialServerTime)
         alone.charge(credential: "partner", serverTime: .milliseconds(100))
