@@ -126,15 +126,24 @@ import Values
     /// a failed call is shared by the callers that waited on it and not kept; a refusal is cached
     /// as before.
     @Test func concurrentMissesOfOneToken_shareOneWebhookCall() async throws {
+        let entered = MutexBox(0)  // callers of a burst that have called `authenticate`
         try await WebhookTestServer.with({ _, body in
-            try? await Task.sleep(for: .milliseconds(300))  // long enough for all 64 to miss the cache
+            // The webhook answers once all 64 callers of the burst are in (however slow the
+            // machine), and a moment more for the last of them to find the call in flight.
+            _ = await eventually { entered.withLock { $0 } % 64 == 0 }
+            try? await Task.sleep(for: .milliseconds(50))
             return await Self.answer(Self.token(body))
         }) { server in
             let webhook = try AuthWebhook(AuthWebhook.Configuration(providers: ["corp": server.url("/auth")]))
             defer { Task { await webhook.shutdown() } }
             func burst(_ token: String) async -> [Result<AuthWebhook.Grant, AuthWebhookError>] {
                 await withTaskGroup(of: Result<AuthWebhook.Grant, AuthWebhookError>.self) { group in
-                    for _ in 0..<64 { group.addTask { await webhook.authenticate(provider: "corp", token: token) } }
+                    for _ in 0..<64 {
+                        group.addTask {
+                            entered.withLock { $0 += 1 }
+                            return await webhook.authenticate(provider: "corp", token: token)
+                        }
+                    }
                     return await group.reduce(into: []) { $0.append($1) }
                 }
             }

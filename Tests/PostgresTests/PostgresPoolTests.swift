@@ -56,7 +56,7 @@ import Testing
                             if first {
                                 first = false
                                 readers.withLock { $0 += 1 }
-                                for _ in 0..<500 where readers.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+                                _ = await eventually { readers.withLock { $0 } >= 2 }
                             }
                             try await Task.sleep(for: .milliseconds(5))
                             _ = try await c.query("UPDATE counter SET n = \(n + 1)")
@@ -163,7 +163,11 @@ import Testing
         let pool = db.makePool()
         var it = listener.events.makeAsyncIterator()
         var best = Duration.seconds(60)
-        for i in 0..<20 where best >= .milliseconds(100) {
+        // Tries until one is fast, for up to a minute: a loaded machine makes some slow, not all.
+        let deadline = ContinuousClock.now + .seconds(60)
+        var i = 0
+        while best >= .milliseconds(100) && ContinuousClock.now < deadline {
+            defer { i += 1 }
             let start = ContinuousClock.now
             _ = try await pool.query("SELECT pg_notify('changes', \("hello \(i)"))")
             let event = await it.next()

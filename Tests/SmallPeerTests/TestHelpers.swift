@@ -25,7 +25,7 @@ final class ManualWallClock: Sendable {
     var read: @Sendable () -> UInt64 { { [millis] in millis.withLock { $0 } } }
 }
 
-/// Opens a peer directory, waiting up to 2 s for its lock. Other tests in this process spawn
+/// Opens a peer directory, waiting up to 10 s for its lock. Other tests in this process spawn
 /// processes (`bigpeer serve`, `bigpeer peer`): between a spawn's fork and its exec the child holds
 /// a copy of every descriptor, close-on-exec ones included, so a directory's `flock` can outlive a
 /// test's `close()` by that long (a reopen failed so once in CI, under load). A lock really held,
@@ -35,7 +35,7 @@ func openPeer(_ path: String, site: UInt64? = nil, strict: Bool = true, clock: M
     c.site = site
     c.strictMode = strict
     if let clock { c.wallClock = clock.read }
-    let deadline = ContinuousClock.now + .seconds(2)
+    let deadline = ContinuousClock.now + .seconds(10)
     while true {
         do {
             return try SmallPeer(directory: path, configuration: c)

@@ -31,7 +31,7 @@ import Values
     /// gathering, the first client back starts the next batch alone and the others queue behind
     /// it: two or more commits per round.
     @Test func concurrentUpdates_exactGapFreeAndCommittedTogether() async throws {
-        try await withGatheringStore(window: .seconds(1)) { store in
+        try await withGatheringStore(window: .seconds(30)) { store in
             let clients = 8, rounds = 10
             _ = try await store.execute("INSERT INTO g DOCUMENTS ({_id: 'shared', n: 0})")
             for i in 0..<clients { _ = try await store.execute("INSERT INTO g DOCUMENTS ({_id: 'own\(i)', n: 0})") }

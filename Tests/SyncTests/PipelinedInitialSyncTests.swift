@@ -63,12 +63,12 @@ import Postgres
                 await peer.disconnect()
                 throw error
             }
-            // The writer too may take long on a loaded machine; it hangs if a write takes 20 s.
-            var deadline = ContinuousClock.now + .seconds(20)
+            // The writer too may take long on a loaded machine; it hangs if a write takes 60 s.
+            var deadline = ContinuousClock.now + .seconds(60)
             var steps = progress.withLock { $0.steps }
             while !progress.withLock({ $0.done }) {
                 let now = progress.withLock { $0.steps }
-                if now != steps { steps = now; deadline = ContinuousClock.now + .seconds(20) }
+                if now != steps { steps = now; deadline = ContinuousClock.now + .seconds(60) }
                 guard ContinuousClock.now < deadline else {
                     Issue.record("the writer hangs after \(progress.withLock { $0.steps }) of 60 writes")
                     writer.cancel()

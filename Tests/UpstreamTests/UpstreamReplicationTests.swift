@@ -46,8 +46,16 @@ import Values
             #expect(await eventually(within: .seconds(30)) {
                 (try? await node.upstreamStatus())?["pendingUploads"]?["changes"]?.int64Value == 0
             })
-            try await Task.sleep(for: .seconds(2))  // what was in flight has landed
-            let before = (try await cloud.newestTransaction(), try await node.newestTransaction())
+            // What was in flight has landed: two reads 2 s apart agree (however slow the machine;
+            // a ping-pong never settles, and one slower than that is caught below).
+            var settled = (try await cloud.newestTransaction(), try await node.newestTransaction())
+            #expect(try await eventually {
+                try await Task.sleep(for: .seconds(2))
+                let now = (try await cloud.newestTransaction(), try await node.newestTransaction())
+                defer { settled = now }
+                return now == settled
+            })
+            let before = settled
             try await Task.sleep(for: .seconds(10))
             let after = (try await cloud.newestTransaction(), try await node.newestTransaction())
             #expect(before == after, "10 s of silence committed nothing: cloud \(before.0) -> \(after.0), node \(before.1) -> \(after.1)")
