@@ -64,8 +64,10 @@ public final class SyncTestClient: Sendable {
         }
     }
 
-    /// The next protocol message, skipping nothing; throws on a close, failure or timeout.
-    public func nextMessage(timeout: Duration = .seconds(10)) async throws -> SyncMessage {
+    /// The next protocol message, skipping nothing; throws on a close, failure or timeout. (The
+    /// waits for something expected default to 30 s: only a failing test waits them out, and a
+    /// loaded CI machine can take seconds for what takes milliseconds here.)
+    public func nextMessage(timeout: Duration = .seconds(30)) async throws -> SyncMessage {
         switch await next(timeout: timeout) {
         case .message(let m)?: return m
         case let other: throw SyncTestClientError("expected a message, got \(String(describing: other))")
@@ -73,7 +75,7 @@ public final class SyncTestClient: Sendable {
     }
 
     /// Reads messages until one satisfies `match` (others are returned too, in order).
-    public func waitFor(timeout: Duration = .seconds(10), _ match: (SyncMessage) -> Bool) async throws -> [SyncMessage] {
+    public func waitFor(timeout: Duration = .seconds(30), _ match: (SyncMessage) -> Bool) async throws -> [SyncMessage] {
         var seen: [SyncMessage] = []
         let end = NanoTime.now().adding(timeout)
         while NanoTime.now() < end {
@@ -85,7 +87,7 @@ public final class SyncTestClient: Sendable {
     }
 
     /// Waits for the close and returns its code (skipping any messages before it).
-    public func closeCode(timeout: Duration = .seconds(10)) async -> UInt16? {
+    public func closeCode(timeout: Duration = .seconds(30)) async -> UInt16? {
         let end = NanoTime.now().adding(timeout)
         while NanoTime.now() < end {
             switch await next(timeout: .nanoseconds(max(1, end.nanoseconds - NanoTime.now().nanoseconds))) {
