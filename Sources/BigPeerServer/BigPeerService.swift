@@ -281,6 +281,7 @@ public final class BigPeerService: Sendable {
         httpConfig.threads = configuration.threads
         httpConfig.tls = configuration.tls
         httpConfig.limits.maxBodyBytes = configuration.maxBodyBytes
+        httpConfig.maxBufferedRequestBytes = configuration.maxBufferedRequestBytes
         httpConfig.accessLog = configuration.accessLog
         let http: HTTPServer
         do {

@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     /// Largest request body accepted (413 above it). Documents are limited to 5 MiB each; a bulk
     /// INSERT of many documents in one request needs more.
     public var maxBodyBytes = 32 << 20
+    /// Request content held in memory at once across all connections (`HTTPServerConfiguration.
+    /// maxBufferedRequestBytes`): past it a request gets 503 at its head. Without a bound every
+    /// connection could hold a body of `maxBodyBytes` at once.
+    public var maxBufferedRequestBytes = 1 << 30
     /// Most stored-JSON bytes of documents one read may hold when its result cannot be streamed
     /// (ORDER BY, GROUP BY, aggregates or DISTINCT done in memory; CBOR responses); past it the
     /// statement fails with 400. Results that can stream are not limited (docs/API.md, "Large results").

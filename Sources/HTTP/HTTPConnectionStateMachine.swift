@@ -205,6 +205,15 @@ struct HTTPConnectionStateMachine {
         return .proceed(sendContinue: sendContinue)
     }
 
+    /// What the content of the request just routed will hold in memory once read whole: its
+    /// declared length, or for chunked content its route's limit (its length is not known before
+    /// it has been read); nil when it has none. Asked after `routed`.
+    func contentToHold(head: HTTPRequestHead) -> Int? {
+        guard parser.isReadingBody else { return nil }
+        if let declared = head.headers["Content-Length"].flatMap({ Int($0) }) { return declared }
+        return parser.limits.maxBodyBytes
+    }
+
     /// The streamed content's reader has `InboundBody.highWaterMark` bytes unread: stop reading.
     mutating func inboundFull() { pausedForInbound = true }
 

@@ -17,7 +17,11 @@ public final class HTTPMetrics: Sendable {
     public static let openConnections = MetricFamily("bigpeer_http_open_connections", .gauge, "Open HTTP connections (upgraded WebSockets are counted by their own metrics).")
     public static let receivedBytes = MetricFamily("bigpeer_http_received_bytes_total", .counter, "Bytes read from HTTP connections before any upgrade.")
     public static let sentBytes = MetricFamily("bigpeer_http_sent_bytes_total", .counter, "Bytes written to HTTP connections before any upgrade.")
-    public static let families = [requests, duration, openConnections, receivedBytes, sentBytes]
+    public static let bufferedRequestBytes = MetricFamily("bigpeer_http_buffered_request_bytes", .gauge,
+                                                          "Request content held in memory now across all connections (declared lengths of requests read whole before their handler runs); at most --max-buffered-request-bytes.")
+    public static let refusedForMemory = MetricFamily("bigpeer_http_requests_refused_for_memory_total", .counter,
+                                                      "Requests refused with 503 at their head because their content would have gone past --max-buffered-request-bytes.")
+    public static let families = [requests, duration, openConnections, receivedBytes, sentBytes, bufferedRequestBytes, refusedForMemory]
 
     /// The label of requests no route matched (and requests refused before routing).
     public static let unmatchedRoute = "(unmatched)"
@@ -37,7 +41,7 @@ public final class HTTPMetrics: Sendable {
 
     func shard(for loop: EventLoop) -> HTTPMetricsShard { shards[loop.index % shards.count] }
 
-    func collect(into w: inout ExpositionWriter, openConnections: Int) {
+    func collect(into w: inout ExpositionWriter, openConnections: Int, bufferedRequestBytes: Int, refusedForMemory: Int) {
         let methodNames = Self.methods.map(\.rawValue) + ["other"]
         for route in routes.indices {
             for method in methodNames.indices {
@@ -57,6 +61,8 @@ public final class HTTPMetrics: Sendable {
         w.sample(Self.openConnections, openConnections)
         w.sample(Self.receivedBytes, shards.reduce(0) { $0 &+ $1.bytes.load(0) })
         w.sample(Self.sentBytes, shards.reduce(0) { $0 &+ $1.bytes.load(1) })
+        w.sample(Self.bufferedRequestBytes, bufferedRequestBytes)
+        w.sample(Self.refusedForMemory, refusedForMemory)
     }
 }
 

@@ -61,7 +61,9 @@ public final class HTTPServer: Sendable {
     public func registerMetrics(on registry: MetricsRegistry) {
         let shared = self.shared
         registry.register(HTTPMetrics.families) { w in
-            shared.metrics.collect(into: &w, openConnections: shared.connectionCount.load(ordering: .relaxed))
+            shared.metrics.collect(into: &w, openConnections: shared.connectionCount.load(ordering: .relaxed),
+                                   bufferedRequestBytes: shared.bufferedRequestBytes.load(ordering: .relaxed),
+                                   refusedForMemory: shared.requestsRefusedForMemory.load(ordering: .relaxed))
         }
     }
 
@@ -75,6 +77,12 @@ public final class HTTPServer: Sendable {
     /// the slowest reader cost. A streamed body keeps it near the high-water mark plus one chunk,
     /// whatever the body's size (tests assert that; it also tells an operator what readers cost).
     public var peakQueuedOutputBytes: Int { shared.peakQueuedOutputBytes.load(ordering: .relaxed) }
+
+    /// Request content held in memory now, across all connections (`maxBufferedRequestBytes`).
+    public var bufferedRequestBytes: Int { shared.bufferedRequestBytes.load(ordering: .relaxed) }
+
+    /// Requests refused (503) at their head since the start because `maxBufferedRequestBytes` was spent.
+    public var requestsRefusedForMemory: Int { shared.requestsRefusedForMemory.load(ordering: .relaxed) }
 
     public func start() async throws {
         guard state.withLock({ $0.contexts.isEmpty && !$0.shutDown }) else { throw StartError.alreadyStarted }

@@ -14,6 +14,13 @@ public struct HTTPServerConfiguration: Sendable {
     public var backlog: Int32 = 1024
     /// Open connections across all loops; further accepts are closed at once.
     public var maxConnections = 10_000
+    /// Request content held in memory at once across all connections: each request that is read
+    /// whole before its handler runs holds its declared length (a chunked one its route's body
+    /// limit) from its head until it is answered. A request that would go past it gets 503 with
+    /// `Retry-After` at its head, before any of its content is read, and the connection closes.
+    /// Without it, every connection may hold a body of the largest size at once (10,000 × 32 MiB).
+    /// `Int.max` turns it off. Streaming routes are not counted: they read as their handler consumes.
+    public var maxBufferedRequestBytes = 1 << 30
     /// Parser limits (request line 414, header section 431, body 413).
     public var limits = HTTPParserLimits()
     public var timeouts = Timeouts()

@@ -12,6 +12,7 @@ extension HTTPServerConnection {
         guard let (head, keepAliveAllowed) = machine.responseStarting(draining: context.draining) else { return }
         inbound?.fail(.finished)
         inbound = nil
+        releaseRequestBytes()  // the handler is done with the request's content
         var keepAlive = keepAliveAllowed
         let requestID = HTTPRequest.LogID(head: head, sequence: currentID)
         switch result {

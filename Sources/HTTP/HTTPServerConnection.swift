@@ -24,6 +24,9 @@ final class HTTPServerConnection: ConnectionDelegate {
     var currentRoute = 0
     /// `tcp.totalBytesWritten` already added to the loop's sent-bytes metric.
     var bytesWrittenReported: UInt64 = 0
+    /// What the request being read or handled holds of the server's request-content budget
+    /// (`HTTPServerShared.holdRequestBytes`), given back when it is answered or the connection closes.
+    var heldRequestBytes = 0
 
     private static let continue100: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
@@ -73,6 +76,7 @@ final class HTTPServerConnection: ConnectionDelegate {
         if !wasUpgraded { reportBytesWritten() }
         if !wasUpgraded { context.shared.notePeakQueuedOutput(connection.peakPendingOutputBytes) }
         inbound?.fail(.disconnected)
+        releaseRequestBytes()
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume(throwing: HTTPBodyWriter.Closed())
@@ -105,6 +109,15 @@ final class HTTPServerConnection: ConnectionDelegate {
                 case .reject(let error):
                     return sendRejection(error)
                 case .proceed(let sendContinue):
+                    // Content read whole before the handler runs is held in memory: it must fit
+                    // the server's budget, decided before any of it is read (or 100 Continue sent).
+                    if streaming == nil, let bytes = machine.contentToHold(head: head), bytes > 0 {
+                        guard context.shared.holdRequestBytes(bytes) else {
+                            machine.closeWithError()
+                            return refuseForMemory()
+                        }
+                        heldRequestBytes = bytes
+                    }
                     if sendContinue { tcp.write(Self.continue100) }  // RFC 9110 §10.1.1
                 }
                 if let streaming {
@@ -219,6 +232,30 @@ final class HTTPServerConnection: ConnectionDelegate {
                                                                "status": "\(error.status.code)", "reason": "\(error)"])
         }
         sendErrorAndClose(HTTPResponse.error(error.status, message: error.description, requestID: requestID))
+    }
+
+    /// 503 at the head of a request whose content would go past the server's request-content
+    /// budget (`maxBufferedRequestBytes`): none of it is read; the client may send it again.
+    private func refuseForMemory() {
+        let id = context.nextRequestID()
+        let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"
+        context.metrics.record(route: currentRoute, method: HTTPMethod("other"), status: HTTPStatus.serviceUnavailable.code, elapsedNanoseconds: 0)
+        if context.logger.logLevel <= .notice {
+            context.logger.notice("request refused: request content in memory at its limit", metadata: [
+                "peer": "\(remote ?? "?")", "request_id": "\(requestID)",
+                "limit": "\(context.shared.configuration.maxBufferedRequestBytes)"])
+        }
+        var response = HTTPResponse.error(.serviceUnavailable, message: "the server holds as much request content as it may; retry shortly",
+                                          requestID: requestID)
+        response.headers.add("Retry-After", "1")
+        sendErrorAndClose(response)
+    }
+
+    /// Gives back what the request held of the request-content budget (once).
+    func releaseRequestBytes() {
+        guard heldRequestBytes > 0 else { return }
+        context.shared.releaseRequestBytes(heldRequestBytes)
+        heldRequestBytes = 0
     }
 
     private func sendErrorAndClose(_ response: HTTPResponse) {

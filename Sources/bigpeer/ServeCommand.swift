@@ -27,6 +27,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("maintenance-interval"), help: "Seconds between maintenance runs (reaping tombstones past TOMBSTONE_TTL_DAYS, pruning the change log past CHANGE_LOG_RETENTION_DAYS); 0: never on this instance.")
     var maintenanceIntervalSeconds = 600
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
+    @Option(name: .customLong("max-buffered-request-bytes"),
+            help: "Request content held in memory at once across all connections; a request whose declared length (a chunked one: --max-body-bytes) would go past it gets 503 at its head.")
+    var maxBufferedRequestBytes = 1 << 30
     @Option(name: .customLong("statement-timeout"), help: "Seconds a statement may run in PostgreSQL, and again in memory (filtering, sorting, grouping), before it fails with 408.")
     var statementTimeoutSeconds = 30
     @Flag(name: .customLong("insecure-dev"), help: "Development only: accept every request without an API key (logged loudly at start).")
@@ -129,6 +132,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
+        guard maxBufferedRequestBytes > 0 else { throw ValidationError("--max-buffered-request-bytes must be positive") }
+        config.maxBufferedRequestBytes = maxBufferedRequestBytes
         guard maxBufferedResultBytes > 0 else { throw ValidationError("--max-buffered-result-bytes must be positive") }
         config.maxBufferedResultBytes = maxBufferedResultBytes
         if let maxStreamedResults {

@@ -16,7 +16,7 @@ enum ServeOptionTable {
         "migrations-dir": OptionRow(kind: .text, olderEnvironment: ["BIGPEER_MIGRATIONS"]),
         "db-connections": .integer, "read-cache-mb": .integer, "maintenance-interval": .integer, "statement-timeout": .integer,
         // Limits.
-        "max-body-bytes": .integer, "max-buffered-result-bytes": .integer, "max-streamed-results": .integer,
+        "max-body-bytes": .integer, "max-buffered-request-bytes": .integer, "max-buffered-result-bytes": .integer, "max-streamed-results": .integer,
         "max-attachment-bytes": .integer, "max-sync-sessions": .integer, "max-sync-sessions-per-key": .integer,
         "remote-query-timeout": .integer,
         // Authentication and authorization.
