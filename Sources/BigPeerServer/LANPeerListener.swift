@@ -44,7 +44,8 @@ final class LANPeerListener: Sendable {
                     guard let handler = SyncLinkHandler(number: number, remote: "\(remote)", kind: kind, loop: loop, route: route, registry: registry,
                                                         onClose: { open.remove(number) }, accept: { callbacks in
                         try StreamLinkConnection.accepted(fd: fd, remote: remote, loop: loop, tls: tls,
-                                                          maxMessageSize: route.session.limits.maxMessageSize, credit: 0, callbacks: callbacks)
+                                                          maxMessageSize: route.session.limits.maxMessageSize,
+                                                          maxFirstMessageSize: route.session.limits.maxHelloBytes, credit: 0, callbacks: callbacks)
                     }) else { return }
                     open.add(number, LoopBound(handler, loop: loop))
                     handler.start()

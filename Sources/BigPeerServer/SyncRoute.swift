@@ -53,9 +53,12 @@ struct SyncRoute {
     /// itself stops producing at the high-water mark (`sessionQueueLimit`), so in practice the
     /// queue stays near 1 MiB and the drop is for a peer that stalls.
     static func webSocketLimits(_ sync: SyncLimits) -> WebSocketConfiguration {
-        WebSocketConfiguration(maxFrameSize: sync.maxMessageSize, maxMessageSize: sync.maxMessageSize,
-                               pingInterval: .seconds(30), highWaterMark: 1 << 20, lowWaterMark: 256 << 10,
-                               maxQueuedBytes: sync.maxMessageSize + (4 << 20), writeStallTimeout: .seconds(30))
+        var c = WebSocketConfiguration(maxFrameSize: sync.maxMessageSize, maxMessageSize: sync.maxMessageSize,
+                                       pingInterval: .seconds(30), highWaterMark: 1 << 20, lowWaterMark: 256 << 10,
+                                       maxQueuedBytes: sync.maxMessageSize + (4 << 20), writeStallTimeout: .seconds(30))
+        // The upgrade carries no credentials: until its hello, a peer is anyone who reaches the port.
+        c.maxFirstMessageSize = sync.maxHelloBytes
+        return c
     }
 
     /// Where a session stops producing: the socket's high-water mark (where the WebSocket layer

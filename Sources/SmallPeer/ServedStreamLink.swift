@@ -41,7 +41,8 @@ public final class ServedStreamLink {
             drained: { self.drained() },
             closed: { _ in self.closed() })
         link = try StreamLinkConnection.accepted(fd: fd, remote: remote, loop: loop, tls: tls,
-                                                 maxMessageSize: configuration.session.limits.maxMessageSize, credit: 0, callbacks: callbacks)
+                                                 maxMessageSize: configuration.session.limits.maxMessageSize,
+                                                 maxFirstMessageSize: configuration.session.limits.maxHelloBytes, credit: 0, callbacks: callbacks)
     }
 
     /// Starts the session: now on plain TCP; with TLS once the handshake is done.

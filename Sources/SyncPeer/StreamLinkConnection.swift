@@ -19,10 +19,10 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
     /// The code and reason this side closed with (said in `bye`), for the link's down message.
     private var closedWith: (code: UInt16, reason: String)?
 
-    private init(loop: EventLoop, maxMessageSize: Int, callbacks: LinkCallbacks, credit: Int) {
+    private init(loop: EventLoop, maxMessageSize: Int, maxFirstMessageSize: Int? = nil, callbacks: LinkCallbacks, credit: Int) {
         self.loop = loop
         self.maxMessageSize = maxMessageSize
-        decoder = StreamFrameDecoder(maxMessageSize: maxMessageSize)
+        decoder = StreamFrameDecoder(maxMessageSize: maxMessageSize, maxFirstMessageSize: maxFirstMessageSize)
         ledger = LinkLedger(callbacks: callbacks, credit: credit)
     }
 
@@ -39,10 +39,12 @@ public final class StreamLinkConnection: MessageLink, ConnectionDelegate {
 
     /// Adopts an accepted descriptor (closed here if that fails) with the served links' write
     /// limits (`servedSyncLink`). Plain TCP is open at once; with `tls`, `callbacks.connected`
-    /// follows the handshake.
+    /// follows the handshake. `maxFirstMessageSize`: the peer's first message (its `hello`) may
+    /// be at most this (`SyncLimits.maxHelloBytes`).
     public static func accepted(fd: Int32, remote: SocketAddress, loop: EventLoop, tls: TLSContext?, maxMessageSize: Int,
-                                credit: Int = .max, callbacks: LinkCallbacks) throws -> StreamLinkConnection {
-        let link = StreamLinkConnection(loop: loop, maxMessageSize: maxMessageSize, callbacks: callbacks, credit: credit)
+                                maxFirstMessageSize: Int? = nil, credit: Int = .max, callbacks: LinkCallbacks) throws -> StreamLinkConnection {
+        let link = StreamLinkConnection(loop: loop, maxMessageSize: maxMessageSize, maxFirstMessageSize: maxFirstMessageSize,
+                                        callbacks: callbacks, credit: credit)
         let connection = try TCPConnection.servedSyncLink(fd: fd, remote: remote, loop: loop, tls: tls, maxMessageSize: maxMessageSize)
         connection.delegate = link
         do { try connection.start() } catch {

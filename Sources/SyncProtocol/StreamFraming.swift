@@ -40,11 +40,17 @@ public struct StreamFrameDecoder: Sendable {
     }
 
     public let maxMessageSize: Int
+    /// Largest first message (a served link's `hello`), when smaller; nil: `maxMessageSize`.
+    public let maxFirstMessageSize: Int?
+    private var firstMessageTaken = false
     private var buffer: [UInt8] = []
     /// Offset of the first unconsumed byte in `buffer` (compacted as messages are taken).
     private var start = 0
 
-    public init(maxMessageSize: Int) { self.maxMessageSize = maxMessageSize }
+    public init(maxMessageSize: Int, maxFirstMessageSize: Int? = nil) {
+        self.maxMessageSize = maxMessageSize
+        self.maxFirstMessageSize = maxFirstMessageSize
+    }
 
     /// Bytes held for an incomplete frame (at most 4 + `maxMessageSize`).
     public var bufferedBytes: Int { buffer.count - start }
@@ -55,9 +61,11 @@ public struct StreamFrameDecoder: Sendable {
         var messages: [[UInt8]] = []
         while buffer.count - start >= 4 {
             let n = UInt32(buffer[start]) << 24 | UInt32(buffer[start + 1]) << 16 | UInt32(buffer[start + 2]) << 8 | UInt32(buffer[start + 3])
-            guard n > 0, Int(n) <= maxMessageSize else { throw .invalidLength(n, limit: maxMessageSize) }
+            let limit = firstMessageTaken ? maxMessageSize : min(maxMessageSize, maxFirstMessageSize ?? maxMessageSize)
+            guard n > 0, Int(n) <= limit else { throw .invalidLength(n, limit: limit) }
             guard buffer.count - start - 4 >= Int(n) else { break }
             messages.append(Array(buffer[(start + 4)..<(start + 4 + Int(n))]))
+            firstMessageTaken = true
             start += 4 + Int(n)
         }
         if start > 0 && (start == buffer.count || start > 64 << 10) {

@@ -3,6 +3,11 @@
 public struct SyncLimits: Sendable, Equatable {
     /// Largest message accepted (`welcome.max`).
     public var maxMessageSize = 16 << 20
+    /// Largest first message a peer may send (its `hello`), on every link a server or a node
+    /// accepts: until it has said who it is, a peer can make the server hold this much, not
+    /// `maxMessageSize`. A hello's fields are bounded far below it (credentials and metadata
+    /// 16 KiB each, name 256 B, key 256 B).
+    public var maxHelloBytes = 64 << 10
     /// Smallest `hello.max` / `hello.credit` a peer may announce.
     public var minPeerWindow: UInt64 = 64 << 10
     public var maxSubscriptions = 256

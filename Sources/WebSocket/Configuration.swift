@@ -11,6 +11,10 @@ public struct WebSocketConfiguration: Sendable, Hashable {
     public var maxFrameSize: Int
     /// Largest message, after decompression (1009).
     public var maxMessageSize: Int
+    /// Largest first message a peer sends (1009), when smaller than `maxMessageSize`: a protocol
+    /// whose first message is small and says who the peer is (sync's `hello`) bounds what a peer
+    /// that has not yet said who it is can make the server hold. Nil: `maxMessageSize`.
+    public var maxFirstMessageSize: Int? = nil
     /// Most frames one message may be split into (1009): bounds per-frame work for tiny frames.
     public var maxFragmentsPerMessage: Int
     /// Send a Ping after this long without receiving anything; nil disables keep-alive.

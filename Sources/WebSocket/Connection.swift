@@ -36,6 +36,8 @@ public struct WebSocketConnection {
     }
 
     var state: State = .open
+    /// Whether a whole data message has arrived (`maxFirstMessageSize` applies until then).
+    var firstMessageReceived = false
     var parser: WebSocketFrameParser
     var codec: PerMessageDeflateCodec?
     var maskKeys: WebSocketMaskKeySource
@@ -193,14 +195,20 @@ public struct WebSocketConnection {
             assembly.fragments = 1
             assembly.utf8 = UTF8Validator()
         }
-        if !assembly.compressed && UInt64(assembly.bytes.count) + h.payloadLength > UInt64(configuration.maxMessageSize) {
-            throw .messageTooLarge(limit: configuration.maxMessageSize)
+        if !assembly.compressed && UInt64(assembly.bytes.count) + h.payloadLength > UInt64(messageLimit) {
+            throw .messageTooLarge(limit: messageLimit)
         }
+    }
+
+    /// The largest message accepted now: the first one may be held to `maxFirstMessageSize`.
+    private var messageLimit: Int {
+        guard !firstMessageReceived, let first = configuration.maxFirstMessageSize else { return configuration.maxMessageSize }
+        return min(first, configuration.maxMessageSize)
     }
 
     private mutating func appendData(_ chunk: [UInt8], isFinal: Bool) throws(WebSocketProtocolError) {
         if assembly.compressed, let codec {
-            let limit = configuration.maxMessageSize
+            let limit = messageLimit
             let isText = assembly.opcode == .text
             // `withUnsafeBytes` rethrows untyped errors, so the typed one is carried out by hand.
             var failure: WebSocketProtocolError?
@@ -232,6 +240,7 @@ public struct WebSocketConnection {
         let bytes = assembly.bytes
         let opcode = assembly.opcode
         assembly = Assembly()
+        firstMessageReceived = true
         // §1.4: after sending Close an endpoint may discard what still arrives.
         guard state == .open else { return }
         flush(&actions)

@@ -134,6 +134,37 @@ import WebSocket
         return opcode == 2 ? payload : nil
     }
 
+    // MARK: - Before hello
+
+    /// Until its hello, a WebSocket peer is anyone who reached the port (the upgrade carries no
+    /// credentials): its first message may be at most `SyncLimits.maxHelloBytes` (64 KiB), refused
+    /// with 1009 from the frame's header, before the server reads or holds its payload. Before, it
+    /// could make the server assemble 16 MiB (×12,500 sockets). After the hello the usual limit.
+    @Test func aFirstMessagePastTheHelloLimit_isRefusedAtItsHeader() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await Self.insecureServer(db)
+            defer { Task { await service.stop() } }
+            let fd = try RawSocket.connect(port: service.port, receiveBuffer: 1 << 16)
+            defer { close(fd) }
+            try await RawSocket.upgrade(fd, port: service.port)
+            // A masked binary frame declaring 1 MiB; only its header and 3 bytes are sent.
+            let header: [UInt8] = [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: (1 << 20) >> (8 * (7 - $0))) } + [1, 2, 3, 4]
+            try await RawSocket.write(fd, header + [0, 0, 0])
+            var refusal: (opcode: UInt8, payload: [UInt8]) = (0, [])
+            repeat { refusal = try await RawSocket.readFrameWithOpcode(fd, timeout: .seconds(30)) } while refusal.opcode != 8
+            #expect(refusal.payload.prefix(2) == [0x03, 0xF1], "close code 1009: \(refusal.payload)")
+
+            // After a hello, a message far above 64 KiB is not refused for its size (this one is
+            // not a sync message at all: refused for that).
+            let peer = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 1 << 20, subscribingTo: [])
+            defer { close(peer) }
+            try await RawSocket.sendFrame(peer, [UInt8](repeating: 0xFF, count: 200 << 10))
+            var end: (opcode: UInt8, payload: [UInt8]) = (0, [])
+            repeat { end = try await RawSocket.readFrameWithOpcode(peer, timeout: .seconds(30)) } while end.opcode != 8
+            #expect(end.payload.prefix(2) != [0x03, 0xF1], "not 1009 once the hello is in")
+        }
+    }
+
     // MARK: - Item 6: no permessage-deflate on sync
 
     @Test func permessageDeflate_isNotNegotiatedOnSync_butStaysOnTheEchoEndpoint() async throws {

@@ -45,6 +45,16 @@ import Testing
         }
     }
 
+    /// A served link's first message (the peer's hello) is held to `maxFirstMessageSize` from its
+    /// length prefix; the messages after it to `maxMessageSize`.
+    @Test func firstMessage_isHeldToItsOwnLimit() throws {
+        var d = StreamFrameDecoder(maxMessageSize: 1000, maxFirstMessageSize: 100)
+        #expect(throws: StreamFrameDecoder.FramingError.invalidLength(101, limit: 100)) { try d.feed([0, 0, 0, 101]) }
+        var e = StreamFrameDecoder(maxMessageSize: 1000, maxFirstMessageSize: 100)
+        let first = [UInt8](repeating: 1, count: 100), second = [UInt8](repeating: 2, count: 1000)
+        #expect(try e.feed(StreamFraming.frame(first) + StreamFraming.frame(second)) == [first, second])
+    }
+
     @Test func zeroAndOversizedLengths_areRejectedBeforeBuffering() {
         var d = StreamFrameDecoder(maxMessageSize: 100)
         #expect(throws: StreamFrameDecoder.FramingError.invalidLength(0, limit: 100)) { try d.feed([0, 0, 0, 0]) }

@@ -83,6 +83,19 @@ import Testing
         }
     }
 
+    /// `maxFirstMessageSize` holds the first message (sync's hello) to less than the others: 1009
+    /// from the frame's header, before its payload; after one whole message the usual limit.
+    @Test func firstMessage_isHeldToItsOwnLimit() throws {
+        var config = WebSocketConfiguration(maxFrameSize: 1000, maxMessageSize: 1000)
+        config.maxFirstMessageSize = 100
+        #expect(try violationCodes(Array(frame(.binary, Array(repeating: 0, count: 101)).prefix(8)), config).1 == 1009)
+        #expect(try violationCodes(frame(.binary, Array(repeating: 0, count: 60), fin: false)
+                                   + frame(.continuation, Array(repeating: 0, count: 60)), config).1 == 1009, "fragments count together")
+        var ws = server(config)
+        #expect(ws.receiveAll(frame(.binary, Array(repeating: 1, count: 100)), now: clock.now).delivered == [.binary(Array(repeating: 1, count: 100))])
+        #expect(ws.receiveAll(frame(.binary, Array(repeating: 2, count: 1000)), now: clock.now).delivered == [.binary(Array(repeating: 2, count: 1000))])
+    }
+
     @Test func invalidUTF8_failsFast_beforeTheMessageEnds() throws {
         var ws = server()
         // The first fragment ends mid code point; the second breaks it. No final frame is sent.
