@@ -237,7 +237,8 @@ public final class BigPeerService: Sendable {
         }
         var syncRoute = SyncRoute(store: store,
                                   authentication: SyncAuthentication(keys: auth),
-                                  session: syncSession, limits: configuration.syncWebSocket ?? SyncRoute.webSocketLimits(syncSession.limits),
+                                  session: syncSession, limits: configuration.syncWebSocket
+                                      ?? SyncRoute.webSocketLimits(syncSession.limits, incomingBytes: configuration.maxBufferedRequestBytes),
                                   maxSessions: configuration.maxSyncSessions, logger: logger)
         syncRoute.credentialRecheck = configuration.syncCredentialRecheck
         syncRoute.maxSessionsPerPrincipal = configuration.maxSyncSessionsPerKey
@@ -355,6 +356,9 @@ public final class BigPeerService: Sendable {
 
     /// Sync WebSockets open on this instance now.
     public var syncConnections: Int { syncEndpoint.openConnections }
+
+    /// Bytes of incoming sync messages being received now, over every sync WebSocket.
+    public var syncIncomingMessageBytes: Int { syncEndpoint.configuration.messageBudget?.heldBytes ?? 0 }
 
     /// Sync sessions admitted now (credentials accepted, counted against `maxSyncSessions`).
     public var syncSessionCount: Int { syncSessions.admittedCount }

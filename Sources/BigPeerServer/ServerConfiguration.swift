@@ -27,7 +27,8 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes = 32 << 20
     /// Request content held in memory at once across all connections (`HTTPServerConfiguration.
     /// maxBufferedRequestBytes`): past it a request gets 503 at its head. Without a bound every
-    /// connection could hold a body of `maxBodyBytes` at once.
+    /// connection could hold a body of `maxBodyBytes` at once. The same amount again bounds the
+    /// sync messages being received over all sync WebSockets (`WebSocketMessageBudget`; 1013).
     public var maxBufferedRequestBytes = 1 << 30
     /// Most stored-JSON bytes of documents one read may hold when its result cannot be streamed
     /// (ORDER BY, GROUP BY, aggregates or DISTINCT done in memory; CBOR responses); past it the

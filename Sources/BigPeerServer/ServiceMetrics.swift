@@ -17,6 +17,8 @@ public enum ServiceMetrics {
     static let syncConnections = MetricFamily("bigpeer_sync_connections", .gauge, "Open sync WebSocket connections.")
     static let syncSessions = MetricFamily("bigpeer_sync_sessions", .gauge, "Admitted sync sessions (every link type).")
     static let syncQueuedBytes = MetricFamily("bigpeer_sync_queued_bytes", .gauge, "Bytes waiting to be sent to sync peers, summed over sessions.")
+    static let syncIncomingBytes = MetricFamily("bigpeer_sync_incoming_message_bytes", .gauge,
+                                                "Bytes of messages being received from sync peers over WebSocket (at most --max-buffered-request-bytes; past it 1013).")
     static let poolOpen = MetricFamily("bigpeer_db_pool_connections", .gauge, "PostgreSQL sessions the pool holds (idle, leased or connecting).")
     static let poolIdle = MetricFamily("bigpeer_db_pool_idle_connections", .gauge, "PostgreSQL sessions idle in the pool.")
     static let poolMax = MetricFamily("bigpeer_db_pool_max_connections", .gauge, "Most PostgreSQL sessions the pool may hold (--db-connections).")
@@ -52,7 +54,7 @@ public enum ServiceMetrics {
     static let upstreamBytes = MetricFamily("bigpeer_upstream_bytes_total", .counter, "Bytes exchanged with --upstream, by direction (upload, download).", labels: ["direction"])
 
     public static let families = [
-        syncConnections, syncSessions, syncQueuedBytes, poolOpen, poolIdle, poolMax, poolWaiters, poolAcquire,
+        syncConnections, syncSessions, syncQueuedBytes, syncIncomingBytes, poolOpen, poolIdle, poolMax, poolWaiters, poolAcquire,
         changeLogHead, changeFeedLag, changeFeedReads, writeBatch, writeTransaction,
         readCacheHits, readCacheMisses, readCacheEntries, readCacheBytes, inMemoryStages, evaluationQueued, evaluationTenants,
         limited, serverTimeWaiting, serverTimeWaited, upstreamConnected, upstreamSessions, upstreamUploadLag, upstreamChanges, upstreamBytes,
@@ -75,6 +77,7 @@ public enum ServiceMetrics {
         w.sample(syncConnections, service.syncConnections)
         w.sample(syncSessions, service.syncSessionCount)
         w.sample(syncQueuedBytes, service.syncQueueStatistics.reduce(0) { $0 + $1.queued })
+        w.sample(syncIncomingBytes, service.syncIncomingMessageBytes)
         let pool = service.pool
         w.sample(poolOpen, pool.openConnections)
         w.sample(poolIdle, pool.idleConnections)

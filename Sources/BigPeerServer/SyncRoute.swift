@@ -52,12 +52,15 @@ struct SyncRoute {
     /// (dropped with 1008 when the queue passes `maxQueuedBytes` or stalls for 30 s). The session
     /// itself stops producing at the high-water mark (`sessionQueueLimit`), so in practice the
     /// queue stays near 1 MiB and the drop is for a peer that stalls.
-    static func webSocketLimits(_ sync: SyncLimits) -> WebSocketConfiguration {
+    /// `incomingBytes`: what all sync WebSockets together may be receiving at once (1013 past it).
+    static func webSocketLimits(_ sync: SyncLimits, incomingBytes: Int = 1 << 30) -> WebSocketConfiguration {
         var c = WebSocketConfiguration(maxFrameSize: sync.maxMessageSize, maxMessageSize: sync.maxMessageSize,
                                        pingInterval: .seconds(30), highWaterMark: 1 << 20, lowWaterMark: 256 << 10,
                                        maxQueuedBytes: sync.maxMessageSize + (4 << 20), writeStallTimeout: .seconds(30))
         // The upgrade carries no credentials: until its hello, a peer is anyone who reaches the port.
         c.maxFirstMessageSize = sync.maxHelloBytes
+        // Each peer may send 16 MiB messages; 10,000 sessions may not all do so at once.
+        c.messageBudget = WebSocketMessageBudget(limit: incomingBytes)
         return c
     }
 

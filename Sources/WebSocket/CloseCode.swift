@@ -78,6 +78,8 @@ public enum WebSocketProtocolError: Error, Hashable, Sendable, CustomStringConve
     case messageTooLarge(limit: Int)
     /// A message split into more frames than the endpoint allows (§10.4).
     case tooManyFragments(limit: Int)
+    /// The endpoint's connections are receiving as much as it may hold (`WebSocketMessageBudget`).
+    case overloaded
 
     /// The code this endpoint sends when it fails the connection for this reason (§7.4.1).
     public var closeCode: WebSocketCloseCode {
@@ -90,6 +92,8 @@ public enum WebSocketProtocolError: Error, Hashable, Sendable, CustomStringConve
             .invalidPayloadData
         case .frameTooLarge, .messageTooLarge, .tooManyFragments:
             .messageTooBig
+        case .overloaded:
+            .tryAgainLater
         }
     }
 
@@ -112,6 +116,7 @@ public enum WebSocketProtocolError: Error, Hashable, Sendable, CustomStringConve
         case .frameTooLarge: "frame too large"
         case .messageTooLarge: "message too large"
         case .tooManyFragments: "too many fragments"
+        case .overloaded: "too many messages being received; try again later"
         }
     }
 }

@@ -38,6 +38,8 @@ public struct WebSocketConnection {
     var state: State = .open
     /// Whether a whole data message has arrived (`maxFirstMessageSize` applies until then).
     var firstMessageReceived = false
+    /// What the message being received holds of `configuration.messageBudget`.
+    var budgetHeld = 0
     var parser: WebSocketFrameParser
     var codec: PerMessageDeflateCodec?
     var maskKeys: WebSocketMaskKeySource
@@ -198,6 +200,21 @@ public struct WebSocketConnection {
         if !assembly.compressed && UInt64(assembly.bytes.count) + h.payloadLength > UInt64(messageLimit) {
             throw .messageTooLarge(limit: messageLimit)
         }
+        // Wire bytes (below `maxFrameSize`, which the parser checked): what a compressed message
+        // inflates to is bounded by `maxMessageSize` per connection.
+        if let budget = configuration.messageBudget, h.payloadLength > 0 {
+            let bytes = Int(h.payloadLength)
+            guard budget.take(bytes) else { throw .overloaded }
+            budgetHeld += bytes
+        }
+    }
+
+    /// Gives back what the message being received holds of the endpoint's budget: when it is
+    /// delivered, and when the connection ends (`WebSocketIODriver.transportDidClose`).
+    public mutating func releaseMessageBudget() {
+        guard budgetHeld > 0 else { return }
+        configuration.messageBudget?.give(budgetHeld)
+        budgetHeld = 0
     }
 
     /// The largest message accepted now: the first one may be held to `maxFirstMessageSize`.
@@ -241,6 +258,7 @@ public struct WebSocketConnection {
         let opcode = assembly.opcode
         assembly = Assembly()
         firstMessageReceived = true
+        releaseMessageBudget()
         // §1.4: after sending Close an endpoint may discard what still arrives.
         guard state == .open else { return }
         flush(&actions)

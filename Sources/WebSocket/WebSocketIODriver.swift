@@ -101,6 +101,7 @@ final class WebSocketIODriver {
         timer = nil
         transportClosing = true
         if !ws.isClosed { apply(ws.transportClosed(now: .now())) }
+        ws.releaseMessageBudget()
         onMessage = { _ in }
         onClosed = { _, _ in }
     }

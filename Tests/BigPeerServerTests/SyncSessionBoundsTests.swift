@@ -165,6 +165,26 @@ import WebSocket
         }
     }
 
+    /// All sync WebSockets together may be receiving at most `maxBufferedRequestBytes` at once
+    /// (here 200 KiB): a peer that has said hello may send large messages, but 10,000 of them may
+    /// not each hold 16 MiB half-sent. Past it a frame fails its connection with 1013 from its header.
+    @Test func incomingMessagesOfAllPeers_shareOneBudget() async throws {
+        try await TestPostgres.withDatabase { db in
+            let service = try await Self.insecureServer(db) { $0.maxBufferedRequestBytes = 200 << 10 }
+            defer { Task { await service.stop() } }
+            func header(_ length: Int) -> [UInt8] { [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: length >> (8 * (7 - $0))) } + [1, 2, 3, 4] }
+            let holder = try await RawSocket.stuckSyncPeer(port: service.port, site: 501, maxMessageSize: 1 << 20, subscribingTo: [])
+            defer { close(holder) }
+            try await RawSocket.write(holder, header(150 << 10) + [0, 0, 0])  // 150 KiB declared, 3 bytes sent
+            let other = try await RawSocket.stuckSyncPeer(port: service.port, site: 502, maxMessageSize: 1 << 20, subscribingTo: [])
+            defer { close(other) }
+            try await RawSocket.write(other, header(100 << 10) + [0, 0, 0])
+            var refusal: (opcode: UInt8, payload: [UInt8]) = (0, [])
+            repeat { refusal = try await RawSocket.readFrameWithOpcode(other, timeout: .seconds(30)) } while refusal.opcode != 8
+            #expect(refusal.payload.prefix(2) == [0x03, 0xF5], "close code 1013: \(refusal.payload)")
+        }
+    }
+
     // MARK: - Item 6: no permessage-deflate on sync
 
     @Test func permessageDeflate_isNotNegotiatedOnSync_butStaysOnTheEchoEndpoint() async throws {
