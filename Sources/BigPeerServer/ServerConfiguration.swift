@@ -26,7 +26,7 @@ public struct ServerConfiguration: Sendable {
     /// INSERT of many documents in one request needs more.
     public var maxBodyBytes = 32 << 20
     /// Request content held in memory at once across all connections (`HTTPServerConfiguration.
-    /// maxBufferedRequestBytes`): past it a request gets 503 at its head. Without a bound every
+    /// maxBufferedRequestBytes`, charged as content arrives): past it a request gets 503. Without a bound every
     /// connection could hold a body of `maxBodyBytes` at once. The same amount again bounds the
     /// sync messages being received over all sync WebSockets (`WebSocketMessageBudget`; 1013).
     public var maxBufferedRequestBytes = 1 << 30

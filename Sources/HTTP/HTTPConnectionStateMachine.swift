@@ -205,14 +205,11 @@ struct HTTPConnectionStateMachine {
         return .proceed(sendContinue: sendContinue)
     }
 
-    /// What the content of the request just routed will hold in memory once read whole: its
-    /// declared length, or for chunked content its route's limit (its length is not known before
-    /// it has been read); nil when it has none. Asked after `routed`.
-    func contentToHold(head: HTTPRequestHead) -> Int? {
-        guard parser.isReadingBody else { return nil }
-        if let declared = head.headers["Content-Length"].flatMap({ Int($0) }) { return declared }
-        return parser.limits.maxBodyBytes
-    }
+    /// Whether the request just routed has content still to read (asked after `routed`).
+    var readsContent: Bool { parser.isReadingBody }
+
+    /// Content bytes of the current request received so far (what its aggregated body holds).
+    var contentBytesReceived: Int { parser.bodyBytesReceived }
 
     /// The streamed content's reader has `InboundBody.highWaterMark` bytes unread: stop reading.
     mutating func inboundFull() { pausedForInbound = true }

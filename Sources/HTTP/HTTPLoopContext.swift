@@ -32,7 +32,7 @@ final class HTTPServerShared: Sendable {
     func holdRequestBytes(_ bytes: Int) -> Bool {
         let limit = configuration.maxBufferedRequestBytes
         let after = bufferedRequestBytes.add(bytes, ordering: .relaxed).newValue
-        if after <= limit || after == bytes { return true }  // one request alone is always let in (its route's limit bounds it)
+        if after <= limit { return true }
         bufferedRequestBytes.subtract(bytes, ordering: .relaxed)
         requestsRefusedForMemory.add(1, ordering: .relaxed)
         return false

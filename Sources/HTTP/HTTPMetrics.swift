@@ -18,9 +18,9 @@ public final class HTTPMetrics: Sendable {
     public static let receivedBytes = MetricFamily("bigpeer_http_received_bytes_total", .counter, "Bytes read from HTTP connections before any upgrade.")
     public static let sentBytes = MetricFamily("bigpeer_http_sent_bytes_total", .counter, "Bytes written to HTTP connections before any upgrade.")
     public static let bufferedRequestBytes = MetricFamily("bigpeer_http_buffered_request_bytes", .gauge,
-                                                          "Request content held in memory now across all connections (declared lengths of requests read whole before their handler runs); at most --max-buffered-request-bytes.")
+                                                          "Request content held in memory now across all connections (what requests read whole before their handler runs have sent); at most --max-buffered-request-bytes.")
     public static let refusedForMemory = MetricFamily("bigpeer_http_requests_refused_for_memory_total", .counter,
-                                                      "Requests refused with 503 at their head because their content would have gone past --max-buffered-request-bytes.")
+                                                      "Requests refused with 503 because their content would have gone past --max-buffered-request-bytes.")
     public static let families = [requests, duration, openConnections, receivedBytes, sentBytes, bufferedRequestBytes, refusedForMemory]
 
     /// The label of requests no route matched (and requests refused before routing).

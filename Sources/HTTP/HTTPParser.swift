@@ -79,6 +79,8 @@ public struct HTTPParser: Sendable {
         case .head, .failed: false
         }
     }
+    /// Content bytes of the current (or just completed) message received so far.
+    public var bodyBytesReceived: Int { bodyReceived }
     /// True while a message has started but is not complete.
     public var isMidMessage: Bool { state != .head || buffer.count > position }
 

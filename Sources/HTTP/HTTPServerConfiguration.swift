@@ -15,11 +15,12 @@ public struct HTTPServerConfiguration: Sendable {
     /// Open connections across all loops; further accepts are closed at once.
     public var maxConnections = 10_000
     /// Request content held in memory at once across all connections: each request that is read
-    /// whole before its handler runs holds its declared length (a chunked one its route's body
-    /// limit) from its head until it is answered. A request that would go past it gets 503 with
-    /// `Retry-After` at its head, before any of its content is read, and the connection closes.
-    /// Without it, every connection may hold a body of the largest size at once (10,000 × 32 MiB).
-    /// `Int.max` turns it off. Streaming routes are not counted: they read as their handler consumes.
+    /// whole before its handler runs holds the content it has sent, charged as it arrives, until
+    /// its handler is done with it (or its connection closes with no handler running). A request
+    /// whose content would go past it gets 503 with `Retry-After`, nothing more of it is read, and
+    /// the connection closes. Without it, every connection may hold a body of the largest size at
+    /// once (10,000 × 32 MiB). `Int.max` turns it off. Streaming routes are not counted: they read
+    /// as their handler consumes. At least `limits.maxBodyBytes`, or the largest request never fits.
     public var maxBufferedRequestBytes = 1 << 30
     /// Parser limits (request line 414, header section 431, body 413).
     public var limits = HTTPParserLimits()

@@ -9,10 +9,11 @@ import Sockets
 extension HTTPServerConnection {
     /// Sends the handler's answer and moves to the next request.
     func finish(_ result: HTTPHandlerResult) {
+        handlerInFlight = false
+        releaseRequestBytes()  // the handler is done with the request's content (even if the connection closed)
         guard let (head, keepAliveAllowed) = machine.responseStarting(draining: context.draining) else { return }
         inbound?.fail(.finished)
         inbound = nil
-        releaseRequestBytes()  // the handler is done with the request's content
         var keepAlive = keepAliveAllowed
         let requestID = HTTPRequest.LogID(head: head, sequence: currentID)
         switch result {

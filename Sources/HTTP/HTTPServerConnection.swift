@@ -25,8 +25,14 @@ final class HTTPServerConnection: ConnectionDelegate {
     /// `tcp.totalBytesWritten` already added to the loop's sent-bytes metric.
     var bytesWrittenReported: UInt64 = 0
     /// What the request being read or handled holds of the server's request-content budget
-    /// (`HTTPServerShared.holdRequestBytes`), given back when it is answered or the connection closes.
+    /// (`HTTPServerShared.holdRequestBytes`): the content received so far, charged as it
+    /// arrives (a declared length costs nothing until it is sent), given back when the handler
+    /// is done with it, or when the connection closes with no handler running.
     var heldRequestBytes = 0
+    /// The current request's content is read whole before its handler runs (so it is charged).
+    private var chargesContent = false
+    /// A handler has the current request (its content is in memory until it returns).
+    var handlerInFlight = false
 
     private static let continue100: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
@@ -76,7 +82,7 @@ final class HTTPServerConnection: ConnectionDelegate {
         if !wasUpgraded { reportBytesWritten() }
         if !wasUpgraded { context.shared.notePeakQueuedOutput(connection.peakPendingOutputBytes) }
         inbound?.fail(.disconnected)
-        releaseRequestBytes()
+        if !handlerInFlight { releaseRequestBytes() }  // else when the handler returns (`finish`)
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume(throwing: HTTPBodyWriter.Closed())
@@ -97,8 +103,10 @@ final class HTTPServerConnection: ConnectionDelegate {
             let now = NanoTime.now()
             switch machine.next(now: now, outputBackpressured: tcp.isBackpressured) {
             case .wait:
+                chargeContentReceived()
                 return
             case .pauseReading:
+                guard chargeContentReceived() else { return }
                 return tcp.pauseReading()
             case .head(let head):
                 let (match, route) = context.shared.router.matchRoute(head.method, path: head.path)
@@ -109,15 +117,9 @@ final class HTTPServerConnection: ConnectionDelegate {
                 case .reject(let error):
                     return sendRejection(error)
                 case .proceed(let sendContinue):
-                    // Content read whole before the handler runs is held in memory: it must fit
-                    // the server's budget, decided before any of it is read (or 100 Continue sent).
-                    if streaming == nil, let bytes = machine.contentToHold(head: head), bytes > 0 {
-                        guard context.shared.holdRequestBytes(bytes) else {
-                            machine.closeWithError()
-                            return refuseForMemory()
-                        }
-                        heldRequestBytes = bytes
-                    }
+                    // Content read whole before the handler runs is held in memory: charged to the
+                    // server's budget as it arrives (`chargeContentReceived`).
+                    chargesContent = streaming == nil && machine.readsContent
                     if sendContinue { tcp.write(Self.continue100) }  // RFC 9110 §10.1.1
                 }
                 if let streaming {
@@ -134,6 +136,10 @@ final class HTTPServerConnection: ConnectionDelegate {
             case .contentEnded:
                 inbound?.end()
             case .dispatch(var request):
+                if chargesContent {
+                    chargesContent = false
+                    guard chargeContent(upTo: request.body.count) else { return }
+                }
                 dispatch(&request)
             case .reject(let error, let failInbound):
                 if let failInbound { inbound?.fail(failInbound) }
@@ -164,6 +170,7 @@ final class HTTPServerConnection: ConnectionDelegate {
 
     private func dispatch(_ request: inout HTTPRequest) {
         beginHandling(&request)
+        handlerInFlight = true
         let match: HTTPRouter.Match
         if let matched = currentMatch {
             match = matched
@@ -234,8 +241,29 @@ final class HTTPServerConnection: ConnectionDelegate {
         sendErrorAndClose(HTTPResponse.error(error.status, message: error.description, requestID: requestID))
     }
 
-    /// 503 at the head of a request whose content would go past the server's request-content
-    /// budget (`maxBufferedRequestBytes`): none of it is read; the client may send it again.
+    /// Charges the content received so far of a request read whole; false (and the request
+    /// refused, the connection closing) when the budget is spent.
+    @discardableResult
+    private func chargeContentReceived() -> Bool {
+        guard chargesContent else { return true }
+        return chargeContent(upTo: machine.contentBytesReceived)
+    }
+
+    private func chargeContent(upTo received: Int) -> Bool {
+        let more = received - heldRequestBytes
+        guard more > 0 else { return true }
+        guard context.shared.holdRequestBytes(more) else {
+            chargesContent = false
+            machine.closeWithError()
+            refuseForMemory()
+            return false
+        }
+        heldRequestBytes = received
+        return true
+    }
+
+    /// 503 to a request whose content would go past the server's request-content budget
+    /// (`maxBufferedRequestBytes`): nothing more of it is read; the client may send it again.
     private func refuseForMemory() {
         let id = context.nextRequestID()
         let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"

@@ -2,12 +2,12 @@
 import Sockets
 import Synchronization
 
-/// Bytes of incoming messages being received, shared by the connections of one endpoint: each
-/// frame of a data message takes its payload length when its header arrives and the message
-/// gives it all back when it is delivered or its connection closes. A frame that would go past
-/// `limit` fails its connection with 1013 (try again later) before its payload is read, so the
-/// endpoint's connections together never make the server hold more than `limit` of incoming
-/// messages, whatever each may send (`maxMessageSize` bounds one connection only).
+/// Bytes of incoming messages being received, shared by the connections of one endpoint: a data
+/// message takes its payload bytes as they arrive and gives them all back when it is delivered or
+/// its connection closes. Payload that would go past `limit` fails its connection with 1013 (try
+/// again later), so the endpoint's connections together never make the server hold more than
+/// `limit` of incoming messages, whatever each may send (`maxMessageSize` bounds one connection
+/// only), and a declared length costs nothing until it is sent.
 /// Thread-safe: connections on every loop share it (one atomic add per frame).
 public final class WebSocketMessageBudget: Sendable, Hashable {
     public let limit: Int
@@ -18,11 +18,10 @@ public final class WebSocketMessageBudget: Sendable, Hashable {
     /// Bytes held now.
     public var heldBytes: Int { held.load(ordering: .relaxed) }
 
-    /// Takes `bytes`; false (nothing taken) past `limit`, unless nothing else is held (one
-    /// message alone is bounded by `maxMessageSize`).
+    /// Takes `bytes`; false (nothing taken) past `limit`.
     func take(_ bytes: Int) -> Bool {
         let after = held.add(bytes, ordering: .relaxed).newValue
-        if after <= limit || after == bytes { return true }
+        if after <= limit { return true }
         held.subtract(bytes, ordering: .relaxed)
         return false
     }

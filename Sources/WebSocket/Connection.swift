@@ -200,13 +200,6 @@ public struct WebSocketConnection {
         if !assembly.compressed && UInt64(assembly.bytes.count) + h.payloadLength > UInt64(messageLimit) {
             throw .messageTooLarge(limit: messageLimit)
         }
-        // Wire bytes (below `maxFrameSize`, which the parser checked): what a compressed message
-        // inflates to is bounded by `maxMessageSize` per connection.
-        if let budget = configuration.messageBudget, h.payloadLength > 0 {
-            let bytes = Int(h.payloadLength)
-            guard budget.take(bytes) else { throw .overloaded }
-            budgetHeld += bytes
-        }
     }
 
     /// Gives back what the message being received holds of the endpoint's budget: when it is
@@ -224,6 +217,12 @@ public struct WebSocketConnection {
     }
 
     private mutating func appendData(_ chunk: [UInt8], isFinal: Bool) throws(WebSocketProtocolError) {
+        // Charged as it arrives (a frame header's length costs nothing until it is sent); wire
+        // bytes: what a compressed message inflates to is bounded by `maxMessageSize` per connection.
+        if let budget = configuration.messageBudget, !chunk.isEmpty {
+            guard budget.take(chunk.count) else { throw .overloaded }
+            budgetHeld += chunk.count
+        }
         if assembly.compressed, let codec {
             let limit = messageLimit
             let isText = assembly.opcode == .text

@@ -28,7 +28,7 @@ struct ServeCommand: AsyncParsableCommand {
     var maintenanceIntervalSeconds = 600
     @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 above).") var maxBodyBytes = 32 << 20
     @Option(name: .customLong("max-buffered-request-bytes"),
-            help: "Request content held in memory at once across all connections; a request whose declared length (a chunked one: --max-body-bytes) would go past it gets 503 at its head. The same amount again bounds the sync messages being received over all sync WebSockets (1013 past it).")
+            help: "Request content held in memory at once across all connections (charged as it arrives; at least --max-body-bytes); a request whose content would go past it gets 503. The same amount again bounds the sync messages being received over all sync WebSockets (1013 past it).")
     var maxBufferedRequestBytes = 1 << 30
     @Option(name: .customLong("statement-timeout"), help: "Seconds a statement may run in PostgreSQL, and again in memory (filtering, sorting, grouping), before it fails with 408.")
     var statementTimeoutSeconds = 30
@@ -132,7 +132,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.readCacheBytes = readCacheMegabytes << 20
         config.maxBodyBytes = maxBodyBytes
-        guard maxBufferedRequestBytes > 0 else { throw ValidationError("--max-buffered-request-bytes must be positive") }
+        guard maxBufferedRequestBytes >= maxBodyBytes else {
+            throw ValidationError("--max-buffered-request-bytes must be at least --max-body-bytes (a request of the largest size must fit)")
+        }
         config.maxBufferedRequestBytes = maxBufferedRequestBytes
         guard maxBufferedResultBytes > 0 else { throw ValidationError("--max-buffered-result-bytes must be positive") }
         config.maxBufferedResultBytes = maxBufferedResultBytes

@@ -167,7 +167,7 @@ import WebSocket
 
     /// All sync WebSockets together may be receiving at most `maxBufferedRequestBytes` at once
     /// (here 200 KiB): a peer that has said hello may send large messages, but 10,000 of them may
-    /// not each hold 16 MiB half-sent. Past it a frame fails its connection with 1013 from its header.
+    /// not each hold 16 MiB half-sent. Payload past it fails its connection with 1013.
     @Test func incomingMessagesOfAllPeers_shareOneBudget() async throws {
         try await TestPostgres.withDatabase { db in
             let service = try await Self.insecureServer(db) { $0.maxBufferedRequestBytes = 200 << 10 }
@@ -175,10 +175,11 @@ import WebSocket
             func header(_ length: Int) -> [UInt8] { [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: length >> (8 * (7 - $0))) } + [1, 2, 3, 4] }
             let holder = try await RawSocket.stuckSyncPeer(port: service.port, site: 501, maxMessageSize: 1 << 20, subscribingTo: [])
             defer { close(holder) }
-            try await RawSocket.write(holder, header(150 << 10) + [0, 0, 0])  // 150 KiB declared, 3 bytes sent
+            try await RawSocket.write(holder, header(150 << 10) + [UInt8](repeating: 0, count: (150 << 10) - 1))  // one byte short
+            #expect(await eventually { service.syncIncomingMessageBytes == (150 << 10) - 1 })
             let other = try await RawSocket.stuckSyncPeer(port: service.port, site: 502, maxMessageSize: 1 << 20, subscribingTo: [])
             defer { close(other) }
-            try await RawSocket.write(other, header(100 << 10) + [0, 0, 0])
+            try await RawSocket.write(other, header(100 << 10) + [UInt8](repeating: 0, count: 100 << 10))
             var refusal: (opcode: UInt8, payload: [UInt8]) = (0, [])
             repeat { refusal = try await RawSocket.readFrameWithOpcode(other, timeout: .seconds(30)) } while refusal.opcode != 8
             #expect(refusal.payload.prefix(2) == [0x03, 0xF5], "close code 1013: \(refusal.payload)")
