@@ -28,7 +28,7 @@ public struct ServerConfiguration: Sendable {
     /// Request content held in memory at once across all connections (`HTTPServerConfiguration.
     /// maxBufferedRequestBytes`, charged as content arrives): past it a request gets 503. Without a bound every
     /// connection could hold a body of `maxBodyBytes` at once. The same amount again bounds the
-    /// sync messages being received over all sync WebSockets (`WebSocketMessageBudget`; 1013).
+    /// sync messages being received over all sync WebSockets (`WebSocketConfiguration.messageBudget`; 1013).
     public var maxBufferedRequestBytes = 1 << 30
     /// Most stored-JSON bytes of documents one read may hold when its result cannot be streamed
     /// (ORDER BY, GROUP BY, aggregates or DISTINCT done in memory; CBOR responses); past it the

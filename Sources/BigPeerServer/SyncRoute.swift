@@ -60,7 +60,7 @@ struct SyncRoute {
         // The upgrade carries no credentials: until its hello, a peer is anyone who reaches the port.
         c.maxFirstMessageSize = sync.maxHelloBytes
         // Each peer may send 16 MiB messages; 10,000 sessions may not all do so at once.
-        c.messageBudget = WebSocketMessageBudget(limit: incomingBytes)
+        c.messageBudget = ByteBudget(limit: incomingBytes)
         return c
     }
 

@@ -81,6 +81,20 @@ public enum RawSocket {
         return (h[0] & 0x0F, try await read(length))
     }
 
+    /// The header of a masked binary frame (FIN set) declaring `length` payload bytes, for a test
+    /// that sends the payload (or part of it) by hand. The mask key is 1, 2, 3, 4.
+    public static func binaryFrameHeader(length: Int) -> [UInt8] {
+        [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: length >> (8 * (7 - $0))) } + [1, 2, 3, 4]
+    }
+
+    /// The payload of the server's Close frame (its code first), skipping the frames before it.
+    public static func closePayload(_ fd: Int32, timeout: Duration = .seconds(30)) async throws -> [UInt8] {
+        while true {
+            let frame = try await readFrameWithOpcode(fd, timeout: timeout)
+            if frame.opcode == 8 { return frame.payload }
+        }
+    }
+
     public static func sendFrame(_ fd: Int32, _ payload: [UInt8]) async throws {
         var frame: [UInt8] = []
         WebSocketFrameWriter.append(fin: true, opcode: .binary, maskKey: WebSocketMaskKey(1, 2, 3, 4), payload: payload, to: &frame)

@@ -14,32 +14,16 @@ final class HTTPServerShared: Sendable {
     let metrics: HTTPMetrics
     /// The most response bytes any connection has had queued at once (`HTTPServer.peakQueuedOutputBytes`).
     let peakQueuedOutputBytes = Atomic<Int>(0)
-    /// Request content bytes held now across every loop (`HTTPServerConfiguration.maxBufferedRequestBytes`).
-    let bufferedRequestBytes = Atomic<Int>(0)
-    /// Requests refused at their head because that budget was spent (`HTTPServer.requestsRefusedForMemory`).
-    let requestsRefusedForMemory = Atomic<Int>(0)
+    /// Request content held now across every loop (`HTTPServerConfiguration.maxBufferedRequestBytes`).
+    let requestBudget: ByteBudget
 
     init(configuration: HTTPServerConfiguration, router: HTTPRouter, tls: TLSContext?, logger: Logger, loops: Int) {
         self.configuration = configuration
         self.router = router
         self.tls = tls
         self.logger = logger
+        requestBudget = ByteBudget(limit: configuration.maxBufferedRequestBytes)
         metrics = HTTPMetrics(routes: router.routePatterns, loops: loops)
-    }
-
-    /// Takes `bytes` of the request-content budget; false (and nothing taken) when it would go
-    /// past `maxBufferedRequestBytes`.
-    func holdRequestBytes(_ bytes: Int) -> Bool {
-        let limit = configuration.maxBufferedRequestBytes
-        let after = bufferedRequestBytes.add(bytes, ordering: .relaxed).newValue
-        if after <= limit { return true }
-        bufferedRequestBytes.subtract(bytes, ordering: .relaxed)
-        requestsRefusedForMemory.add(1, ordering: .relaxed)
-        return false
-    }
-
-    func releaseRequestBytes(_ bytes: Int) {
-        bufferedRequestBytes.subtract(bytes, ordering: .relaxed)
     }
 
     func notePeakQueuedOutput(_ bytes: Int) {

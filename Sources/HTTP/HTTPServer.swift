@@ -62,8 +62,7 @@ public final class HTTPServer: Sendable {
         let shared = self.shared
         registry.register(HTTPMetrics.families) { w in
             shared.metrics.collect(into: &w, openConnections: shared.connectionCount.load(ordering: .relaxed),
-                                   bufferedRequestBytes: shared.bufferedRequestBytes.load(ordering: .relaxed),
-                                   refusedForMemory: shared.requestsRefusedForMemory.load(ordering: .relaxed))
+                                   bufferedRequestBytes: shared.requestBudget.heldBytes, refusedForMemory: shared.requestBudget.refusedTakes)
         }
     }
 
@@ -79,10 +78,10 @@ public final class HTTPServer: Sendable {
     public var peakQueuedOutputBytes: Int { shared.peakQueuedOutputBytes.load(ordering: .relaxed) }
 
     /// Request content held in memory now, across all connections (`maxBufferedRequestBytes`).
-    public var bufferedRequestBytes: Int { shared.bufferedRequestBytes.load(ordering: .relaxed) }
+    public var bufferedRequestBytes: Int { shared.requestBudget.heldBytes }
 
     /// Requests refused (503) at their head since the start because `maxBufferedRequestBytes` was spent.
-    public var requestsRefusedForMemory: Int { shared.requestsRefusedForMemory.load(ordering: .relaxed) }
+    public var requestsRefusedForMemory: Int { shared.requestBudget.refusedTakes }
 
     public func start() async throws {
         guard state.withLock({ $0.contexts.isEmpty && !$0.shutDown }) else { throw StartError.alreadyStarted }

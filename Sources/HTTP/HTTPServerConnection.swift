@@ -25,7 +25,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     /// `tcp.totalBytesWritten` already added to the loop's sent-bytes metric.
     var bytesWrittenReported: UInt64 = 0
     /// What the request being read or handled holds of the server's request-content budget
-    /// (`HTTPServerShared.holdRequestBytes`): the content received so far, charged as it
+    /// (`HTTPServerShared.requestBudget`): the content received so far, charged as it
     /// arrives (a declared length costs nothing until it is sent), given back when the handler
     /// is done with it, or when the connection closes with no handler running.
     var heldRequestBytes = 0
@@ -231,14 +231,24 @@ final class HTTPServerConnection: ConnectionDelegate {
     /// It gets a request id like any answered request (the client may not have sent a readable
     /// `X-Request-ID`: the head may be what was refused), so the answer and the log line match.
     private func sendRejection(_ error: HTTPParseError) {
+        refuse(error.status, error.description, route: context.shared.metrics.unmatchedRouteID, level: .info,
+               log: "request rejected", ["reason": "\(error)"])
+    }
+
+    /// Answers `status` with `message` (and `headers`) to a request that is not handled, with a
+    /// request id of its own, its metric and log line, then closes the connection.
+    private func refuse(_ status: HTTPStatus, _ message: String, headers: [(String, String)] = [], route: Int, level: Logger.Level,
+                        log: Logger.Message, _ metadata: Logger.Metadata) {
         let id = context.nextRequestID()
         let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"
-        context.metrics.record(route: context.shared.metrics.unmatchedRouteID, method: HTTPMethod("other"), status: error.status.code, elapsedNanoseconds: 0)
-        if context.logger.logLevel <= .info {
-            context.logger.info("request rejected", metadata: ["peer": "\(remote ?? "?")", "request_id": "\(requestID)",
-                                                               "status": "\(error.status.code)", "reason": "\(error)"])
+        context.metrics.record(route: route, method: HTTPMethod("other"), status: status.code, elapsedNanoseconds: 0)
+        if context.logger.logLevel <= level {
+            context.logger.log(level: level, log, metadata: metadata.merging(
+                ["peer": "\(remote ?? "?")", "request_id": "\(requestID)", "status": "\(status.code)"]) { a, _ in a })
         }
-        sendErrorAndClose(HTTPResponse.error(error.status, message: error.description, requestID: requestID))
+        var response = HTTPResponse.error(status, message: message, requestID: requestID)
+        for (name, value) in headers { response.headers.add(name, value) }
+        sendErrorAndClose(response)
     }
 
     /// Charges the content received so far of a request read whole; false (and the request
@@ -252,7 +262,7 @@ final class HTTPServerConnection: ConnectionDelegate {
     private func chargeContent(upTo received: Int) -> Bool {
         let more = received - heldRequestBytes
         guard more > 0 else { return true }
-        guard context.shared.holdRequestBytes(more) else {
+        guard context.shared.requestBudget.take(more) else {
             chargesContent = false
             machine.closeWithError()
             refuseForMemory()
@@ -265,24 +275,15 @@ final class HTTPServerConnection: ConnectionDelegate {
     /// 503 to a request whose content would go past the server's request-content budget
     /// (`maxBufferedRequestBytes`): nothing more of it is read; the client may send it again.
     private func refuseForMemory() {
-        let id = context.nextRequestID()
-        let requestID = "\(HTTPRequest.processTag)-\(id.loop)-\(id.number)"
-        context.metrics.record(route: currentRoute, method: HTTPMethod("other"), status: HTTPStatus.serviceUnavailable.code, elapsedNanoseconds: 0)
-        if context.logger.logLevel <= .notice {
-            context.logger.notice("request refused: request content in memory at its limit", metadata: [
-                "peer": "\(remote ?? "?")", "request_id": "\(requestID)",
-                "limit": "\(context.shared.configuration.maxBufferedRequestBytes)"])
-        }
-        var response = HTTPResponse.error(.serviceUnavailable, message: "the server holds as much request content as it may; retry shortly",
-                                          requestID: requestID)
-        response.headers.add("Retry-After", "1")
-        sendErrorAndClose(response)
+        refuse(.serviceUnavailable, "the server holds as much request content as it may; retry shortly", headers: [("Retry-After", "1")],
+               route: currentRoute, level: .notice, log: "request refused: request content in memory at its limit",
+               ["limit": "\(context.shared.configuration.maxBufferedRequestBytes)"])
     }
 
     /// Gives back what the request held of the request-content budget (once).
     func releaseRequestBytes() {
         guard heldRequestBytes > 0 else { return }
-        context.shared.releaseRequestBytes(heldRequestBytes)
+        context.shared.requestBudget.give(heldRequestBytes)
         heldRequestBytes = 0
     }
 

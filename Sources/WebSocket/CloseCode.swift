@@ -78,7 +78,7 @@ public enum WebSocketProtocolError: Error, Hashable, Sendable, CustomStringConve
     case messageTooLarge(limit: Int)
     /// A message split into more frames than the endpoint allows (§10.4).
     case tooManyFragments(limit: Int)
-    /// The endpoint's connections are receiving as much as it may hold (`WebSocketMessageBudget`).
+    /// The endpoint's connections are receiving as much as it may hold (`WebSocketConfiguration.messageBudget`).
     case overloaded
 
     /// The code this endpoint sends when it fails the connection for this reason (§7.4.1).

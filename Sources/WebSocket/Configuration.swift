@@ -1,36 +1,5 @@
 // Per-endpoint limits and timers of a WebSocket connection, and the values it hands out.
 import Sockets
-import Synchronization
-
-/// Bytes of incoming messages being received, shared by the connections of one endpoint: a data
-/// message takes its payload bytes as they arrive and gives them all back when it is delivered or
-/// its connection closes. Payload that would go past `limit` fails its connection with 1013 (try
-/// again later), so the endpoint's connections together never make the server hold more than
-/// `limit` of incoming messages, whatever each may send (`maxMessageSize` bounds one connection
-/// only), and a declared length costs nothing until it is sent.
-/// Thread-safe: connections on every loop share it (one atomic add per frame).
-public final class WebSocketMessageBudget: Sendable, Hashable {
-    public let limit: Int
-    private let held = Atomic<Int>(0)
-
-    public init(limit: Int) { self.limit = max(1, limit) }
-
-    /// Bytes held now.
-    public var heldBytes: Int { held.load(ordering: .relaxed) }
-
-    /// Takes `bytes`; false (nothing taken) past `limit`.
-    func take(_ bytes: Int) -> Bool {
-        let after = held.add(bytes, ordering: .relaxed).newValue
-        if after <= limit { return true }
-        held.subtract(bytes, ordering: .relaxed)
-        return false
-    }
-
-    func give(_ bytes: Int) { held.subtract(bytes, ordering: .relaxed) }
-
-    public static func == (a: WebSocketMessageBudget, b: WebSocketMessageBudget) -> Bool { a === b }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
 
 /// Limits and timers of one endpoint. Defaults suit the sync protocol's small messages; the
 /// Autobahn echo endpoint raises them (section 9 sends 16 MiB messages in up to 65,536 frames).
@@ -46,9 +15,10 @@ public struct WebSocketConfiguration: Sendable, Hashable {
     /// whose first message is small and says who the peer is (sync's `hello`) bounds what a peer
     /// that has not yet said who it is can make the server hold. Nil: `maxMessageSize`.
     public var maxFirstMessageSize: Int? = nil
-    /// Shared with the endpoint's other connections: what all of them may be receiving at once
-    /// (1013 past it). Nil: each connection bounded by `maxMessageSize` alone.
-    public var messageBudget: WebSocketMessageBudget? = nil
+    /// Shared with the endpoint's other connections: what all of them may be receiving at once,
+    /// payload charged as it arrives and given back when its message is delivered or its
+    /// connection closes (1013 past it). Nil: each connection bounded by `maxMessageSize` alone.
+    public var messageBudget: ByteBudget? = nil
     /// Most frames one message may be split into (1009): bounds per-frame work for tiny frames.
     public var maxFragmentsPerMessage: Int
     /// Send a Ping after this long without receiving anything; nil disables keep-alive.

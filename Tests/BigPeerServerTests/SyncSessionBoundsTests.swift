@@ -148,20 +148,17 @@ import WebSocket
             defer { close(fd) }
             try await RawSocket.upgrade(fd, port: service.port)
             // A masked binary frame declaring 1 MiB; only its header and 3 bytes are sent.
-            let header: [UInt8] = [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: (1 << 20) >> (8 * (7 - $0))) } + [1, 2, 3, 4]
-            try await RawSocket.write(fd, header + [0, 0, 0])
-            var refusal: (opcode: UInt8, payload: [UInt8]) = (0, [])
-            repeat { refusal = try await RawSocket.readFrameWithOpcode(fd, timeout: .seconds(30)) } while refusal.opcode != 8
-            #expect(refusal.payload.prefix(2) == [0x03, 0xF1], "close code 1009: \(refusal.payload)")
+            try await RawSocket.write(fd, RawSocket.binaryFrameHeader(length: 1 << 20) + [0, 0, 0])
+            let refusal = try await RawSocket.closePayload(fd)
+            #expect(refusal.prefix(2) == [0x03, 0xF1], "close code 1009: \(refusal)")
 
             // After a hello, a message far above 64 KiB is not refused for its size (this one is
             // not a sync message at all: refused for that).
             let peer = try await RawSocket.stuckSyncPeer(port: service.port, maxMessageSize: 1 << 20, subscribingTo: [])
             defer { close(peer) }
             try await RawSocket.sendFrame(peer, [UInt8](repeating: 0xFF, count: 200 << 10))
-            var end: (opcode: UInt8, payload: [UInt8]) = (0, [])
-            repeat { end = try await RawSocket.readFrameWithOpcode(peer, timeout: .seconds(30)) } while end.opcode != 8
-            #expect(end.payload.prefix(2) != [0x03, 0xF1], "not 1009 once the hello is in")
+            let end = try await RawSocket.closePayload(peer)
+            #expect(end.prefix(2) != [0x03, 0xF1], "not 1009 once the hello is in")
         }
     }
 
@@ -172,17 +169,15 @@ import WebSocket
         try await TestPostgres.withDatabase { db in
             let service = try await Self.insecureServer(db) { $0.maxBufferedRequestBytes = 200 << 10 }
             defer { Task { await service.stop() } }
-            func header(_ length: Int) -> [UInt8] { [0x82, 0xFF] + (0..<8).map { UInt8(truncatingIfNeeded: length >> (8 * (7 - $0))) } + [1, 2, 3, 4] }
             let holder = try await RawSocket.stuckSyncPeer(port: service.port, site: 501, maxMessageSize: 1 << 20, subscribingTo: [])
             defer { close(holder) }
-            try await RawSocket.write(holder, header(150 << 10) + [UInt8](repeating: 0, count: (150 << 10) - 1))  // one byte short
+            try await RawSocket.write(holder, RawSocket.binaryFrameHeader(length: 150 << 10) + [UInt8](repeating: 0, count: (150 << 10) - 1))  // one byte short
             #expect(await eventually { service.syncIncomingMessageBytes == (150 << 10) - 1 })
             let other = try await RawSocket.stuckSyncPeer(port: service.port, site: 502, maxMessageSize: 1 << 20, subscribingTo: [])
             defer { close(other) }
-            try await RawSocket.write(other, header(100 << 10) + [UInt8](repeating: 0, count: 100 << 10))
-            var refusal: (opcode: UInt8, payload: [UInt8]) = (0, [])
-            repeat { refusal = try await RawSocket.readFrameWithOpcode(other, timeout: .seconds(30)) } while refusal.opcode != 8
-            #expect(refusal.payload.prefix(2) == [0x03, 0xF5], "close code 1013: \(refusal.payload)")
+            try await RawSocket.write(other, RawSocket.binaryFrameHeader(length: 100 << 10) + [UInt8](repeating: 0, count: 100 << 10))
+            let refusal = try await RawSocket.closePayload(other)
+            #expect(refusal.prefix(2) == [0x03, 0xF5], "close code 1013: \(refusal)")
         }
     }
 

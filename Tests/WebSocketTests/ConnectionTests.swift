@@ -96,13 +96,13 @@ import Testing
         #expect(ws.receiveAll(frame(.binary, Array(repeating: 2, count: 1000)), now: clock.now).delivered == [.binary(Array(repeating: 2, count: 1000))])
     }
 
-    /// Connections sharing a `WebSocketMessageBudget` may be receiving at most its limit at once,
+    /// Connections sharing a message budget (`ByteBudget`) may be receiving at most its limit at once,
     /// charged as payload arrives (a frame header's length costs nothing): payload that would go
     /// past it fails its connection with 1013; a message gives its share back when delivered, a
     /// connection when its transport closes.
     @Test func sharedMessageBudget_boundsWhatConnectionsReceiveAtOnce() throws {
         var config = WebSocketConfiguration(maxFrameSize: 1000, maxMessageSize: 1000)
-        let budget = WebSocketMessageBudget(limit: 1000)
+        let budget = ByteBudget(limit: 1000)
         config.messageBudget = budget
         var a = server(config), b = server(config), c = server(config)
         let big = frame(.binary, Array(repeating: 7, count: 600))  // an 8-byte header (masked, 16-bit length)
